@@ -1,0 +1,1 @@
+"""Training: our AdamW, schedule, clipping, loss, data, checkpoints and the loop."""
