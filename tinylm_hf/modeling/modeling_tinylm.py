@@ -69,6 +69,27 @@ class TinyLMPreTrainedModel(PreTrainedModel):
             init.copy_(module.cos_cached, cos)
             init.copy_(module.sin_cached, sin)
 
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        """Load as transformers does, but weights missing from or left over in the checkpoint are an error.
+
+        transformers would silently re-initialise missing weights (a config with more layers than the
+        checkpoint) or drop extra ones (fewer layers): both are wrong answers, not a loaded model.
+        """
+        want_info = kwargs.pop("output_loading_info", False)
+        model, info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
+        missing = sorted(info.get("missing_keys", ()))
+        # a TinyLMModel loaded from a TinyLMForCausalLM checkpoint legitimately leaves the head out
+        unexpected = sorted(k for k in info.get("unexpected_keys", ()) if not k.startswith("lm_head."))
+        if missing or unexpected:
+            raise ValueError(
+                f"the checkpoint does not match the config of {cls.__name__}: "
+                f"missing weights {missing[:8]}{'...' if len(missing) > 8 else ''}, "
+                f"unexpected weights {unexpected[:8]}{'...' if len(unexpected) > 8 else ''}; "
+                "check num_hidden_layers and the other sizes in config.json"
+            )
+        return (model, info) if want_info else model
+
     def save_pretrained(self, save_directory, *args, **kwargs) -> None:
         """Save as transformers does, with an ``AutoModel`` entry in ``auto_map`` for remote code."""
         auto_map = dict(getattr(self.config, "auto_map", None) or {})
