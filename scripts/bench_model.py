@@ -54,12 +54,17 @@ def llama_config_for(config: TinyLMConfig) -> LlamaConfig:
     )
 
 
-def build_models(config: TinyLMConfig, device: str, dtype: torch.dtype) -> dict[str, torch.nn.Module]:
-    """Our model and Llama with identical weights."""
+def build_models(config: TinyLMConfig, device: str, dtype: torch.dtype, only: str | None = None) -> dict[str, torch.nn.Module]:
+    """Our model and Llama with identical weights (or just the one named ``only``)."""
     torch.manual_seed(0)
     ours = TinyLMForCausalLM(config)
+    if only == "tinylm":
+        return {"tinylm": ours.to(device=device, dtype=dtype)}
     llama = LlamaForCausalLM._from_config(llama_config_for(config), attn_implementation="sdpa")
     llama.load_state_dict(ours.state_dict(), strict=True)
+    if only == "llama":
+        del ours
+        return {"llama": llama.to(device=device, dtype=dtype)}
     return {"tinylm": ours.to(device=device, dtype=dtype), "llama": llama.to(device=device, dtype=dtype)}
 
 
@@ -91,8 +96,8 @@ def make_train_step(model: torch.nn.Module, batch: int, seq: int, vocab: int, de
     return step
 
 
-def time_rounds(steps: dict[str, callable], rounds: int, device: str) -> dict[str, float]:
-    """Median seconds per call of each closure, alternating models every round."""
+def time_rounds(steps: dict[str, callable], rounds: int, device: str) -> dict[str, list[float]]:
+    """Seconds per call of each closure in every round, alternating models within a round."""
     times: dict[str, list[float]] = {name: [] for name in steps}
     for _ in range(rounds):
         for name, step in steps.items():
@@ -101,21 +106,26 @@ def time_rounds(steps: dict[str, callable], rounds: int, device: str) -> dict[st
             step()
             sync(device)
             times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
+    return times
 
 
-def bench_training(models, config, args, device, compile_=False) -> dict[str, float]:
+def summarise(times: dict[str, list[float]], work: float) -> tuple[float, float, float]:
+    """(our median rate, Llama's median rate, median of the per-round paired speed ratios ours/Llama)."""
+    ratio = statistics.median(t_llama / t_ours for t_ours, t_llama in zip(times["tinylm"], times["llama"]))
+    return work / statistics.median(times["tinylm"]), work / statistics.median(times["llama"]), ratio
+
+
+def bench_training(models, config, args, device, compile_=False) -> tuple[float, float, float]:
     steps = {
         name: make_train_step(m, args.batch, args.seq, config.vocab_size, device, compile_) for name, m in models.items()
     }
     for step in steps.values():  # warm-up (and compilation)
         for _ in range(2 if compile_ else 1):
             step()
-    seconds = time_rounds(steps, args.rounds, device)
-    return {name: args.batch * args.seq / s for name, s in seconds.items()}
+    return summarise(time_rounds(steps, args.rounds, device), args.batch * args.seq)
 
 
-def bench_generate(models, config, args, device, batch: int) -> dict[str, float]:
+def bench_generate(models, config, args, device, batch: int) -> tuple[float, float, float]:
     prompt = torch.randint(0, config.vocab_size, (batch, args.prompt_len), generator=torch.Generator().manual_seed(2))
     prompt = prompt.to(device)
     new = args.new_tokens
@@ -133,8 +143,7 @@ def bench_generate(models, config, args, device, batch: int) -> dict[str, float]
     runs = {name: make(m) for name, m in models.items()}
     for run in runs.values():
         run()
-    seconds = time_rounds(runs, args.rounds, device)
-    return {name: batch * new / s for name, s in seconds.items()}
+    return summarise(time_rounds(runs, args.rounds, device), batch * new)
 
 
 def measure_memory_child(name: str, args) -> None:
@@ -142,9 +151,7 @@ def measure_memory_child(name: str, args) -> None:
     import psutil
 
     config = TinyLMConfig.from_preset(args.preset, max_position_embeddings=max(args.seq, args.prompt_len + args.new_tokens))
-    model = build_models(config, args.device, torch.float32)[name]
-    del_other = [k for k in ("tinylm", "llama") if k != name]
-    del del_other
+    model = build_models(config, args.device, torch.float32, only=name)[name]
     step = make_train_step(model, args.batch, args.seq, config.vocab_size, args.device, compile_=False)
     if args.device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
@@ -172,12 +179,13 @@ def bench_memory(args) -> dict[str, float]:
     return out
 
 
-def print_table(rows: list[tuple[str, float, float, str]]) -> None:
-    print(f"| {'measure':<44} | {'TinyLM':>10} | {'Llama':>10} | {'TinyLM/Llama':>12} |")
-    print(f"|{'-' * 46}|{'-' * 12}|{'-' * 12}|{'-' * 14}|")
-    for label, ours, llama, note in rows:
-        ratio = ours / llama if llama else float("nan")
-        print(f"| {label:<44} | {ours:>10.1f} | {llama:>10.1f} | {ratio:>12.2f} |{note}")
+def print_table(rows: list[tuple[str, float, float, float]]) -> None:
+    print(f"| {'measure':<48} | {'TinyLM':>10} | {'Llama':>10} | {'ratio':>7} |")
+    print(f"|{'-' * 50}|{'-' * 12}|{'-' * 12}|{'-' * 9}|")
+    for label, ours, llama, ratio in rows:
+        print(f"| {label:<48} | {ours:>10.1f} | {llama:>10.1f} | {ratio:>7.2f} |")
+    print("ratio: speed rows = median over rounds of the paired ratio Llama time / TinyLM time (> 1: TinyLM faster);")
+    print("       memory row = TinyLM / Llama (< 1: TinyLM smaller)")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -212,21 +220,19 @@ def main(argv: list[str] | None = None) -> None:
           f"batch={args.batch} seq={args.seq} rounds={args.rounds} (median)")
     models = build_models(config, args.device, torch.float32)
     rows = []
-    train = bench_training(models, config, args, args.device)
-    rows.append(("train step tokens/s (fp32, fwd+bwd+AdamW)", train["tinylm"], train["llama"], ""))
+    rows.append(("train step tokens/s (fp32, fwd+bwd+AdamW)", *bench_training(models, config, args, args.device)))
     memory = bench_memory(args)
     kind = "peak alloc" if args.device.startswith("cuda") else "peak RSS growth"
-    rows.append((f"train step {kind} MiB (lower is better)", memory["tinylm"], memory["llama"], ""))
+    rows.append((f"train step {kind} MiB", memory["tinylm"], memory["llama"], memory["tinylm"] / memory["llama"]))
     for batch in (1, 8):
-        gen = bench_generate(models, config, args, args.device, batch)
-        rows.append((f"generate new tokens/s, cache, batch {batch}", gen["tinylm"], gen["llama"], ""))
+        rows.append((f"generate new tokens/s, KV cache, batch {batch}", *bench_generate(models, config, args, args.device, batch)))
     if args.device.startswith("cuda"):
         models = build_models(config, args.device, torch.bfloat16)
-        train = bench_training(models, config, args, args.device, compile_=True)
-        rows.append(("train tokens/s (bf16, torch.compile)", train["tinylm"], train["llama"], ""))
+        ours, llama, ratio = bench_training(models, config, args, args.device, compile_=True)
+        rows.append(("train tokens/s (bf16, torch.compile)", ours, llama, ratio))
         flops = count_flops_per_token(config, args.seq)
-        mfu = {k: 100 * v * flops / (args.peak_tflops * 1e12) for k, v in train.items()}
-        rows.append(("train MFU % (bf16, torch.compile)", mfu["tinylm"], mfu["llama"], ""))
+        mfu_ours, mfu_llama = (100 * r * flops / (args.peak_tflops * 1e12) for r in (ours, llama))
+        rows.append(("train MFU % (bf16, torch.compile)", mfu_ours, mfu_llama, mfu_ours / mfu_llama))
     print_table(rows)
 
 
