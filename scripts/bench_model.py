@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.manual_seed(0)
     config = TinyLMConfig.from_preset(args.preset, max_position_embeddings=max(args.seq, args.prompt_len + args.new_tokens))
     print(f"# preset={args.preset} device={args.device} torch={torch.__version__} threads={torch.get_num_threads()} "
-          f"batch={args.batch} seq={args.seq} rounds={args.rounds} (median)")
+          f"batch={args.batch} seq={args.seq} rounds={args.rounds} (median) load_avg_1min={os.getloadavg()[0]:.1f}")
     models = build_models(config, args.device, torch.float32)
     rows = []
     rows.append(("train step tokens/s (fp32, fwd+bwd+AdamW)", *bench_training(models, config, args, args.device)))

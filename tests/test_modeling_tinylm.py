@@ -417,6 +417,11 @@ def test_cache_plus_new_tokens_longer_than_max_position_embeddings_raises(model)
             model(random_ids(1, 5), past_key_values=out.past_key_values)
 
 
+def test_position_ids_beyond_max_position_embeddings_raise(model) -> None:
+    with pytest.raises(ValueError, match="position_ids"):
+        model(random_ids(1, 3), position_ids=torch.tensor([[0, 1, 64]]))
+
+
 def test_attention_mask_of_the_wrong_shape_raises(model) -> None:
     with pytest.raises(ValueError, match="attention_mask"):
         model(random_ids(2, 5), attention_mask=torch.ones(2, 4, dtype=torch.long))
