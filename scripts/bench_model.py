@@ -96,26 +96,33 @@ def make_train_step(model: torch.nn.Module, batch: int, seq: int, vocab: int, de
     return step
 
 
-def time_rounds(steps: dict[str, callable], rounds: int, device: str) -> dict[str, list[float]]:
-    """Seconds per call of each closure in every round, alternating models within a round."""
-    times: dict[str, list[float]] = {name: [] for name in steps}
+def time_rounds(steps: dict[str, callable], rounds: int, device: str) -> dict[str, list[tuple[float, float]]]:
+    """(wall seconds, process CPU seconds) per call of each closure in every round, alternating models."""
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in steps}
     for _ in range(rounds):
         for name, step in steps.items():
             sync(device)
-            start = time.perf_counter()
+            wall, cpu = time.perf_counter(), time.process_time()
             step()
             sync(device)
-            times[name].append(time.perf_counter() - start)
+            times[name].append((time.perf_counter() - wall, time.process_time() - cpu))
     return times
 
 
-def summarise(times: dict[str, list[float]], work: float) -> tuple[float, float, float]:
-    """(our median rate, Llama's median rate, median of the per-round paired speed ratios ours/Llama)."""
-    ratio = statistics.median(t_llama / t_ours for t_ours, t_llama in zip(times["tinylm"], times["llama"]))
-    return work / statistics.median(times["tinylm"]), work / statistics.median(times["llama"]), ratio
+def summarise(times: dict[str, list[tuple[float, float]]], work: float) -> tuple[float, float, float, float]:
+    """Median wall-clock rates of both models and the medians of the per-round paired speed ratios.
+
+    Returns (our rate, Llama's rate, wall-time ratio, CPU-time ratio), ratios = Llama time / our time.
+    On a shared machine the CPU-time ratio is the steadier one: waiting for a core costs wall time only.
+    """
+    ours, llama = times["tinylm"], times["llama"]
+    wall_ratio = statistics.median(l[0] / o[0] for o, l in zip(ours, llama))
+    cpu_ratio = statistics.median(l[1] / o[1] for o, l in zip(ours, llama))
+    rate = lambda t: work / statistics.median(x[0] for x in t)  # noqa: E731
+    return rate(ours), rate(llama), wall_ratio, cpu_ratio
 
 
-def bench_training(models, config, args, device, compile_=False) -> tuple[float, float, float]:
+def bench_training(models, config, args, device, compile_=False) -> tuple[float, float, float, float]:
     steps = {
         name: make_train_step(m, args.batch, args.seq, config.vocab_size, device, compile_) for name, m in models.items()
     }
@@ -125,7 +132,7 @@ def bench_training(models, config, args, device, compile_=False) -> tuple[float,
     return summarise(time_rounds(steps, args.rounds, device), args.batch * args.seq)
 
 
-def bench_generate(models, config, args, device, batch: int) -> tuple[float, float, float]:
+def bench_generate(models, config, args, device, batch: int) -> tuple[float, float, float, float]:
     prompt = torch.randint(0, config.vocab_size, (batch, args.prompt_len), generator=torch.Generator().manual_seed(2))
     prompt = prompt.to(device)
     new = args.new_tokens
@@ -167,25 +174,55 @@ def measure_memory_child(name: str, args) -> None:
     print(json.dumps({"peak_mib": peak / 2**20}))
 
 
-def bench_memory(args) -> dict[str, float]:
+def measure_saved_activations(models, config, args, device) -> dict[str, float]:
+    """MiB of activations autograd keeps for backward in one training forward (exact, unlike RSS)."""
+    ids = torch.randint(0, config.vocab_size, (args.batch, args.seq), generator=torch.Generator().manual_seed(1))
     out = {}
-    for name in ("tinylm", "llama"):
-        cmd = [sys.executable, __file__, "--memory-child", name, "--preset", args.preset, "--device", args.device,
-               "--batch", str(args.batch), "--seq", str(args.seq)]
-        if args.quick:
-            cmd.append("--quick")
-        result = subprocess.run(cmd, capture_output=True, text=True, check=True, env={**os.environ, "TQDM_DISABLE": "1"})
-        out[name] = json.loads(result.stdout.strip().splitlines()[-1])["peak_mib"]
+    for name, model in models.items():
+        model.train()
+        storages: dict[int, int] = {}  # data_ptr -> bytes; a storage saved by several ops counts once
+
+        def pack(t: torch.Tensor) -> torch.Tensor:
+            storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            loss = model(input_ids=ids.to(device), labels=ids.to(device)).loss
+        del loss
+        params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+        out[name] = sum(n for ptr, n in storages.items() if ptr not in params) / 2**20
     return out
 
 
-def print_table(rows: list[tuple[str, float, float, float]]) -> None:
-    print(f"| {'measure':<48} | {'TinyLM':>10} | {'Llama':>10} | {'ratio':>7} |")
-    print(f"|{'-' * 50}|{'-' * 12}|{'-' * 12}|{'-' * 9}|")
-    for label, ours, llama, ratio in rows:
-        print(f"| {label:<48} | {ours:>10.1f} | {llama:>10.1f} | {ratio:>7.2f} |")
-    print("ratio: speed rows = median over rounds of the paired ratio Llama time / TinyLM time (> 1: TinyLM faster);")
-    print("       memory row = TinyLM / Llama (< 1: TinyLM smaller)")
+def bench_memory(args, repeats: int = 3) -> dict[str, float]:
+    """Median over ``repeats`` fresh subprocesses per model, alternating models."""
+    runs: dict[str, list[float]] = {"tinylm": [], "llama": []}
+    for _ in range(repeats):
+        for name, peaks in runs.items():
+            peaks.append(run_memory_child(name, args))
+    return {name: statistics.median(peaks) for name, peaks in runs.items()}
+
+
+def run_memory_child(name: str, args) -> float:
+    """Peak-memory growth (MiB) of training steps of one model, measured in a fresh subprocess."""
+    cmd = [
+        sys.executable, __file__, "--memory-child", name, "--preset", args.preset, "--device", args.device,
+        "--batch", str(args.batch), "--seq", str(args.seq), "--prompt-len", str(args.prompt_len),
+        "--new-tokens", str(args.new_tokens),
+    ]  # fmt: skip
+    env = {**os.environ, "TQDM_DISABLE": "1"}
+    result = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
+    return json.loads(result.stdout.strip().splitlines()[-1])["peak_mib"]
+
+
+def print_table(rows: list[tuple]) -> None:
+    print(f"| {'measure':<46} | {'TinyLM':>9} | {'Llama':>9} | {'ratio (wall)':>12} | {'ratio (CPU)':>11} |")
+    print(f"|{'-' * 48}|{'-' * 11}|{'-' * 11}|{'-' * 14}|{'-' * 13}|")
+    for label, ours, llama, ratio, *cpu in rows:
+        cpu_text = f"{cpu[0]:.2f}" if cpu else "-"
+        print(f"| {label:<46} | {ours:>9.1f} | {llama:>9.1f} | {ratio:>12.2f} | {cpu_text:>11} |")
+    print("speed ratios: median over rounds of the paired ratio Llama time / TinyLM time (> 1: TinyLM faster),")
+    print("  on wall-clock time and on process CPU time; memory ratios: TinyLM / Llama (< 1: TinyLM smaller)")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -224,12 +261,14 @@ def main(argv: list[str] | None = None) -> None:
     memory = bench_memory(args)
     kind = "peak alloc" if args.device.startswith("cuda") else "peak RSS growth"
     rows.append((f"train step {kind} MiB", memory["tinylm"], memory["llama"], memory["tinylm"] / memory["llama"]))
+    saved = measure_saved_activations(models, config, args, args.device)
+    rows.append(("activations saved for backward MiB", saved["tinylm"], saved["llama"], saved["tinylm"] / saved["llama"]))
     for batch in (1, 8):
         rows.append((f"generate new tokens/s, KV cache, batch {batch}", *bench_generate(models, config, args, args.device, batch)))
     if args.device.startswith("cuda"):
         models = build_models(config, args.device, torch.bfloat16)
-        ours, llama, ratio = bench_training(models, config, args, args.device, compile_=True)
-        rows.append(("train tokens/s (bf16, torch.compile)", ours, llama, ratio))
+        ours, llama, ratio, cpu_ratio = bench_training(models, config, args, args.device, compile_=True)
+        rows.append(("train tokens/s (bf16, torch.compile)", ours, llama, ratio, cpu_ratio))
         flops = count_flops_per_token(config, args.seq)
         mfu_ours, mfu_llama = (100 * r * flops / (args.peak_tflops * 1e12) for r in (ours, llama))
         rows.append(("train MFU % (bf16, torch.compile)", mfu_ours, mfu_llama, mfu_ours / mfu_llama))
