@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .tokenization.tokenizer_cli import add_train_tokenizer_parser
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tinylm", description=__doc__)
-    parser.add_subparsers(dest="command", required=True)
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    add_train_tokenizer_parser(subparsers)
     return parser
 
 
