@@ -19,6 +19,7 @@ from transformers import PreTrainedTokenizer
 from .bpe import BPETokenizer, load_merges_txt, load_vocab_json
 from .byte_level_backend import build_byte_level_bpe, check_fast_pattern, save_tokenizer_json
 from .byte_unicode import token_to_unicode, unicode_to_token
+from .pretokenize import split_on_special_tokens
 
 VOCAB_FILES_NAMES = {"vocab_file": "vocab.json", "merges_file": "merges.txt"}
 ENDOFTEXT = "<|endoftext|>"
@@ -94,6 +95,25 @@ class TinyLMTokenizer(PreTrainedTokenizer):
         return token
 
     # ------------------------------------------------------------------------- encode / decode
+    def tokenize(self, text: str, **kwargs: Any) -> list[str]:
+        """Token strings of `text`; with `split_special_tokens=True` special-token text is plain text.
+
+        Plain (non-special) added tokens still match then, as in `tokenizers`, so that the fast twin
+        gives the same ids: only special tokens are control tokens that untrusted text must not forge.
+        """
+        if not kwargs.pop("split_special_tokens", self.split_special_tokens):
+            return super().tokenize(text, split_special_tokens=False, **kwargs)
+        plain = [t.content for t in self._added_tokens_decoder.values() if not t.special]
+        # split_on_special_tokens(keep=True) alternates text, match, text, ...: odd items are matches.
+        parts = split_on_special_tokens(text, plain, keep=True)
+        tokens: list[str] = []
+        for i, part in enumerate(parts):
+            if i % 2:
+                tokens.append(part)
+            elif part:
+                tokens.extend(self._tokenize(part))
+        return tokens
+
     def _tokenize(self, text: str, **kwargs: Any) -> list[str]:
         """BPE-encode text that holds no added tokens (the base class split them out, a trie match)."""
         decoder = self.decoder
