@@ -7,7 +7,7 @@ from pathlib import Path
 
 from conftest import SHARED_DATA, shared_file
 
-from tinylm_hf.tokenization.bpe import BPETokenizer, load_merges_txt, load_vocab_json
+from tinylm_hf.tokenization.bpe import BPETokenizer, load_merges_txt
 
 ENDOFTEXT = "<|endoftext|>"
 
@@ -80,7 +80,6 @@ def write_small_gpt2_files(directory: Path, num_merges: int = 2000) -> Path:
     """
     assert SHARED_DATA is not None
     merges = load_merges_txt(SHARED_DATA / "gpt2_merges.txt")[:num_merges]
-    load_vocab_json(SHARED_DATA / "gpt2_vocab.json")  # validates the source file
     vocab = {i: bytes([i]) for i in range(256)}
     for a, b in merges:
         vocab[len(vocab)] = a + b

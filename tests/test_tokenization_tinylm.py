@@ -21,7 +21,7 @@ from hf_tokenizer_data import (
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tokenizers import Tokenizer
+from tokenizers import AddedToken, Tokenizer
 from transformers import AutoTokenizer
 
 from tinylm_hf import BPETokenizer, TinyLMTokenizer, TinyLMTokenizerFast
@@ -118,6 +118,19 @@ def test_split_special_tokens_encodes_special_text_as_plain_text(tok, bpe):
 def test_split_special_tokens_set_at_init_is_the_default(gpt2_dir, bpe):
     safe = TinyLMTokenizer(str(gpt2_dir / "vocab.json"), str(gpt2_dir / "merges.txt"), split_special_tokens=True)
     assert safe("x<|endoftext|>")["input_ids"] == bpe.encode_ordinary("x<|endoftext|>")
+
+
+def test_added_token_with_lstrip_strips_the_space_before_it(gpt2_dir, bpe):
+    tok = fresh(gpt2_dir)
+    tok.add_tokens([AddedToken("<|x|>", lstrip=True, special=True)])
+    assert tok("a   <|x|>b")["input_ids"] == bpe.encode("a") + [tok.convert_tokens_to_ids("<|x|>")] + bpe.encode("b")
+
+
+def test_plain_added_token_still_matches_under_split_special_tokens(gpt2_dir, bpe):
+    tok = fresh(gpt2_dir)
+    tok.add_tokens(["tinylmword"])
+    ids = tok("a tinylmword<|endoftext|>", split_special_tokens=True)["input_ids"]
+    assert ids == bpe.encode("a ") + [tok.convert_tokens_to_ids("tinylmword")] + bpe.encode_ordinary("<|endoftext|>")
 
 
 # ----------------------------------------------------------------------------------------- decode

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from tokenizers import Tokenizer
 from transformers import PreTrainedTokenizer
 
 from .bpe import BPETokenizer, load_merges_txt, load_vocab_json
@@ -98,14 +99,20 @@ class TinyLMTokenizer(PreTrainedTokenizer):
     def tokenize(self, text: str, **kwargs: Any) -> list[str]:
         """Token strings of `text`; with `split_special_tokens=True` special-token text is plain text.
 
-        Plain (non-special) added tokens still match then, as in `tokenizers`, so that the fast twin
-        gives the same ids: only special tokens are control tokens that untrusted text must not forge.
+        Added tokens are cut out with one longest-first regex (the base class's trie is ~3x slower than
+        the BPE itself on long texts). Plain (non-special) added tokens still match under
+        `split_special_tokens`, as in `tokenizers`, so the fast twin gives the same ids: only special
+        tokens are control tokens that untrusted text must not forge. Added tokens with
+        lstrip/rstrip/single_word take the base class's path, which honours those flags.
         """
-        if not kwargs.pop("split_special_tokens", self.split_special_tokens):
-            return super().tokenize(text, split_special_tokens=False, **kwargs)
-        plain = [t.content for t in self._added_tokens_decoder.values() if not t.special]
+        split_special = kwargs.pop("split_special_tokens", self.split_special_tokens)
+        added = list(self._added_tokens_decoder.values())
+        if any(t.lstrip or t.rstrip or t.single_word for t in added):
+            return super().tokenize(text, split_special_tokens=split_special, **kwargs)
+        text, kwargs = self.prepare_for_tokenization(text, **kwargs)
+        matchable = [t.content for t in added if not (split_special and t.special)]
         # split_on_special_tokens(keep=True) alternates text, match, text, ...: odd items are matches.
-        parts = split_on_special_tokens(text, plain, keep=True)
+        parts = split_on_special_tokens(text, matchable, keep=True)
         tokens: list[str] = []
         for i, part in enumerate(parts):
             if i % 2:
@@ -113,6 +120,16 @@ class TinyLMTokenizer(PreTrainedTokenizer):
             elif part:
                 tokens.extend(self._tokenize(part))
         return tokens
+
+    def convert_tokens_to_ids(self, tokens: str | list[str]) -> int | list[int]:
+        """Token strings -> ids, one dict lookup each (the base class makes two method calls a token)."""
+        if isinstance(tokens, str) or tokens is None:
+            return super().convert_tokens_to_ids(tokens)
+        added, encoder = self._added_tokens_encoder, self.encoder
+        try:
+            return [added[t] if t in added else encoder[t] for t in tokens]
+        except KeyError:
+            return super().convert_tokens_to_ids(tokens)
 
     def _tokenize(self, text: str, **kwargs: Any) -> list[str]:
         """BPE-encode text that holds no added tokens (the base class split them out, a trie match)."""
@@ -154,7 +171,7 @@ class TinyLMTokenizer(PreTrainedTokenizer):
             return False
         return True
 
-    def to_backend_tokenizer(self):
+    def to_backend_tokenizer(self) -> Tokenizer:
         """The same vocabulary, merges and added tokens as a `tokenizers.Tokenizer` (gpt2 pattern only)."""
         check_fast_pattern(self.pattern)
         merges = [(token_to_unicode(a), token_to_unicode(b)) for a, b in self.bpe.merges]
