@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import shutil
+from collections import Counter
 from pathlib import Path
 
-from conftest import SHARED_DATA, shared_file
+import regex
+from conftest import PACKAGE_DATA, SHARED_DATA, shared_file
 
 from tinylm_hf.tokenization.bpe import BPETokenizer, load_merges_txt
+from tinylm_hf.tokenization.pretokenize import GPT2_PATTERN
 
 ENDOFTEXT = "<|endoftext|>"
 
@@ -86,3 +89,51 @@ def write_small_gpt2_files(directory: Path, num_merges: int = 2000) -> Path:
     vocab[len(vocab)] = ENDOFTEXT.encode()
     BPETokenizer(vocab, merges, [ENDOFTEXT]).save(directory)
     return directory
+
+
+def train_naive_bpe(text: str, vocab_size: int, special_tokens: list[str]) -> BPETokenizer:
+    """An obviously-correct (slow) BPE trainer, so the HF tests also run without ../shared/data."""
+    words: Counter[tuple[bytes, ...]] = Counter()
+    for part in regex.split("|".join(regex.escape(s) for s in special_tokens), text):
+        for piece in regex.findall(GPT2_PATTERN, part):
+            words[tuple(bytes([b]) for b in piece.encode("utf-8"))] += 1
+    vocab = {i: bytes([i]) for i in range(256)}
+    merges: list[tuple[bytes, bytes]] = []
+    while len(vocab) + len(special_tokens) < vocab_size:
+        pairs: Counter[tuple[bytes, bytes]] = Counter()
+        for word, count in words.items():
+            for pair in zip(word, word[1:]):
+                pairs[pair] += count
+        if not pairs:
+            break
+        best = max(pairs, key=lambda p: (pairs[p], p))
+        merges.append(best)
+        vocab[len(vocab)] = best[0] + best[1]
+        merged: Counter[tuple[bytes, ...]] = Counter()
+        for word, count in words.items():
+            out, i = [], 0
+            while i < len(word):
+                if word[i : i + 2] == best:
+                    out.append(best[0] + best[1])
+                    i += 2
+                else:
+                    out.append(word[i])
+                    i += 1
+            merged[tuple(out)] += count
+        words = merged
+    return BPETokenizer(vocab, merges, special_tokens)
+
+
+def write_source_files(directory: Path) -> Path:
+    """GPT-2's files when ../shared/data is there, else a 400-token BPE trained on the bundled corpus."""
+    if SHARED_DATA is not None:
+        return copy_gpt2_files(directory)
+    text = (PACKAGE_DATA / "tinystories_train_small.txt").read_text(encoding="utf-8")[:30_000]
+    train_naive_bpe(text, 400, [ENDOFTEXT]).save(directory)
+    return directory
+
+
+def read_bundled(chars: int) -> str:
+    """The first `chars` characters of the bundled TinyStories validation slice (always present)."""
+    with open(PACKAGE_DATA / "tinystories_valid_small.txt", encoding="utf-8") as f:
+        return f.read(chars)

@@ -15,9 +15,10 @@ from hf_tokenizer_data import (
     CORPUS_SLICES,
     ENDOFTEXT,
     WHITESPACE_CASES,
-    copy_gpt2_files,
+    read_bundled,
     read_slice,
     write_small_gpt2_files,
+    write_source_files,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -26,23 +27,24 @@ from transformers import AutoTokenizer
 
 from tinylm_hf import BPETokenizer, TinyLMTokenizer, TinyLMTokenizerFast
 from tinylm_hf.cli import main as cli_main
+from tinylm_hf.tokenization.byte_unicode import token_to_unicode
 
 CHAT_TEMPLATE = "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|endoftext|>{% endfor %}"
 
 
 @pytest.fixture(scope="module")
-def gpt2_dir(shared_data, tmp_path_factory):
-    return copy_gpt2_files(tmp_path_factory.mktemp("gpt2"))
+def source_dir(tmp_path_factory):
+    return write_source_files(tmp_path_factory.mktemp("source"))
 
 
 @pytest.fixture(scope="module")
-def tok(gpt2_dir) -> TinyLMTokenizer:
-    return TinyLMTokenizer(str(gpt2_dir / "vocab.json"), str(gpt2_dir / "merges.txt"))
+def tok(source_dir) -> TinyLMTokenizer:
+    return TinyLMTokenizer(str(source_dir / "vocab.json"), str(source_dir / "merges.txt"))
 
 
 @pytest.fixture(scope="module")
-def bpe(gpt2_dir) -> BPETokenizer:
-    return BPETokenizer.from_files(gpt2_dir / "vocab.json", gpt2_dir / "merges.txt", [ENDOFTEXT])
+def bpe(source_dir) -> BPETokenizer:
+    return BPETokenizer.from_files(source_dir / "vocab.json", source_dir / "merges.txt", [ENDOFTEXT])
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +60,11 @@ def fresh(directory) -> TinyLMTokenizer:
 @pytest.mark.parametrize(("name", "chars"), CORPUS_SLICES, ids=[n for n, _ in CORPUS_SLICES])
 def test_input_ids_equal_bpe_encode_on_corpus(tok, bpe, name, chars):
     text = read_slice(name, chars)
+    assert tok(text)["input_ids"] == bpe.encode(text)
+
+
+def test_input_ids_equal_bpe_encode_on_bundled_corpus(tok, bpe):
+    text = read_bundled(100_000)
     assert tok(text)["input_ids"] == bpe.encode(text)
 
 
@@ -115,19 +122,19 @@ def test_split_special_tokens_encodes_special_text_as_plain_text(tok, bpe):
     assert tok.eos_token_id not in ids
 
 
-def test_split_special_tokens_set_at_init_is_the_default(gpt2_dir, bpe):
-    safe = TinyLMTokenizer(str(gpt2_dir / "vocab.json"), str(gpt2_dir / "merges.txt"), split_special_tokens=True)
+def test_split_special_tokens_set_at_init_is_the_default(source_dir, bpe):
+    safe = TinyLMTokenizer(str(source_dir / "vocab.json"), str(source_dir / "merges.txt"), split_special_tokens=True)
     assert safe("x<|endoftext|>")["input_ids"] == bpe.encode_ordinary("x<|endoftext|>")
 
 
-def test_added_token_with_lstrip_strips_the_space_before_it(gpt2_dir, bpe):
-    tok = fresh(gpt2_dir)
+def test_added_token_with_lstrip_strips_the_space_before_it(source_dir, bpe):
+    tok = fresh(source_dir)
     tok.add_tokens([AddedToken("<|x|>", lstrip=True, special=True)])
     assert tok("a   <|x|>b")["input_ids"] == bpe.encode("a") + [tok.convert_tokens_to_ids("<|x|>")] + bpe.encode("b")
 
 
-def test_plain_added_token_still_matches_under_split_special_tokens(gpt2_dir, bpe):
-    tok = fresh(gpt2_dir)
+def test_plain_added_token_still_matches_under_split_special_tokens(source_dir, bpe):
+    tok = fresh(source_dir)
     tok.add_tokens(["tinylmword"])
     ids = tok("a tinylmword<|endoftext|>", split_special_tokens=True)["input_ids"]
     assert ids == bpe.encode("a ") + [tok.convert_tokens_to_ids("tinylmword")] + bpe.encode_ordinary("<|endoftext|>")
@@ -145,9 +152,10 @@ def test_decode_skip_special_tokens(tok):
     assert tok.decode(ids, skip_special_tokens=True) == "ab"
 
 
-def test_tokenize_returns_byte_level_strings(tok):
-    assert tok.tokenize(" hello world") == ["Ġhello", "Ġworld"]
-    assert tok.convert_tokens_to_ids(tok.tokenize(" hello")) == tok(" hello")["input_ids"]
+def test_tokenize_returns_byte_level_strings(tok, bpe):
+    text = " hello world\n\u00e9"
+    assert tok.tokenize(text) == [token_to_unicode(bpe.vocab[i]) for i in bpe.encode(text)]
+    assert tok.convert_tokens_to_ids(tok.tokenize(text)) == bpe.encode(text)
 
 
 # ------------------------------------------------------------------------- batches and tensors
@@ -172,14 +180,16 @@ def test_left_padding(tok, bpe):
 def test_pad_to_max_length_and_multiple(tok):
     batch = tok(["hello"], padding="max_length", max_length=5)
     assert len(batch["input_ids"][0]) == 5
-    batch = tok(["hello", "hello there you"], padding=True, pad_to_multiple_of=4)
-    assert {len(r) for r in batch["input_ids"]} == {4}
+    texts = ["hello", "hello there you"]
+    batch = tok(texts, padding=True, pad_to_multiple_of=4)
+    longest = max(len(tok(t)["input_ids"]) for t in texts)
+    assert {len(r) for r in batch["input_ids"]} == {-(-longest // 4) * 4}
 
 
 # ------------------------------------------------------------------------------- save and load
 @pytest.fixture
-def customised(gpt2_dir) -> TinyLMTokenizer:
-    tok = fresh(gpt2_dir)
+def customised(source_dir) -> TinyLMTokenizer:
+    tok = fresh(source_dir)
     tok.add_tokens(["<|user|>", "<|assistant|>"], special_tokens=True)
     tok.add_tokens(["tinylmword"])
     tok.chat_template = CHAT_TEMPLATE
@@ -203,10 +213,10 @@ def test_save_and_load_round_trip(customised, tmp_path):
     assert loaded.decode(loaded(text)["input_ids"]) == text
 
 
-def test_saved_folder_holds_gpt2_format_files(customised, tmp_path, gpt2_dir):
+def test_saved_folder_holds_gpt2_format_files(customised, tmp_path, source_dir):
     customised.save_pretrained(tmp_path)
     assert json.loads((tmp_path / "vocab.json").read_text("utf-8")) == json.loads(
-        (gpt2_dir / "vocab.json").read_text("utf-8")
+        (source_dir / "vocab.json").read_text("utf-8")
     )
     assert BPETokenizer.from_files(tmp_path / "vocab.json", tmp_path / "merges.txt").merges == customised.bpe.merges
 
@@ -214,7 +224,7 @@ def test_saved_folder_holds_gpt2_format_files(customised, tmp_path, gpt2_dir):
 def test_saved_tokenizer_json_matches(customised, tmp_path):
     customised.save_pretrained(tmp_path)
     fast = Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
-    text = read_slice("tinystories_sample.txt", None) + "<|user|>tinylmword<|assistant|> x"
+    text = read_bundled(5000) + "<|user|>tinylmword<|assistant|> x"
     assert fast.encode(text).ids == customised(text)["input_ids"]
 
 
@@ -251,9 +261,11 @@ def test_remote_code_loads_without_tinylm_hf(customised, tmp_path):
     assert (name, ids, template) == ("TinyLMTokenizer", customised(text)["input_ids"], CHAT_TEMPLATE)
 
 
-def test_gpt4_pattern_round_trips_without_tokenizer_json(small_dir, tmp_path):
-    tok = TinyLMTokenizer(str(small_dir / "vocab.json"), str(small_dir / "merges.txt"), pattern="gpt4")
-    reference = BPETokenizer.from_files(small_dir / "vocab.json", small_dir / "merges.txt", [ENDOFTEXT], pattern="gpt4")
+def test_gpt4_pattern_round_trips_without_tokenizer_json(source_dir, tmp_path):
+    tok = TinyLMTokenizer(str(source_dir / "vocab.json"), str(source_dir / "merges.txt"), pattern="gpt4")
+    reference = BPETokenizer.from_files(
+        source_dir / "vocab.json", source_dir / "merges.txt", [ENDOFTEXT], pattern="gpt4"
+    )
     text = "It's 12345 things\n\n  ok<|endoftext|>!!"
     assert tok(text)["input_ids"] == reference.encode(text)
     tok.save_pretrained(tmp_path)

@@ -8,9 +8,10 @@ from hf_tokenizer_data import (
     CORPUS_SLICES,
     ENDOFTEXT,
     WHITESPACE_CASES,
-    copy_gpt2_files,
+    read_bundled,
     read_slice,
     write_small_gpt2_files,
+    write_source_files,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -31,8 +32,8 @@ def save_folder(source, target) -> tuple[TinyLMTokenizer, TinyLMTokenizerFast]:
 
 
 @pytest.fixture(scope="module")
-def pair(shared_data, tmp_path_factory):
-    source = copy_gpt2_files(tmp_path_factory.mktemp("gpt2"))
+def pair(tmp_path_factory):
+    source = write_source_files(tmp_path_factory.mktemp("source"))
     return save_folder(source, tmp_path_factory.mktemp("saved"))
 
 
@@ -50,6 +51,10 @@ def assert_same_ids(pair, text: str, **kwargs) -> None:
 @pytest.mark.parametrize(("name", "chars"), CORPUS_SLICES, ids=[n for n, _ in CORPUS_SLICES])
 def test_fast_equals_slow_on_corpus(pair, name, chars):
     assert_same_ids(pair, read_slice(name, chars))
+
+
+def test_fast_equals_slow_on_bundled_corpus(pair):
+    assert_same_ids(pair, read_bundled(100_000))
 
 
 @pytest.mark.parametrize(("name", "chars"), CORPUS_SLICES[:4], ids=[n for n, _ in CORPUS_SLICES[:4]])
@@ -130,7 +135,7 @@ def test_fast_saved_folder_loads_as_slow(pair, tmp_path):
     slow, fast = pair
     fast.save_pretrained(tmp_path)
     reloaded = AutoTokenizer.from_pretrained(tmp_path)
-    text = "hi<|user|>tinylmword<|endoftext|> " + read_slice("tinystories_sample.txt", None)
+    text = "hi<|user|>tinylmword<|endoftext|> " + read_bundled(5000)
     assert type(reloaded) is TinyLMTokenizer
     assert reloaded.get_vocab() == slow.get_vocab()
     assert reloaded.bpe.merges == slow.bpe.merges
@@ -144,7 +149,7 @@ def test_auto_tokenizer_still_returns_slow_class(pair, tmp_path):
     assert type(AutoTokenizer.from_pretrained(tmp_path)) is TinyLMTokenizer
 
 
-def test_fast_rejects_non_gpt2_pattern(shared_data, tmp_path):
-    source = write_small_gpt2_files(tmp_path)
+def test_fast_rejects_non_gpt2_pattern(tmp_path):
+    source = write_source_files(tmp_path)
     with pytest.raises(ValueError, match="gpt2"):
         TinyLMTokenizerFast(vocab_file=str(source / "vocab.json"), merges_file=str(source / "merges.txt"), pattern="gpt4")
