@@ -15,7 +15,7 @@ from hf_tokenizer_data import (
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from transformers import AutoTokenizer
+from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from tinylm_hf import TinyLMTokenizer, TinyLMTokenizerFast
 
@@ -147,6 +147,14 @@ def test_auto_tokenizer_still_returns_slow_class(pair, tmp_path):
     slow.save_pretrained(tmp_path)
     assert (tmp_path / "tokenizer.json").is_file()
     assert type(AutoTokenizer.from_pretrained(tmp_path)) is TinyLMTokenizer
+
+
+def test_generic_fast_tokenizer_reads_saved_tokenizer_json(pair, tmp_path):
+    slow, _ = pair
+    slow.save_pretrained(tmp_path)
+    generic = PreTrainedTokenizerFast(tokenizer_file=str(tmp_path / "tokenizer.json"))
+    text = "a<|endoftext|>b<|user|> " + read_bundled(3000)
+    assert generic(text)["input_ids"] == slow(text)["input_ids"]
 
 
 def test_fast_rejects_non_gpt2_pattern(tmp_path):

@@ -18,7 +18,7 @@ from tokenizers import Tokenizer
 from transformers import PreTrainedTokenizer
 
 from .bpe import BPETokenizer, load_merges_txt, load_vocab_json
-from .byte_level_backend import build_byte_level_bpe, check_fast_pattern, save_tokenizer_json
+from .byte_level_backend import build_byte_level_bpe, check_fast_pattern, save_tokenizer_json, write_gpt2_files
 from .byte_unicode import token_to_unicode, unicode_to_token
 from .pretokenize import split_on_special_tokens
 
@@ -151,14 +151,8 @@ class TinyLMTokenizer(PreTrainedTokenizer):
         """Write vocab.json + merges.txt (GPT-2 format) and, for the gpt2 pattern, tokenizer.json."""
         if not os.path.isdir(save_directory):
             raise FileNotFoundError(f"save_vocabulary needs an existing directory, got {save_directory!r}")
-        vocab_path, merges_path = self.bpe.save(save_directory)
         prefix = f"{filename_prefix}-" if filename_prefix else ""
-        paths = []
-        for path, name in ((vocab_path, "vocab_file"), (merges_path, "merges_file")):
-            target = os.path.join(save_directory, prefix + VOCAB_FILES_NAMES[name])
-            if str(path) != target:
-                os.replace(path, target)
-            paths.append(target)
+        paths = list(write_gpt2_files(self.encoder, self._unicode_merges(), save_directory, prefix=prefix))
         if self._fast_compatible():
             backend = self.to_backend_tokenizer()
             paths.append(save_tokenizer_json(backend, os.path.join(save_directory, prefix + "tokenizer.json")))
@@ -174,5 +168,7 @@ class TinyLMTokenizer(PreTrainedTokenizer):
     def to_backend_tokenizer(self) -> Tokenizer:
         """The same vocabulary, merges and added tokens as a `tokenizers.Tokenizer` (gpt2 pattern only)."""
         check_fast_pattern(self.pattern)
-        merges = [(token_to_unicode(a), token_to_unicode(b)) for a, b in self.bpe.merges]
-        return build_byte_level_bpe(self.encoder, merges, self.added_tokens_decoder)
+        return build_byte_level_bpe(self.encoder, self._unicode_merges(), self.added_tokens_decoder)
+
+    def _unicode_merges(self) -> list[tuple[str, str]]:
+        return [(token_to_unicode(a), token_to_unicode(b)) for a, b in self.bpe.merges]
