@@ -33,6 +33,8 @@ from .pretokenize import (
 CACHE_LIMIT = 1 << 16
 # encode_iterable buffers about this many characters before looking for a safe place to cut.
 STREAM_FLUSH_CHARS = 1 << 14
+# Below this many characters the parallel paths encode in-process (a pool costs ~0.1 s to start).
+PARALLEL_MIN_CHARS = 1 << 20
 _NO_MERGE = float("inf")
 
 
@@ -199,11 +201,14 @@ class BPETokenizer:
         """
         texts = list(texts)
         workers = _resolve_workers(num_workers)
-        if workers <= 1 or len(texts) <= 1 or sum(map(len, texts)) < 1 << 20:
+        if workers <= 1 or len(texts) <= 1 or sum(map(len, texts)) < PARALLEL_MIN_CHARS:
             return [self.encode(t) for t in texts]
         chunksize = max(1, len(texts) // (workers * 8))
-        with _make_pool(self, workers) as pool:
-            return [ids.tolist() for ids in pool.imap(_encode_in_worker, texts, chunksize)]
+        try:
+            with _make_pool(self, workers) as pool:
+                return [ids.tolist() for ids in pool.imap(_encode_in_worker, texts, chunksize)]
+        finally:
+            _release_worker_state()
 
     def encode_file(
         self, path: str | os.PathLike, num_workers: int | None = None, *, encoding: str = "utf-8"
@@ -218,11 +223,24 @@ class BPETokenizer:
             raise FileNotFoundError(f"no such file: {path}")
         text = path.read_text(encoding=encoding, errors="replace")
         workers = _resolve_workers(num_workers)
-        pieces = self._split_for_workers(text, workers * 4) if workers > 1 else [text]
-        return list(chain.from_iterable(self.encode_batch(pieces, workers)))
+        if workers <= 1 or len(text) < PARALLEL_MIN_CHARS:
+            return self.encode(text)
+        spans = self._split_for_workers(text, workers * 4)
+        ids: list[int] = []
+        try:
+            with _make_pool(self, workers, text) as pool:
+                if _WORKER_TEXT is text:  # forked workers already hold the text: send offsets only
+                    results = pool.imap(_encode_span_in_worker, spans)
+                else:
+                    results = pool.imap(_encode_in_worker, (text[a:b] for a, b in spans))
+                for part in results:
+                    ids += part.tolist()
+        finally:
+            _release_worker_state()
+        return ids
 
-    def _split_for_workers(self, text: str, num_pieces: int) -> list[str]:
-        """Cut text into about `num_pieces` pieces whose encodings concatenate to `encode(text)`."""
+    def _split_for_workers(self, text: str, num_pieces: int) -> list[tuple[int, int]]:
+        """Cut text into about `num_pieces` (start, end) spans whose encodings concatenate to `encode(text)`."""
         step = max(1, len(text) // max(1, num_pieces))
         spans = (
             [m.span() for m in self._special_pattern.finditer(text)]
@@ -244,9 +262,9 @@ class BPETokenizer:
                 if cut != -1 and k < len(spans) and spans[k][0] < cut < spans[k][1]:
                     cut = spans[k][1]
             if cut > start:
-                pieces.append(text[start:cut])
+                pieces.append((start, cut))
                 start = cut
-        pieces.append(text[start:])
+        pieces.append((start, len(text)))
         return pieces
 
     # ----------------------------------------------------------------------------------- decode
@@ -289,6 +307,7 @@ class BPETokenizer:
 
 # ------------------------------------------------------------------------------ worker processes
 _WORKER_TOKENIZER: BPETokenizer | None = None
+_WORKER_TEXT: str | None = None
 
 
 def _resolve_workers(num_workers: int | None) -> int:
@@ -306,16 +325,26 @@ def _init_worker(state: tuple | None) -> None:
         _WORKER_TOKENIZER = BPETokenizer(vocab, merges, special_tokens, pattern=pattern)
 
 
+def _release_worker_state() -> None:
+    global _WORKER_TOKENIZER, _WORKER_TEXT
+    _WORKER_TOKENIZER = _WORKER_TEXT = None
+
+
 def _encode_in_worker(text: str) -> array:
     # An array pickles as one bytes blob: much cheaper to send back than a list of ints.
     return array("l", _WORKER_TOKENIZER.encode(text))
 
 
-def _make_pool(tokenizer: BPETokenizer, workers: int):
-    """A process pool whose workers hold `tokenizer` (inherited by fork, else rebuilt from its state)."""
-    global _WORKER_TOKENIZER
+def _encode_span_in_worker(span: tuple[int, int]) -> array:
+    return array("l", _WORKER_TOKENIZER.encode(_WORKER_TEXT[span[0] : span[1]]))
+
+
+def _make_pool(tokenizer: BPETokenizer, workers: int, text: str | None = None):
+    """A process pool whose workers hold `tokenizer` (and `text`) inherited by fork, else rebuilt."""
+    global _WORKER_TOKENIZER, _WORKER_TEXT
+    _WORKER_TEXT = None
     if "fork" in multiprocessing.get_all_start_methods():
-        _WORKER_TOKENIZER = tokenizer
+        _WORKER_TOKENIZER, _WORKER_TEXT = tokenizer, text
         return multiprocessing.get_context("fork").Pool(workers, _init_worker, (None,))
     state = (tokenizer.vocab, tokenizer.merges, tokenizer.special_tokens, tokenizer.pattern)
     return multiprocessing.get_context("spawn").Pool(workers, _init_worker, (state,))
