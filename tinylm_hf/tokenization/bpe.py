@@ -35,7 +35,7 @@ CACHE_LIMIT = 1 << 16
 STREAM_FLUSH_CHARS = 1 << 14
 # Below this many characters the parallel paths encode in-process (a pool costs ~0.1 s to start).
 PARALLEL_MIN_CHARS = 1 << 20
-_NO_MERGE = float("inf")
+_NO_MERGE = 1 << 62  # rank of a pair that was never learned
 
 
 class _PretokenCache(dict):
@@ -118,16 +118,23 @@ class BPETokenizer:
     # ----------------------------------------------------------------------------------- encode
     def _encode_bytes(self, data: bytes) -> list[int]:
         """BPE one pre-token: merge the lowest-rank adjacent pair (leftmost first) until none applies."""
-        ids = [self._byte_ids[b] for b in data]
+        ids = list(map(self._byte_ids.__getitem__, data))
         rank_of, merged_id = self.ranks.get, self._merged_by_rank
-        while len(ids) > 1:
-            # All C-level: one rank per adjacent pair, _NO_MERGE where the pair was never learned.
-            pair_ranks = list(map(rank_of, zip(ids, ids[1:]), repeat(_NO_MERGE)))
+        # pair_ranks[i] is the rank of (ids[i], ids[i + 1]), _NO_MERGE if never learned.
+        pair_ranks = list(map(rank_of, zip(ids, ids[1:]), repeat(_NO_MERGE)))
+        while pair_ranks:
             best = min(pair_ranks)
             if best == _NO_MERGE:
                 break
             i = pair_ranks.index(best)
-            ids[i : i + 2] = (merged_id[best],)
+            new = merged_id[best]
+            ids[i : i + 2] = (new,)
+            del pair_ranks[i]
+            # Only the pairs touching the new token change.
+            if i > 0:
+                pair_ranks[i - 1] = rank_of((ids[i - 1], new), _NO_MERGE)
+            if i < len(pair_ranks):
+                pair_ranks[i] = rank_of((new, ids[i + 1]), _NO_MERGE)
         return ids
 
     def _pretokenize(self, text: str) -> list[str]:
