@@ -7,6 +7,7 @@ and, for large inputs, `encode_batch` / `encode_file` over worker processes.
 
 from __future__ import annotations
 
+import gc
 import json
 import multiprocessing
 import os
@@ -35,6 +36,8 @@ CACHE_LIMIT = 1 << 16
 STREAM_FLUSH_CHARS = 1 << 14
 # Below this many characters the parallel paths encode in-process (a pool costs ~0.1 s to start).
 PARALLEL_MIN_CHARS = 1 << 20
+# encode pauses the garbage collector for texts at least this long.
+GC_PAUSE_CHARS = 1 << 16
 _NO_MERGE = 1 << 62  # rank of a pair that was never learned
 
 
@@ -148,6 +151,16 @@ class BPETokenizer:
 
     def encode(self, text: str) -> list[int]:
         """Encode text; special tokens (longest match first) map to their own ids."""
+        if len(text) < GC_PAUSE_CHARS or not gc.isenabled():
+            return self._encode(text)
+        # Encoding creates no reference cycles; a collection would only rescan the growing cache.
+        gc.disable()
+        try:
+            return self._encode(text)
+        finally:
+            gc.enable()
+
+    def _encode(self, text: str) -> list[int]:
         if self._special_pattern is None:
             return self.encode_ordinary(text)
         ids: list[int] = []
@@ -352,7 +365,12 @@ def _make_pool(tokenizer: BPETokenizer, workers: int, text: str | None = None):
     _WORKER_TEXT = None
     if "fork" in multiprocessing.get_all_start_methods():
         _WORKER_TOKENIZER, _WORKER_TEXT = tokenizer, text
-        return multiprocessing.get_context("fork").Pool(workers, _init_worker, (None,))
+        # Frozen objects are never scanned by the children's collector, so their pages stay shared.
+        gc.freeze()
+        try:
+            return multiprocessing.get_context("fork").Pool(workers, _init_worker, (None,))
+        finally:
+            gc.unfreeze()
     state = (tokenizer.vocab, tokenizer.merges, tokenizer.special_tokens, tokenizer.pattern)
     return multiprocessing.get_context("spawn").Pool(workers, _init_worker, (state,))
 
