@@ -12,6 +12,7 @@ import json
 import multiprocessing
 import os
 from array import array
+from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from itertools import chain, repeat
 from pathlib import Path
@@ -279,8 +280,9 @@ class BPETokenizer:
             elif self._safe_cuts:
                 cut = find_next_safe_cut(text, target)
                 # Never inside a special token: move to its end.
-                if cut != -1 and k < len(spans) and spans[k][0] < cut < spans[k][1]:
-                    cut = spans[k][1]
+                j = bisect_right(spans, (cut, len(text))) - 1
+                if cut != -1 and j >= 0 and spans[j][0] < cut < spans[j][1]:
+                    cut = spans[j][1]
             if cut > start:
                 pieces.append((start, cut))
                 start = cut
