@@ -172,6 +172,12 @@ def test_fast_pretokenizer_equals_regex_on_ascii(text: str) -> None:
     assert pretokenize_gpt2(text) == regex.findall(GPT2_PATTERN, text)
 
 
+@pytest.mark.parametrize("name", SMALL_FILES)
+def test_fast_pretokenizer_equals_regex_on_corpus(name: str) -> None:
+    text = _read_corpus(name)
+    assert pretokenize_gpt2(text) == regex.findall(GPT2_PATTERN, text)
+
+
 @pytest.mark.parametrize("pattern", [GPT2_PATTERN, GPT4_PATTERN], ids=["gpt2", "gpt4"])
 @settings(max_examples=300, deadline=None)
 @given(text=tricky_text, end=st.integers(0, 80))
@@ -220,6 +226,14 @@ def test_encode_iterable_memory_is_bounded(gpt2: BPETokenizer) -> None:
     tracemalloc.stop()
     assert count > 5 * 10**5
     assert peak < 2**20, f"peak {peak} bytes while streaming {repeats * len(line)} characters"
+
+
+def test_pretoken_cache_stays_bounded(gpt2: BPETokenizer, reference, monkeypatch) -> None:
+    monkeypatch.setattr(bpe_module, "CACHE_LIMIT", 100)
+    tok = BPETokenizer(gpt2.vocab, gpt2.merges)
+    text = shared_file("tinystories_sample.txt").read_text(encoding="utf-8")
+    assert tok.encode(text) == reference.encode_ordinary(text)
+    assert 0 < len(tok._cache) <= 100
 
 
 # ------------------------------------------------------------------------------ parallel

@@ -1,6 +1,9 @@
 """Pre-tokenization shared by BPE training and encoding: regex patterns and special-token splitting.
 
 Pre-tokens are the units BPE works inside: no merge ever crosses a pre-token or a special token.
+`pretokenize_gpt2` is the fast path for GPT-2's pattern (stdlib `re` on ASCII stretches), and
+`find_safe_cut` finds places where text can be cut without changing its pre-tokens (streaming,
+splitting work across processes).
 """
 
 from __future__ import annotations
