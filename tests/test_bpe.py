@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import pickle
 import tracemalloc
 from pathlib import Path
 
@@ -325,3 +326,11 @@ def test_split_for_workers_spans_encode_like_the_whole(gpt2_double, parts, piece
     assert [a for a, _ in spans[1:]] == [b for _, b in spans[:-1]]
     joined = list(itertools.chain.from_iterable(gpt2_double.encode(text[a:b]) for a, b in spans))
     assert joined == gpt2_double.encode(text)
+
+
+def test_pickle_round_trip_drops_the_cache(gpt2: BPETokenizer) -> None:
+    gpt2.encode("warm the cache")
+    clone = pickle.loads(pickle.dumps(gpt2))
+    assert len(clone._cache) == 0
+    assert clone.encode("Hello <|endoftext|> world") == gpt2.encode("Hello <|endoftext|> world")
+    assert pickle.dumps(clone) == pickle.dumps(BPETokenizer(gpt2.vocab, gpt2.merges, [EOT]))

@@ -119,6 +119,16 @@ class BPETokenizer:
         self._safe_cuts = has_safe_cuts(self.pattern)
         self._cache = _PretokenCache(self._encode_bytes)
 
+    def __getstate__(self) -> dict:
+        # The cache is derived data: leaving it out keeps pickles small and their hashes stable.
+        state = self.__dict__.copy()
+        del state["_cache"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._cache = _PretokenCache(self._encode_bytes)
+
     # ----------------------------------------------------------------------------------- encode
     def _encode_bytes(self, data: bytes) -> list[int]:
         """BPE one pre-token: merge the lowest-rank adjacent pair (leftmost first) until none applies."""
