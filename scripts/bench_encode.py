@@ -94,7 +94,7 @@ def bench_encoders(
 
     `extra` maps a row name to a callable taking the text (e.g. `lambda t: hf_tok(t)["input_ids"]`).
     """
-    tok = tokenizer or _GPT2 or load_gpt2(_DATA or Path("../shared/data"))
+    tok = tokenizer or _GPT2 or load_gpt2(_DATA or Path(os.environ.get("TINYLM_SHARED_DATA", "../shared/data")))
     runners: dict[str, Callable[[], object] | _cold] = default_encoders(text, tok, workers)
     for name, fn in (extra or {}).items():
         runners[name] = (lambda f: lambda: f(text))(fn)
