@@ -12,6 +12,7 @@ through `bench_encoders(text, extra={"name": callable})`.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import resource
 import sys
@@ -56,6 +57,7 @@ def default_encoders(text: str, tok: BPETokenizer, workers: int) -> dict[str, Ca
     tmp = tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".txt", delete=False)
     with tmp:
         tmp.write(text)
+    atexit.register(os.unlink, tmp.name)
 
     def fresh() -> BPETokenizer:
         return BPETokenizer(tok.vocab, tok.merges, tok.special_tokens)
