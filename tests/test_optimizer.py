@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tinylm_hf.training import AdamW, param_groups_for_weight_decay
+from tinylm_hf.training.optimizer import CPU_BLOCK_NUMEL
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -221,3 +222,23 @@ def test_weight_decay_groups_skip_frozen_and_empty() -> None:
     groups_ = param_groups_for_weight_decay(nn.Sequential(model, frozen), weight_decay=0.2)
     assert len(groups_) == 1
     assert groups_[0]["params"] == [model.weight]
+
+
+def test_large_and_non_contiguous_tensors_match_torch_bitwise() -> None:
+    """Tensors bigger than one CPU block are cut into views; a transposed one is kept whole."""
+    gen = torch.Generator().manual_seed(12)
+    shapes = [(700, 400), (3,), (300, 300), (5, 7)]
+    ours = [nn.Parameter(torch.randn(s, generator=gen)) for s in shapes]
+    ours.append(nn.Parameter(torch.randn(600, 500, generator=gen).t()))
+    assert ours[0].numel() > CPU_BLOCK_NUMEL and ours[-1].numel() > CPU_BLOCK_NUMEL
+    theirs = [nn.Parameter(p.detach().clone()) for p in ours]
+    ours_opt = AdamW(ours, lr=1e-2, weight_decay=0.1)
+    theirs_opt = torch.optim.AdamW(theirs, lr=1e-2, weight_decay=0.1, foreach=True)
+    for _ in range(5):
+        for a, b in zip(ours, theirs):
+            grad = torch.randn(a.shape, generator=gen)
+            a.grad, b.grad = grad.clone(), grad.clone()
+        ours_opt.step()
+        theirs_opt.step()
+    assert not ours[-1].is_contiguous()
+    assert all(torch.equal(a, b) for a, b in zip(ours, theirs))
