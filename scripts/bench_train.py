@@ -26,7 +26,7 @@ from tinylm_hf.training import AdamW  # noqa: E402
 
 
 def model_like_shapes(vocab: int, dim: int, hidden: int, layers: int) -> list[tuple[int, ...]]:
-    """Parameter shapes of a Llama-style decoder with a tied head (embedding, attention, MLP, norms)."""
+    """Parameter shapes of a Llama-style decoder with a tied head (embedding, attention, MLP)."""
     shapes: list[tuple[int, ...]] = [(vocab, dim)]
     for _ in range(layers):
         shapes += [(dim,), (dim, dim), (dim, dim), (dim, dim), (dim, dim)]  # norm, q, k, v, o

@@ -87,7 +87,8 @@ def test_bitwise_equal_to_torch_foreach_path() -> None:
 def test_weight_decay_zero_matches_torch() -> None:
     ours, theirs = make_model(), make_model()
     train_steps(ours, AdamW(ours.parameters(), lr=1e-2, weight_decay=0.0), 100, seed=3)
-    train_steps(theirs, torch.optim.AdamW(theirs.parameters(), lr=1e-2, weight_decay=0.0), 100, seed=3)
+    reference = torch.optim.AdamW(theirs.parameters(), lr=1e-2, weight_decay=0.0)
+    train_steps(theirs, reference, 100, seed=3)
     assert_same_params(ours, theirs, atol=1e-6)
 
 
@@ -151,6 +152,18 @@ def test_loads_torch_adamw_state_and_continues_like_it() -> None:
     ours_opt.load_state_dict(copy.deepcopy(theirs_opt.state_dict()))  # load shares tensors
     train_steps(theirs, theirs_opt, 20, seed=11)
     train_steps(ours, ours_opt, 20, seed=11)
+    assert_same_params(ours, theirs, atol=0.0)
+
+
+def test_torch_adamw_loads_our_state_and_continues_like_us() -> None:
+    ours, theirs = make_model(), make_model()
+    ours_opt = AdamW(groups(ours))
+    train_steps(ours, ours_opt, 20, seed=13)
+    theirs.load_state_dict(ours.state_dict())
+    theirs_opt = torch.optim.AdamW(groups(theirs), foreach=True)
+    theirs_opt.load_state_dict(copy.deepcopy(ours_opt.state_dict()))
+    train_steps(theirs, theirs_opt, 20, seed=14)
+    train_steps(ours, ours_opt, 20, seed=14)
     assert_same_params(ours, theirs, atol=0.0)
 
 

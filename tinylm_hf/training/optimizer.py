@@ -29,8 +29,8 @@ class AdamW(torch.optim.Optimizer):
 
     Each group's tensors are updated with ``torch._foreach_*`` ops, per device and dtype; on a
     CPU in cache-sized blocks (about 2x faster than ``torch.optim.AdamW(foreach=True)`` there,
-    bitwise the same result). Parameters without a gradient are skipped (their step count does not advance). ``amsgrad``
-    and ``maximize`` exist only to reject ``True`` with a clear message.
+    bitwise the same result). Parameters without a gradient are skipped (their step count does
+    not advance). ``amsgrad`` and ``maximize`` exist only to reject ``True`` with a clear message.
     """
 
     def __init__(
@@ -59,7 +59,9 @@ class AdamW(torch.optim.Optimizer):
         _check_hyperparameters(group["lr"], group["betas"], group["eps"], group["weight_decay"])
 
     @torch.no_grad()
-    def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
+    def step(  # type: ignore[override]
+        self, closure: Callable[[], float] | None = None
+    ) -> float | None:
         """Do one update of every parameter that has a gradient; return the closure's loss."""
         loss = None
         if closure is not None:
@@ -154,48 +156,47 @@ def _update(
         torch._foreach_addcdiv_(p, m, denom, step_size)
 
 
-def _cache_sized_blocks(
-    params: list[torch.Tensor], *others: list[Any]
-) -> list[tuple[list[Any], ...]]:
-    """Cut the update into blocks of about ``CPU_BLOCK_NUMEL`` elements (views of the tensors).
+def _cache_sized_blocks(*columns: list[Any]) -> list[tuple[list[Any], ...]]:
+    """Regroup parallel lists into blocks of about ``CPU_BLOCK_NUMEL`` elements each.
 
     On a CPU each foreach op is a pass over memory; running all eight ops on one cache-sized
     block before moving on reads each element from RAM about once instead of eight times. The
-    arithmetic per element is unchanged, so the result is bitwise the same. ``others`` are
-    parallel lists: tensors shaped like ``params`` (cut the same way) or per-tensor scalars.
+    arithmetic per element is unchanged, so the result is bitwise the same. ``columns[0]`` holds
+    the parameters; the others hold tensors shaped like them or per-tensor scalars.
     """
     blocks: list[tuple[list[Any], ...]] = []
-    current: tuple[list[Any], ...] = tuple([] for _ in range(1 + len(others)))
     filled = 0
-    for i, p in enumerate(params):
-        row = [p] + [column[i] for column in others]
-        tensors = [x for x in row if isinstance(x, torch.Tensor)]
-        if all(t.is_contiguous() for t in tensors) and p.numel() > CPU_BLOCK_NUMEL:
-            flat = [x.view(-1) if isinstance(x, torch.Tensor) else x for x in row]
-            pieces = [
-                [x[start : start + CPU_BLOCK_NUMEL] if isinstance(x, torch.Tensor) else x for x in flat]
-                for start in range(0, p.numel(), CPU_BLOCK_NUMEL)
-            ]
-        else:
-            pieces = [row]
-        for piece in pieces:
-            if filled and filled + piece[0].numel() > CPU_BLOCK_NUMEL:
-                blocks.append(current)
-                current = tuple([] for _ in range(1 + len(others)))
+    for row in zip(*columns):
+        for piece in _split_row(row):
+            numel = piece[0].numel()
+            if not blocks or (filled > 0 and filled + numel > CPU_BLOCK_NUMEL):
+                blocks.append(tuple([] for _ in columns))
                 filled = 0
-            for column, x in zip(current, piece):
+            for column, x in zip(blocks[-1], piece):
                 column.append(x)
-            filled += piece[0].numel()
-    if filled:
-        blocks.append(current)
+            filled += numel
     return blocks
+
+
+def _split_row(row: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    """One parameter's tensors cut into flat views of ``CPU_BLOCK_NUMEL`` elements, if contiguous."""
+    tensors = [x for x in row if isinstance(x, torch.Tensor)]
+    numel = row[0].numel()
+    if numel <= CPU_BLOCK_NUMEL or not all(t.is_contiguous() for t in tensors):
+        return [row]
+    flat = [x.view(-1) if isinstance(x, torch.Tensor) else x for x in row]
+    return [
+        tuple(x[i : i + CPU_BLOCK_NUMEL] if isinstance(x, torch.Tensor) else x for x in flat)
+        for i in range(0, numel, CPU_BLOCK_NUMEL)
+    ]
 
 
 def param_groups_for_weight_decay(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
     """Two optimizer groups: matrices (linear and embedding weights) decayed, the rest not.
 
     As in nanoGPT, every trainable parameter with two or more dimensions is decayed; 1-D ones
-    (norm gains, biases) get ``weight_decay=0``. Tied weights appear once. Empty groups are left out.
+    (norm gains, biases) get ``weight_decay=0``. Tied weights appear once; frozen parameters and
+    empty groups are left out.
     """
     if not weight_decay >= 0.0:
         raise ValueError(f"weight_decay must be >= 0, got {weight_decay!r}")
