@@ -6,6 +6,8 @@ model), with the optimizers taking turns so machine load hits all of them alike.
 
     python scripts/bench_train.py            # full sizes
     python scripts/bench_train.py --quick    # a smaller parameter set, fewer steps (seconds)
+    python scripts/bench_train.py --threads 1  # on a busy shared CPU: intra-op threads that
+                                               # wait on each other dominate small ops otherwise
 """
 
 from __future__ import annotations
