@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tinylm_hf.training import clip_grad_norm, cross_entropy
 
@@ -26,6 +28,25 @@ def test_cross_entropy_matches_torch(shape: tuple[int, ...]) -> None:
     torch.manual_seed(0)
     logits = torch.randn(shape)
     targets = torch.randint(0, shape[-1], shape[:-1])
+    torch.testing.assert_close(cross_entropy(logits, targets), reference_ce(logits, targets))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    leading=st.lists(st.integers(1, 4), min_size=1, max_size=3),
+    vocab=st.integers(1, 40),
+    scale=st.sampled_from([1e-3, 1.0, 30.0, 1e4]),
+    ignore_fraction=st.floats(0.0, 0.9),
+    seed=st.integers(0, 2**16),
+)
+def test_cross_entropy_matches_torch_on_random_inputs(
+    leading: list[int], vocab: int, scale: float, ignore_fraction: float, seed: int
+) -> None:
+    gen = torch.Generator().manual_seed(seed)
+    logits = torch.randn(*leading, vocab, generator=gen, dtype=torch.float64) * scale
+    targets = torch.randint(0, vocab, tuple(leading), generator=gen)
+    targets[torch.rand(tuple(leading), generator=gen) < ignore_fraction] = -100
+    targets.view(-1)[0] = 0  # at least one counted position, so the mean is defined
     torch.testing.assert_close(cross_entropy(logits, targets), reference_ce(logits, targets))
 
 
