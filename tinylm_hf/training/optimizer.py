@@ -1,7 +1,7 @@
 """AdamW written by hand: bias-corrected moments, decoupled weight decay, a multi-tensor step.
 
-The update follows ``torch.optim.AdamW`` operation by operation (same order, same rounding), so
-over many steps it agrees with the library version to float32 round-off, and the state dict has
+The update follows the foreach path of ``torch.optim.AdamW`` operation by operation (same order,
+so bitwise the same result; within float32 round-off of its other paths), and the state dict has
 the same layout (``step``, ``exp_avg``, ``exp_avg_sq`` per parameter), so either optimizer can load
 the other's state.
 """
