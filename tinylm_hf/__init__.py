@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from .modeling import TinyLMConfig
-from .tokenization import BPETokenizer
+from .tokenization import BPETokenizer, train_bpe, train_bpe_from_counts
 
 __version__ = "0.1.0"
 
-__all__ = ["BPETokenizer", "TinyLMConfig", "__version__"]
+__all__ = ["BPETokenizer", "TinyLMConfig", "__version__", "train_bpe", "train_bpe_from_counts"]
