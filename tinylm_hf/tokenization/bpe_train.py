@@ -311,14 +311,11 @@ def _learn_merges(
         new_pairs = _merge_words(words, freqs, where.pop(pair), left, right, new_id, pair_counts, where)
         del pair_counts[pair]
         for new_pair in new_pairs:
-            heapq.heappush(
-                heap,
-                (
-                    -pair_counts[new_pair],
-                    inverted[new_pair >> PAIR_SHIFT] + inverted[new_pair & PAIR_MASK],
-                    new_pair,
-                ),
-            )
+            # A new pair can net to zero: (Y, X) in "Y X" -> "Y Y" is counted and then uncounted.
+            new_count = pair_counts[new_pair]
+            if new_count > 0:
+                key = inverted[new_pair >> PAIR_SHIFT] + inverted[new_pair & PAIR_MASK]
+                heapq.heappush(heap, (-new_count, key, new_pair))
         if bar is not None:
             bar.update(1)
     if bar is not None:
