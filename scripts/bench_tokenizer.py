@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -82,7 +83,10 @@ def _tree_memory(process: psutil.Process) -> int:
 
 
 def run_child(code: str, path: Path, vocab_size: int) -> dict:
-    """Run one trainer in a fresh interpreter; return its wall time and peak memory in MB."""
+    """Run one trainer in a fresh interpreter: its wall time, CPU seconds (with workers, and
+    with interpreter start-up) and peak memory in MB."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_before = before.ru_utime + before.ru_stime
     argv = [sys.executable, "-c", code, str(REPO_ROOT), str(path), str(vocab_size), SPECIAL]
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="true")
     child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
@@ -94,7 +98,9 @@ def run_child(code: str, path: Path, vocab_size: int) -> dict:
     out, err = child.communicate()
     if child.returncode != 0:
         raise RuntimeError(f"trainer subprocess failed:\n{err}")
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     result = json.loads(out.strip().splitlines()[-1])
+    result["cpu"] = usage.ru_utime + usage.ru_stime - cpu_before
     result["peak_mb"] = max(peak, result["maxrss_kb"] * 1024) / 2**20
     return result
 
@@ -118,7 +124,7 @@ def print_train_table(results: list[dict]) -> None:
     print("(1) BPE training: tinylm_hf.train_bpe vs tokenizers BpeTrainer "
           f"(GPT-2 regex, special {SPECIAL!r}, {psutil.cpu_count()} CPUs)")
     header = (f"{'corpus':<28}{'MB':>6}{'vocab':>7}{'ours s':>9}{'tok s':>8}{'wall ratio':>12}"
-              f"{'ours MB':>9}{'tok MB':>8}{'mem ratio':>11}")
+              f"{'ours MB':>9}{'tok MB':>8}{'mem ratio':>11}{'ours cpu':>10}{'tok cpu':>9}")
     print(header)
     print("-" * len(header))
     for row in results:
@@ -126,9 +132,9 @@ def print_train_table(results: list[dict]) -> None:
         print(f"{row['file']:<28}{row['mb']:>6.1f}{row['vocab_size']:>7}"
               f"{ours['wall']:>9.2f}{theirs['wall']:>8.2f}{ours['wall'] / theirs['wall']:>11.2f}x"
               f"{ours['peak_mb']:>9.0f}{theirs['peak_mb']:>8.0f}"
-              f"{ours['peak_mb'] / theirs['peak_mb']:>10.2f}x")
+              f"{ours['peak_mb'] / theirs['peak_mb']:>10.2f}x{ours['cpu']:>10.1f}{theirs['cpu']:>9.1f}")
     print("wall ratio = ours / tokenizers (<= 1.0 means train_bpe is as fast or faster); "
-          "mem ratio = peak RSS ours / tokenizers")
+          "mem ratio = peak memory ours / tokenizers; cpu = CPU seconds of the whole subprocess")
 
 
 def _default_data_dir() -> Path:

@@ -252,11 +252,15 @@ def test_newline_chunk_boundaries_sit_between_plain_bytes():
                for b in bounds[1:-1])
 
 
-@pytest.mark.parametrize("specials", [[EOT], []], ids=["eot", "newline-cuts"])
-def test_chunked_counts_equal_whole_text_counts(monkeypatch, stories_slice, specials):
+@pytest.mark.parametrize(
+    ("specials", "pattern"),
+    [([EOT], GPT2_PATTERN), ([], GPT2_PATTERN), ([], GPT4_PATTERN)],
+    ids=["eot", "newline-cuts-gpt2", "newline-cuts-gpt4"],
+)
+def test_chunked_counts_equal_whole_text_counts(monkeypatch, stories_slice, specials, pattern):
     monkeypatch.setattr(bpe_train, "CHUNK_BYTES", 8 << 10)
-    counts = bpe_train.count_pretokens(str(stories_slice), specials, GPT2_PATTERN, num_workers=1)
-    assert counts == naive_counts(stories_slice.read_text(encoding="utf-8"), specials)
+    counts = bpe_train.count_pretokens(str(stories_slice), specials, pattern, num_workers=1)
+    assert counts == naive_counts(stories_slice.read_text(encoding="utf-8"), specials, pattern)
 
 
 @pytest.mark.parametrize("specials", [[EOT], []], ids=["eot", "no-specials"])

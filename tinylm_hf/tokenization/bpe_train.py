@@ -10,7 +10,7 @@ from __future__ import annotations
 import heapq
 import multiprocessing
 import os
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import regex
@@ -26,7 +26,7 @@ from .pretokenize import (
 # Files smaller than this are counted in the calling process (forking costs more than it saves).
 PARALLEL_MIN_BYTES = 1 << 20
 # Target chunk size: bounds a worker's memory (chunk text plus its pre-token list).
-CHUNK_BYTES = 4 << 20
+CHUNK_BYTES = 1 << 20
 # Block size used when searching forward for a chunk boundary.
 SEARCH_BLOCK_BYTES = 1 << 12
 # A pair (a, b) of token ids is stored as the int (a << PAIR_SHIFT) | b.
@@ -272,24 +272,23 @@ def _learn_merges(
     progress: bool,
 ) -> list[tuple[bytes, bytes]]:
     """Merge the most frequent pair `num_merges` times (fewer if pairs run out), in place."""
-    # 3. Pair counts and the pair -> words index. Index entries may go stale (a word that no
-    # longer holds the pair); the merge scan then simply finds nothing in that word.
-    pair_counts: dict[int, int] = {}  # pair -> count over the corpus
-    where: dict[int, set[int]] = {}  # pair -> indices of words that (may) hold it
+    # 3. Pair counts and the pair -> words index. Index entries may repeat or go stale (a word
+    # that no longer holds the pair); the merge scan then simply finds nothing in that word.
+    pair_counts: defaultdict[int, int] = defaultdict(int)  # pair -> count over the corpus
+    where: defaultdict[int, list[int]] = defaultdict(list)  # pair -> words that (may) hold it
+    shift = PAIR_SHIFT
     for index, word in enumerate(words):
         freq = freqs[index]
-        for pair in map(_pair_key, word, word[1:]):
-            pair_counts[pair] = pair_counts.get(pair, 0) + freq
-            if pair in where:
-                where[pair].add(index)
-            else:
-                where[pair] = {index}
+        for left, right in zip(word, word[1:]):
+            pair = (left << shift) | right
+            pair_counts[pair] += freq
+            where[pair].append(index)
     # 4. Max-heap by (count, greatest bytes) via (-count, inverted key). Counts of existing pairs
     # only ever fall, so an entry's count is an upper bound: a popped entry whose count is stale
     # is re-pushed with the current count (lazy update).
     inverted = [_invert(b) for b in token_bytes]
     heap = [
-        (-count, inverted[pair >> PAIR_SHIFT] + inverted[pair & PAIR_MASK], pair)
+        (-count, inverted[pair >> shift] + inverted[pair & PAIR_MASK], pair)
         for pair, count in pair_counts.items()
     ]
     heapq.heapify(heap)
@@ -303,7 +302,7 @@ def _learn_merges(
             if count > 0:
                 heapq.heappush(heap, (-count, key, pair))
             continue
-        left, right = pair >> PAIR_SHIFT, pair & PAIR_MASK
+        left, right = pair >> shift, pair & PAIR_MASK
         new_id = len(token_bytes)
         token_bytes.append(token_bytes[left] + token_bytes[right])
         inverted.append(_invert(token_bytes[new_id]))
@@ -314,7 +313,7 @@ def _learn_merges(
             # A new pair can net to zero: (Y, X) in "Y X" -> "Y Y" is counted and then uncounted.
             new_count = pair_counts[new_pair]
             if new_count > 0:
-                key = inverted[new_pair >> PAIR_SHIFT] + inverted[new_pair & PAIR_MASK]
+                key = inverted[new_pair >> shift] + inverted[new_pair & PAIR_MASK]
                 heapq.heappush(heap, (-new_count, key, new_pair))
         if bar is not None:
             bar.update(1)
@@ -326,12 +325,12 @@ def _learn_merges(
 def _merge_words(
     words: list[list[int]],
     freqs: list[int],
-    word_indices: set[int],
+    word_indices: list[int],
     left: int,
     right: int,
     new_id: int,
-    pair_counts: dict[int, int],
-    where: dict[int, set[int]],
+    pair_counts: defaultdict[int, int],
+    where: defaultdict[int, list[int]],
 ) -> set[int]:
     """Replace (left, right) by new_id in the given words, updating neighbour pair counts.
 
@@ -343,46 +342,36 @@ def _merge_words(
     new_pairs: set[int] = set()
     for index in word_indices:
         word = words[index]
-        n = len(word)
+        if left not in word:
+            continue  # stale index entry: an earlier merge consumed the pair
+        i = word.index(left)
+        out = word[:i]
+        last = len(word) - 1
         freq = freqs[index]
-        out: list[int] = []
-        i = 0
-        while i < n:
+        while i <= last:
             token = word[i]
-            if token == left and i + 1 < n and word[i + 1] == right:
+            if token == left and i < last and word[i + 1] == right:
                 if out:
                     prev = out[-1] << shift
                     pair_counts[prev | left] -= freq
                     pair = prev | new_id
-                    pair_counts[pair] = pair_counts.get(pair, 0) + freq
-                    _index_pair(where, pair, index)
+                    pair_counts[pair] += freq
+                    where[pair].append(index)
                     new_pairs.add(pair)
-                if i + 2 < n:
+                if i + 1 < last:
                     nxt = word[i + 2]
                     pair_counts[right_left | nxt] -= freq
                     pair = new_left | nxt
-                    pair_counts[pair] = pair_counts.get(pair, 0) + freq
-                    _index_pair(where, pair, index)
+                    pair_counts[pair] += freq
+                    where[pair].append(index)
                     new_pairs.add(pair)
                 out.append(new_id)
                 i += 2
             else:
                 out.append(token)
                 i += 1
-        if len(out) != n:
-            words[index] = out
+        words[index] = out
     return new_pairs
-
-
-def _index_pair(where: dict[int, set[int]], pair: int, index: int) -> None:
-    if pair in where:
-        where[pair].add(index)
-    else:
-        where[pair] = {index}
-
-
-def _pair_key(left: int, right: int) -> int:
-    return (left << PAIR_SHIFT) | right
 
 
 def _invert(token: bytes) -> str:
