@@ -25,7 +25,8 @@ from .pretokenize import (
 
 # Files smaller than this are counted in the calling process (forking costs more than it saves).
 PARALLEL_MIN_BYTES = 1 << 20
-# Target chunk size: bounds a worker's memory (chunk text plus its pre-token list).
+# Target chunk size: bounds a worker's memory (chunk text plus its pre-token list). Each worker
+# reads its chunks one after another and returns one Counter.
 CHUNK_BYTES = 1 << 20
 # Block size used when searching forward for a chunk boundary.
 SEARCH_BLOCK_BYTES = 1 << 12
@@ -131,16 +132,27 @@ def count_pretokens(
         num_workers = 1
     num_chunks = max(num_workers, -(-size // CHUNK_BYTES))
     bounds = find_chunk_boundaries(path, num_chunks, special_tokens, pattern)
-    tasks = [(path, start, end, list(special_tokens), pattern) for start, end in zip(bounds, bounds[1:])]
+    ranges = list(zip(bounds, bounds[1:]))
+    groups = _balance(ranges, num_workers)
+    tasks = [(path, group, list(special_tokens), pattern) for group in groups]
+    if len(tasks) == 1:
+        return _count_ranges(tasks[0])
     totals: Counter[str] = Counter()
-    if num_workers == 1 or len(tasks) == 1:
-        for task in tasks:
-            totals.update(_count_chunk(task))
-    else:
-        with _pool_context().Pool(min(num_workers, len(tasks))) as pool:
-            for counts in pool.imap_unordered(_count_chunk, tasks):
-                totals.update(counts)
+    with _pool_context().Pool(len(tasks)) as pool:
+        for counts in pool.imap_unordered(_count_ranges, tasks):
+            totals.update(counts)
     return totals
+
+
+def _balance(ranges: list[tuple[int, int]], num_groups: int) -> list[list[tuple[int, int]]]:
+    """Deal byte ranges to at most `num_groups` groups, largest first to the lightest group."""
+    groups: list[list[tuple[int, int]]] = [[] for _ in range(min(num_groups, len(ranges)))]
+    loads = [0] * len(groups)
+    for start, end in sorted(ranges, key=lambda r: r[0] - r[1]):
+        lightest = loads.index(min(loads))
+        groups[lightest].append((start, end))
+        loads[lightest] += end - start
+    return groups
 
 
 def find_chunk_boundaries(
@@ -204,17 +216,18 @@ def _is_plain(byte: int) -> bool:
     return 0x21 <= byte <= 0x7E
 
 
-def _count_chunk(task: tuple[str, int, int, list[str], str]) -> Counter[str]:
-    """Worker: read one byte range, drop special tokens, count regex pre-tokens."""
-    path, start, end, special_tokens, pattern = task
-    with open(path, "rb") as handle:
-        handle.seek(start)
-        text = handle.read(end - start).decode("utf-8", errors="replace")
+def _count_ranges(task: tuple[str, list[tuple[int, int]], list[str], str]) -> Counter[str]:
+    """Worker: read byte ranges one at a time, drop special tokens, count regex pre-tokens."""
+    path, ranges, special_tokens, pattern = task
     finder = regex.compile(pattern).findall
     counts: Counter[str] = Counter()
-    for part in _split_text(text, special_tokens):
-        if part:
-            counts.update(finder(part))
+    with open(path, "rb") as handle:
+        for start, end in ranges:
+            handle.seek(start)
+            text = handle.read(end - start).decode("utf-8", errors="replace")
+            for part in _split_text(text, special_tokens):
+                if part:
+                    counts.update(finder(part))
     return counts
 
 
