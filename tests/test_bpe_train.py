@@ -243,6 +243,16 @@ def test_chunk_boundaries_sit_at_special_token_starts(stories_slice):
     assert all(data[b : b + len(EOT)] == EOT.encode() for b in bounds[1:-1])
 
 
+def test_chunk_boundary_never_splits_a_longer_special_token(tmp_path):
+    # "<|x|>" sits inside "A<|x|>"; a split point falling on the "<" must not cut after "A".
+    unit = "some text here " * 3 + "A<|x|>"
+    path = write(tmp_path, "nested.txt", unit * 50)
+    data = path.read_bytes()
+    for num_chunks in range(2, 40):
+        bounds = bpe_train.find_chunk_boundaries(str(path), num_chunks, ["<|x|>", "A<|x|>"], GPT2_PATTERN)
+        assert all(data[b : b + 6] == b"A<|x|>" for b in bounds[1:-1])
+
+
 def test_newline_chunk_boundaries_sit_between_plain_bytes():
     path = shared_file("corpus.en")
     bounds = bpe_train.find_chunk_boundaries(str(path), 8, [], GPT2_PATTERN)

@@ -1,7 +1,7 @@
 """Byte-level BPE training: parallel pre-token counting, then incremental merges.
 
-`train_bpe` counts pre-tokens of a text file (chunks cut at special tokens, one worker process per
-chunk), and `train_bpe_from_counts` learns merges from such counts. Vocabulary ids: 0..255 are the
+`train_bpe` counts pre-tokens of a text file (chunks cut at special tokens, dealt to worker
+processes), and `train_bpe_from_counts` learns merges from such counts. Vocabulary ids: 0..255 are the
 single bytes, then the special tokens in the given order, then one id per merge in merge order.
 """
 
@@ -12,6 +12,7 @@ import multiprocessing
 import os
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import BinaryIO
 
 import regex
 
@@ -80,8 +81,12 @@ def train_bpe_from_counts(
     """Learn merges from pre-token counts computed elsewhere (shards, other machines).
 
     Keys are pre-tokens as `str` (encoded to UTF-8) or as raw `bytes`; both may be mixed and equal
-    byte strings are summed. Values are positive occurrence counts. The result is identical to
-    `train_bpe` on a file whose pre-tokens have these counts.
+    byte strings are summed. Values are occurrence counts (zeros are ignored). The result is
+    identical to `train_bpe` on a file whose pre-tokens have these counts.
+
+    >>> vocab, merges = train_bpe_from_counts({"ab": 2, "abc": 1, "az": 1}, 259, [])
+    >>> merges  # (ab, c) and (a, z) tie at 1: the greater pair of bytes wins
+    [(b'a', b'b'), (b'ab', b'c'), (b'a', b'z')]
     """
     specials = check_special_tokens(special_tokens)
     _check_vocab_size(vocab_size, specials)
@@ -179,13 +184,17 @@ def find_chunk_boundaries(
         for k in range(1, num_chunks):
             position = max(size * k // num_chunks, bounds[-1])
             cut = _search_forward(handle, position, size, needles, after)
+            if not after and cut < size:
+                cut = _start_of_covering_special(handle, cut, needles)
             if cut > bounds[-1] and cut < size:
                 bounds.append(cut)
     bounds.append(size)
     return bounds
 
 
-def _search_forward(handle, position: int, size: int, needles: list[bytes], after: bool) -> int:
+def _search_forward(
+    handle: BinaryIO, position: int, size: int, needles: list[bytes], after: bool
+) -> int:
     """Offset of the first cut at or after `position` (or `size` when there is none)."""
     overlap = max(len(n) for n in needles) + 1
     while position < size:
@@ -198,6 +207,23 @@ def _search_forward(handle, position: int, size: int, needles: list[bytes], afte
             break
         position += SEARCH_BLOCK_BYTES
     return size
+
+
+def _start_of_covering_special(handle: BinaryIO, cut: int, needles: list[bytes]) -> int:
+    """Move a cut back to the start of a longer special token that covers it ("A<|x|>" vs "<|x|>")."""
+    span = max(len(n) for n in needles) - 1
+    start = max(cut - span, 0)
+    handle.seek(start)
+    window = handle.read(cut - start + span + 1)
+    best = cut
+    for needle in needles:
+        index = window.find(needle)
+        while 0 <= index and start + index < best:
+            if start + index + len(needle) > cut:
+                best = start + index
+                break
+            index = window.find(needle, index + 1)
+    return best
 
 
 def _find_cut(block: bytes, needle: bytes, after: bool) -> int:
