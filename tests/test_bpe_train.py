@@ -290,9 +290,11 @@ def test_parallel_on_real_corpus_equals_single_process():
     assert one == two
 
 
-def test_bundled_corpus_trains_in_parallel(bundled_train_path):
-    vocab, merges = train_bpe(bundled_train_path, 600, [EOT], num_workers=2, progress=False)
-    assert len(vocab) == 600 and len(merges) == 600 - 257
+def test_bundled_corpus_same_result_in_a_worker_pool(monkeypatch, bundled_train_path):
+    one = train_bpe(bundled_train_path, 600, [EOT], num_workers=1, progress=False)
+    monkeypatch.setattr(bpe_train, "PARALLEL_MIN_BYTES", 0)
+    two = train_bpe(bundled_train_path, 600, [EOT], num_workers=2, progress=False)
+    assert one == two and len(one[0]) == 600 and len(one[1]) == 600 - 257
 
 
 # ---------------------------------------------------------------------------------------------
