@@ -283,10 +283,10 @@ def test_one_and_two_workers_give_the_same_result(monkeypatch, stories_slice, sp
 
 
 @pytest.mark.slow
-def test_parallel_on_real_corpus_equals_single_process():
-    path = shared_file("tinystories_train_small.txt")
-    one = train_bpe(path, 3000, [EOT], num_workers=1, progress=False)
-    two = train_bpe(path, 3000, [EOT], num_workers=2, progress=False)
+def test_parallel_counts_on_40mb_corpus_equal_single_process():
+    path = str(shared_file("pd_novels_heldout.txt"))
+    one = bpe_train.count_pretokens(path, [EOT], GPT2_PATTERN, num_workers=1)
+    two = bpe_train.count_pretokens(path, [EOT], GPT2_PATTERN, num_workers=2)
     assert one == two
 
 
