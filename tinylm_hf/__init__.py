@@ -5,7 +5,13 @@ from __future__ import annotations
 from transformers import AutoTokenizer
 
 from .modeling import TinyLMConfig
-from .tokenization import BPETokenizer, TinyLMTokenizer, TinyLMTokenizerFast
+from .tokenization import (
+    BPETokenizer,
+    TinyLMTokenizer,
+    TinyLMTokenizerFast,
+    train_bpe,
+    train_bpe_from_counts,
+)
 from .training import AdamW, clip_grad_norm, cosine_lr, cross_entropy, param_groups_for_weight_decay
 
 # AutoTokenizer returns the from-scratch slow tokenizer; the fast twin is loaded by its own class.
@@ -25,4 +31,6 @@ __all__ = [
     "cosine_lr",
     "cross_entropy",
     "param_groups_for_weight_decay",
+    "train_bpe",
+    "train_bpe_from_counts",
 ]
