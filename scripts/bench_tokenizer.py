@@ -17,6 +17,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -146,10 +147,43 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=_default_data_dir(), help="folder of the corpora")
     parser.add_argument("--quick", action="store_true", help="one small row per table (smoke run)")
+    parser.add_argument("--repeats", type=int, default=3, help="encode rounds (best counts)")
+    parser.add_argument("--novels-mb", type=float, default=10.0, help="size of the novels slice to encode")
+    parser.add_argument("--skip-train", action="store_true", help="only the encode tables")
     args = parser.parse_args(argv)
-    rows = QUICK_TRAIN_ROWS if args.quick else TRAIN_ROWS
-    print_train_table(bench_train(args.data, rows))
+    if not args.skip_train:
+        rows = QUICK_TRAIN_ROWS if args.quick else TRAIN_ROWS
+        print_train_table(bench_train(args.data, rows))
+        print()
+    bench_encode_tables(args.data, repeats=1 if args.quick else args.repeats,
+                        novels_mb=1.0 if args.quick else args.novels_mb)
     return 0
+
+
+def bench_encode_tables(data: Path, *, repeats: int, novels_mb: float) -> None:
+    """Part (2): encode throughput with GPT-2's files, our encoders and HF wrappers beside tiktoken."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import bench_encode
+    from tinylm_hf import TinyLMTokenizer, TinyLMTokenizerFast
+
+    vocab, merges = data / "gpt2_vocab.json", data / "gpt2_merges.txt"
+    slow = TinyLMTokenizer(vocab_file=str(vocab), merges_file=str(merges))
+    with tempfile.TemporaryDirectory() as tmp:
+        slow.save_pretrained(tmp)
+        fast = TinyLMTokenizerFast.from_pretrained(tmp)
+    extra = {
+        "TinyLMTokenizer (warm)": lambda t: slow(t)["input_ids"],
+        "TinyLMTokenizerFast": lambda t: fast(t)["input_ids"],
+    }
+    corpora = {
+        "tinystories_train_small.txt": (data / "tinystories_train_small.txt").read_text(encoding="utf-8"),
+        f"pd_novels_heldout.txt (first {novels_mb:g} MB)":
+            (data / "pd_novels_heldout.txt").read_text(encoding="utf-8")[: int(novels_mb * 1e6)],
+    }
+    bench_encode._DATA = data
+    for title, text in corpora.items():
+        rows = bench_encode.bench_encoders(text, extra, repeats=repeats)
+        print(bench_encode.format_table(title, rows) + "\n")
 
 
 if __name__ == "__main__":
