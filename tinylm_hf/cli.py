@@ -8,7 +8,16 @@ import sys
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tinylm", description=__doc__)
-    parser.add_subparsers(dest="command", required=True)
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    from .evaluation.perplexity import add_eval_parser
+    from .export import add_export_parser
+    from .generation_cli import add_generate_parser
+    from .hub import add_push_parser
+
+    add_generate_parser(subparsers)
+    add_eval_parser(subparsers)
+    add_push_parser(subparsers)
+    add_export_parser(subparsers)
     return parser
 
 
