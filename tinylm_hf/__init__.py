@@ -2,9 +2,25 @@
 
 from __future__ import annotations
 
-from .modeling import TinyLMConfig
+from .modeling import (
+    TinyLMConfig,
+    TinyLMForCausalLM,
+    TinyLMModel,
+    TinyLMPreTrainedModel,
+    scaled_dot_product_attention,
+    softmax,
+)
 from .tokenization import BPETokenizer
 
 __version__ = "0.1.0"
 
-__all__ = ["BPETokenizer", "TinyLMConfig", "__version__"]
+__all__ = [
+    "BPETokenizer",
+    "TinyLMConfig",
+    "TinyLMForCausalLM",
+    "TinyLMModel",
+    "TinyLMPreTrainedModel",
+    "__version__",
+    "scaled_dot_product_attention",
+    "softmax",
+]
