@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from transformers import AutoTokenizer
+
 from .modeling import (
     TinyLMConfig,
     TinyLMForCausalLM,
@@ -10,7 +12,11 @@ from .modeling import (
     scaled_dot_product_attention,
     softmax,
 )
-from .tokenization import BPETokenizer
+from .tokenization import BPETokenizer, TinyLMTokenizer, TinyLMTokenizerFast
+
+# AutoTokenizer returns the from-scratch slow tokenizer; the fast twin is loaded by its own class.
+AutoTokenizer.register(TinyLMConfig, slow_tokenizer_class=TinyLMTokenizer, exist_ok=True)
+TinyLMTokenizer.register_for_auto_class("AutoTokenizer")
 
 __version__ = "0.1.0"
 
@@ -20,6 +26,8 @@ __all__ = [
     "TinyLMForCausalLM",
     "TinyLMModel",
     "TinyLMPreTrainedModel",
+    "TinyLMTokenizer",
+    "TinyLMTokenizerFast",
     "__version__",
     "scaled_dot_product_attention",
     "softmax",
