@@ -1,8 +1,9 @@
 """Sliding-window perplexity, cross-entropy per token and bits per byte of a causal LM over whole texts.
 
 Each text is scored on its own: it is tokenised without special tokens and (by default) prefixed
-with the eos token, so the first token is scored too. This is lm-evaluation-harness's rolling
-log-likelihood convention: with `stride == context_length` the windows are exactly lm-eval's
+with the bos token (the eos token when there is no bos; `<|endoftext|>` for TinyLM), so the first
+token is scored too. This is lm-evaluation-harness's rolling log-likelihood convention (its HF
+model's `prefix_token_id`): with `stride == context_length` the windows are exactly lm-eval's
 (`get_rolling_token_windows(..., context_len=1)`), so the total log-likelihood equals lm-eval's
 `loglikelihood_rolling` for the same text. A smaller stride gives every scored token more context.
 
@@ -102,13 +103,14 @@ def evaluate_perplexity(
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     eos_id = tokenizer.eos_token_id
-    if prefix_eos and eos_id is None:
-        raise ValueError("the tokenizer has no eos token to prefix; pass prefix_eos=False")
+    prefix_id = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else eos_id
+    if prefix_eos and prefix_id is None:
+        raise ValueError("the tokenizer has neither bos nor eos token to prefix; pass prefix_eos=False")
     pad_id = eos_id if eos_id is not None else 0
     encoded = []
     for text in texts:
         ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-        encoded.append(torch.tensor(([eos_id] if prefix_eos else []) + list(ids), dtype=torch.long))
+        encoded.append(torch.tensor(([prefix_id] if prefix_eos else []) + list(ids), dtype=torch.long))
     plans = [make_windows(len(ids), context_length=context_length, stride=stride) for ids in encoded]
     n_tokens = sum(n for plan in plans for _, _, n in plan)
     was_training = model.training
