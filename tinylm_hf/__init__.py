@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from .modeling import TinyLMConfig
 from .tokenization import BPETokenizer
+from .training import AdamW, clip_grad_norm, cosine_lr, cross_entropy, param_groups_for_weight_decay
 
 __version__ = "0.1.0"
 
-__all__ = ["BPETokenizer", "TinyLMConfig", "__version__"]
+__all__ = [
+    "AdamW",
+    "BPETokenizer",
+    "TinyLMConfig",
+    "__version__",
+    "clip_grad_norm",
+    "cosine_lr",
+    "cross_entropy",
+    "param_groups_for_weight_decay",
+]
