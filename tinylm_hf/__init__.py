@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from transformers import AutoTokenizer
+
 from .modeling import TinyLMConfig
-from .tokenization import BPETokenizer
+from .tokenization import BPETokenizer, TinyLMTokenizer, TinyLMTokenizerFast
 from .training import AdamW, clip_grad_norm, cosine_lr, cross_entropy, param_groups_for_weight_decay
+
+# AutoTokenizer returns the from-scratch slow tokenizer; the fast twin is loaded by its own class.
+AutoTokenizer.register(TinyLMConfig, slow_tokenizer_class=TinyLMTokenizer, exist_ok=True)
+TinyLMTokenizer.register_for_auto_class("AutoTokenizer")
 
 __version__ = "0.1.0"
 
@@ -12,6 +18,8 @@ __all__ = [
     "AdamW",
     "BPETokenizer",
     "TinyLMConfig",
+    "TinyLMTokenizer",
+    "TinyLMTokenizerFast",
     "__version__",
     "clip_grad_norm",
     "cosine_lr",

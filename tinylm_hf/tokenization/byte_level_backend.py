@@ -1,0 +1,59 @@
+"""Build a `tokenizers` ByteLevel BPE equal to `BPETokenizer` (GPT-2 pattern) and write `tokenizer.json`.
+
+Shared by `TinyLMTokenizer` (which writes `tokenizer.json` next to its own files so any fast-tokenizer
+consumer can load the folder) and `TinyLMTokenizerFast` (which runs on it).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+
+from .pretokenize import GPT2_PATTERN, resolve_pattern
+
+
+def check_fast_pattern(pattern: str) -> None:
+    """`tokenizers`' ByteLevel pre-tokenizer hard-codes GPT-2's regex: any other pattern cannot be mirrored."""
+    if resolve_pattern(pattern) != GPT2_PATTERN:
+        raise ValueError(
+            f"the fast tokenizer (tokenizer.json) supports only pattern='gpt2', got {pattern!r}; "
+            "use TinyLMTokenizer for other pre-tokenization patterns"
+        )
+
+
+def build_byte_level_bpe(
+    vocab: dict[str, int],
+    merges: list[tuple[str, str]],
+    added_tokens: dict[int, AddedToken] | None = None,
+) -> Tokenizer:
+    """A ByteLevel BPE `Tokenizer` on GPT-2-format `vocab` (unicode string -> id) and `merges`.
+
+    `added_tokens` (id -> token, e.g. `<|endoftext|>`) are matched on the raw text before
+    pre-tokenization, longest first; each must land on its given id.
+    """
+    tokenizer = Tokenizer(models.BPE(vocab=dict(vocab), merges=[tuple(m) for m in merges], fuse_unk=False))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tokenizer.decoder = decoders.ByteLevel()
+    # In id order, so that tokens missing from the vocab get the same new ids as on the slow side.
+    for index, token in sorted((added_tokens or {}).items()):
+        if token.special:
+            tokenizer.add_special_tokens([token])
+        else:
+            tokenizer.add_tokens([token])
+        if tokenizer.token_to_id(token.content) != index:
+            raise ValueError(
+                f"added token {token.content!r} should have id {index} but got "
+                f"{tokenizer.token_to_id(token.content)}: added-token ids must follow the vocab without gaps"
+            )
+    return tokenizer
+
+
+def save_tokenizer_json(tokenizer: Tokenizer, path: str | os.PathLike) -> str:
+    """Write `tokenizer.json` atomically; returns the path as a string."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tokenizer.save(str(tmp))
+    os.replace(tmp, path)
+    return str(path)
