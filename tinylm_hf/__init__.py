@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from transformers import AutoTokenizer
 
-from .modeling import TinyLMConfig
+from .modeling import (
+    TinyLMConfig,
+    TinyLMForCausalLM,
+    TinyLMModel,
+    TinyLMPreTrainedModel,
+    scaled_dot_product_attention,
+    softmax,
+)
 from .tokenization import BPETokenizer, TinyLMTokenizer, TinyLMTokenizerFast
 from .training import AdamW, clip_grad_norm, cosine_lr, cross_entropy, param_groups_for_weight_decay
 
@@ -18,6 +25,9 @@ __all__ = [
     "AdamW",
     "BPETokenizer",
     "TinyLMConfig",
+    "TinyLMForCausalLM",
+    "TinyLMModel",
+    "TinyLMPreTrainedModel",
     "TinyLMTokenizer",
     "TinyLMTokenizerFast",
     "__version__",
@@ -25,4 +35,6 @@ __all__ = [
     "cosine_lr",
     "cross_entropy",
     "param_groups_for_weight_decay",
+    "scaled_dot_product_attention",
+    "softmax",
 ]
