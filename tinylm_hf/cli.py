@@ -8,7 +8,14 @@ import sys
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tinylm", description=__doc__)
-    parser.add_subparsers(dest="command", required=True)
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    from .training.data import add_prepare_parser
+    from .training.loop import add_train_parser
+    from .quickstart import add_quickstart_parser
+
+    add_prepare_parser(subparsers)
+    add_train_parser(subparsers)
+    add_quickstart_parser(subparsers)
     return parser
 
 
