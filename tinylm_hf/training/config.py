@@ -169,7 +169,7 @@ def _parse_optional(kind: type) -> Any:
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    """One `--flag` per TrainConfig field (dashes for underscores); unset flags stay None."""
+    """One `--flag` per TrainConfig field (dashes for underscores); unset flags stay out of the namespace."""
     docs = _field_docs()
     hints = typing.get_type_hints(TrainConfig)
     for f in dataclasses.fields(TrainConfig):
@@ -178,18 +178,17 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
         args = typing.get_args(hint)
         base = next((a for a in args if a is not type(None)), hint) if args else hint
         if f.name == "model":
-            parser.add_argument(flag, type=json.loads, default=None, help=docs.get(f.name, "") + " (JSON)")
+            parser.add_argument(flag, type=json.loads, default=argparse.SUPPRESS, help=docs.get(f.name, "") + " (JSON)")
         elif base is bool:
-            parser.add_argument(flag, type=_parse_bool, default=None, nargs="?", const=True,
+            parser.add_argument(flag, type=_parse_bool, default=argparse.SUPPRESS, nargs="?", const=True,
                                 help=docs.get(f.name, ""))
         else:
-            parser.add_argument(flag, type=_parse_optional(base), default=None, help=docs.get(f.name, ""))
+            parser.add_argument(flag, type=_parse_optional(base), default=argparse.SUPPRESS, help=docs.get(f.name, ""))
 
 
 def config_from_args(args: argparse.Namespace, config_file: str | None = None) -> TrainConfig:
     """TrainConfig from an optional YAML/JSON file with the flags that were given on top."""
-    overrides = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)
-                 if getattr(args, f.name, None) is not None}
+    overrides = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig) if hasattr(args, f.name)}
     if config_file:
         return TrainConfig.from_file(config_file, **overrides)
     return TrainConfig.from_dict(overrides)
