@@ -12,7 +12,7 @@ from .modeling import (
     scaled_dot_product_attention,
     softmax,
 )
-from .tokenization import BPETokenizer, TinyLMTokenizer, TinyLMTokenizerFast
+from .tokenization import BPETokenizer, TinyLMTokenizer, TinyLMTokenizerFast, train_bpe, train_bpe_from_counts
 from .training import AdamW, clip_grad_norm, cosine_lr, cross_entropy, param_groups_for_weight_decay
 
 # AutoTokenizer returns the from-scratch slow tokenizer; the fast twin is loaded by its own class.
@@ -37,4 +37,6 @@ __all__ = [
     "param_groups_for_weight_decay",
     "scaled_dot_product_attention",
     "softmax",
+    "train_bpe",
+    "train_bpe_from_counts",
 ]
