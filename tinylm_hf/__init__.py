@@ -12,7 +12,8 @@ from .modeling import (
     scaled_dot_product_attention,
     softmax,
 )
-from .tokenization import BPETokenizer, TinyLMTokenizer, TinyLMTokenizerFast
+from .tokenization import BPETokenizer, TinyLMTokenizer, TinyLMTokenizerFast, train_bpe, train_bpe_from_counts
+from .training import AdamW, clip_grad_norm, cosine_lr, cross_entropy, param_groups_for_weight_decay
 
 # AutoTokenizer returns the from-scratch slow tokenizer; the fast twin is loaded by its own class.
 AutoTokenizer.register(TinyLMConfig, slow_tokenizer_class=TinyLMTokenizer, exist_ok=True)
@@ -21,6 +22,7 @@ TinyLMTokenizer.register_for_auto_class("AutoTokenizer")
 __version__ = "0.1.0"
 
 __all__ = [
+    "AdamW",
     "BPETokenizer",
     "TinyLMConfig",
     "TinyLMForCausalLM",
@@ -29,6 +31,12 @@ __all__ = [
     "TinyLMTokenizer",
     "TinyLMTokenizerFast",
     "__version__",
+    "clip_grad_norm",
+    "cosine_lr",
+    "cross_entropy",
+    "param_groups_for_weight_decay",
     "scaled_dot_product_attention",
     "softmax",
+    "train_bpe",
+    "train_bpe_from_counts",
 ]

@@ -13,7 +13,13 @@ def build_parser() -> argparse.ArgumentParser:
     from .export import add_export_parser
     from .generation_cli import add_generate_parser
     from .hub import add_push_parser
+    from .quickstart import add_quickstart_parser
+    from .training.data import add_prepare_parser
+    from .training.loop import add_train_parser
 
+    add_prepare_parser(subparsers)
+    add_train_parser(subparsers)
+    add_quickstart_parser(subparsers)
     add_generate_parser(subparsers)
     add_eval_parser(subparsers)
     add_push_parser(subparsers)
