@@ -153,3 +153,20 @@ def test_tokenizer_larger_than_model_vocab_fails_before_upload(tmp_path, hub):
     with pytest.raises(ValueError, match="vocab_size is 100"):
         main(["push", str(folder), "--repo-id", REPO_ID])
     assert hub.calls == []
+
+
+def test_card_from_training_loop_facts(folder):
+    import torch
+
+    summary = {"iterations": 200, "tokens": 1_638_400, "final_train_loss": 2.1, "final_val_loss": 2.25,
+               "val_perplexity": 9.4877, "val_bpb": 0.81, "elapsed_s": 95.5}
+    train_config = {"batch_size": 32, "context_length": 256, "grad_accum_steps": 1, "max_lr": 1e-3, "min_lr": 1e-4,
+                    "warmup_iters": 20, "weight_decay": 0.1, "grad_clip": 1.0, "seed": 1337, "dtype": "float32"}
+    model = torch.nn.Linear(3, 2)
+    card = render_model_card(folder, model=model, training=summary, train_config=train_config,
+                             data_source={"train": "tinystories_train_small.txt"})
+    data = ModelCard(str(card)).data
+    assert {r.metric_type: r.metric_value for r in data.eval_results} == {"perplexity": 9.4877, "bits_per_byte": 0.81, "cross_entropy": 2.25}
+    assert "| Parameters | 8 |" in card.text
+    assert "- optimizer steps: 200" in card.text and "- tokens seen: 1,638,400" in card.text
+    assert "tinystories_train_small.txt" in card.text

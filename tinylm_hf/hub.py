@@ -161,13 +161,52 @@ def _eval_results(results: dict[str, Any] | None, model_name: str) -> list[EvalR
     ]
 
 
+def _training_text(training: dict[str, Any] | None, train_config: dict[str, Any] | None, data_source: Any) -> str:
+    """Bullet list describing a training run from the loop's summary and TrainConfig dict."""
+    lines = []
+    if data_source is not None:
+        lines.append(f"- training data source: `{json.dumps(data_source, default=str)}`")
+    training, cfg = training or {}, train_config or {}
+    labels = {"iterations": "optimizer steps", "tokens": "tokens seen", "final_train_loss": "final training loss",
+              "final_val_loss": "final validation loss", "val_perplexity": "validation perplexity",
+              "val_bpb": "validation bits per byte", "elapsed_s": "wall-clock seconds", "world_size": "processes"}
+    for key, label in labels.items():
+        value = training.get(key)
+        if isinstance(value, float):
+            lines.append(f"- {label}: {value:.4f}")
+        elif isinstance(value, int):
+            lines.append(f"- {label}: {value:,}")
+    if cfg:
+        lines.append(
+            f"- batch size x context x accumulation: {cfg.get('batch_size')} x {cfg.get('context_length')} x "
+            f"{cfg.get('grad_accum_steps', 1)}; AdamW (weight decay {cfg.get('weight_decay')}), learning rate "
+            f"{cfg.get('max_lr')} -> {cfg.get('min_lr')} (cosine, {cfg.get('warmup_iters')} warm-up steps), "
+            f"gradient clip {cfg.get('grad_clip')}, seed {cfg.get('seed')}, dtype {cfg.get('dtype')}"
+        )
+    head = "Trained from scratch with `tinylm train` (hand-written AdamW, cosine schedule with warm-up, gradient clipping)."
+    return head + ("\n\n" + "\n".join(lines) if lines else "")
+
+
+def _results_from_training(training: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not training or "val_perplexity" not in training:
+        return None
+    results = {"perplexity": training["val_perplexity"], "dataset": "TinyStories validation (held-out tokens)"}
+    if "final_val_loss" in training:
+        results["cross_entropy"] = training["final_val_loss"]
+    if "val_bpb" in training:
+        results["bits_per_byte"] = training["val_bpb"]
+    return results
+
+
 def render_model_card(folder: str | os.PathLike, **facts: Any) -> ModelCard:
     """Fill the model card template for a saved folder with `huggingface_hub.ModelCard`.
 
-    Architecture facts come from the folder's config.json; `eval_results` (a dict with
+    Architecture facts come from the folder's config.json. `eval_results` (a dict with
     `perplexity`, `bits_per_byte`, `cross_entropy`, `dataset`) defaults to the folder's
-    eval_results.json (written by `tinylm eval --out`). Other facts: `repo_id`, `model_name`,
-    `license`, `datasets`, `tags`, `dataset_description`, `dataset_license`,
+    eval_results.json (written by `tinylm eval --out`), else to the training summary's validation
+    metrics. Facts the training loop passes: `training` (its summary dict), `train_config`
+    (TrainConfig as a dict), `data_source`, `model` (for the parameter count). Others: `repo_id`,
+    `model_name`, `license`, `datasets`, `tags`, `dataset_description`, `dataset_license`,
     `training_description`, `evaluation_description`.
     """
     folder = Path(folder)
@@ -175,19 +214,26 @@ def render_model_card(folder: str | os.PathLike, **facts: Any) -> ModelCard:
     tok_config = _read_json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
     repo_id = facts.pop("repo_id", None) or f"your-name/{folder.resolve().name}"
     model_name = facts.pop("model_name", None) or repo_id.split("/")[-1]
+    training, train_config = facts.pop("training", None), facts.pop("train_config", None)
+    data_source, model = facts.pop("data_source", None), facts.pop("model", None)
     results = facts.pop("eval_results", None)
     if results is None and (folder / EVAL_RESULTS_FILE).is_file():
         results = _read_json(folder / EVAL_RESULTS_FILE).get("summary")
+    if results is None:
+        results = _results_from_training(training)
     card_data = ModelCardData(
         library_name="transformers", pipeline_tag="text-generation", language="en",
         license=facts.pop("license", "mit"), datasets=facts.pop("datasets", ["roneneldan/TinyStories"]),
         tags=["tinylm", "custom_code", "llama-compatible", *facts.pop("tags", [])],
         model_name=model_name, eval_results=_eval_results(results, model_name),
     )
-    try:
-        num_parameters = f"{count_parameters(folder):,}"
-    except (FileNotFoundError, ValueError):
-        num_parameters = "unknown"
+    if model is not None:
+        num_parameters = f"{sum(p.numel() for p in {id(p): p for p in model.parameters()}.values()):,}"
+    else:
+        try:
+            num_parameters = f"{count_parameters(folder):,}"
+        except (FileNotFoundError, ValueError):
+            num_parameters = "unknown"
     eval_text = "Not evaluated yet."
     if results:
         eval_text = "| metric | value |\n|---|---|\n" + "\n".join(
@@ -201,7 +247,7 @@ def render_model_card(folder: str | os.PathLike, **facts: Any) -> ModelCard:
         "eos_token": tok_config.get("eos_token", "<|endoftext|>"),
         "dataset_description": TINYSTORIES_DESCRIPTION,
         "dataset_license": "CDLA-Sharing-1.0 (Community Data License Agreement - Sharing, version 1.0)",
-        "training_description": "Trained from scratch with `tinylm train` (hand-written AdamW, cosine schedule with warm-up, gradient clipping).",
+        "training_description": _training_text(training, train_config, data_source),
         "evaluation_description": eval_text,
     }
     values |= facts
