@@ -109,3 +109,20 @@ def test_cli_writes_json_matching_the_function(folder, loaded, tmp_path, docs, c
     assert summary["tokens"] == expected["tokens"]
     assert summary["total_loglikelihood"] == pytest.approx(expected["total_loglikelihood"], rel=1e-6)
     assert "bits_per_byte" in capsys.readouterr().out
+
+
+def test_cli_dataset_reads_a_local_datasets_folder(folder, loaded, tmp_path, docs):
+    model, tok = loaded
+    data_dir = tmp_path / "stories"
+    data_dir.mkdir()
+    (data_dir / "validation.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in docs[:2]))
+    out = tmp_path / "eval.json"
+    assert main(["eval", str(folder), "--dataset", str(data_dir), "--out", str(out)]) == 0
+    summary = json.loads(out.read_text())["summary"]
+    expected = evaluate_perplexity(model, tok, docs[:2], show_progress=False)
+    assert summary["total_loglikelihood"] == pytest.approx(expected["total_loglikelihood"], rel=1e-6)
+
+
+def test_cli_needs_exactly_one_source(folder):
+    with pytest.raises(ValueError, match="exactly one"):
+        main(["eval", str(folder)])

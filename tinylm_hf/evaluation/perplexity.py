@@ -155,7 +155,11 @@ def load_texts(inputs: Sequence[str] | None, dataset: str | None, *, split_docs:
         import datasets
 
         name, _, split = dataset.partition(":")
-        data = datasets.load_dataset(name, split=split or "validation")
+        splits = datasets.load_dataset(name)
+        split = split or next((s for s in ("validation", "test", "train") if s in splits), "")
+        if split not in splits:
+            raise ValueError(f"dataset {name} has no split {split!r} (splits: {sorted(splits)})")
+        data = splits[split]
         if "text" not in data.column_names:
             raise ValueError(f"dataset {name} has no 'text' column (columns: {data.column_names})")
         texts = [t for t in data["text"] if t.strip()]
@@ -193,7 +197,8 @@ def add_eval_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("eval", help="perplexity, cross-entropy and bits per byte over whole texts")
     parser.add_argument("dir", help="model folder (or Hub id) loadable with the Auto classes")
     parser.add_argument("--input", nargs="+", help="text file(s); documents split on <|endoftext|> lines")
-    parser.add_argument("--dataset", help="a `datasets` name with a text column, optionally NAME:SPLIT")
+    parser.add_argument("--dataset", help="a `datasets` name or local data folder with a text column, optionally NAME:SPLIT "
+                        "(default split: validation, else test, else train)")
     parser.add_argument("--stride", type=int, default=None, help="new tokens scored per window (default: context)")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--context-length", type=int, default=None, help="window size (default: the model's)")
