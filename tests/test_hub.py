@@ -170,3 +170,16 @@ def test_card_from_training_loop_facts(folder):
     assert "| Parameters | 8 |" in card.text
     assert "- optimizer steps: 200" in card.text and "- tokens seen: 1,638,400" in card.text
     assert "tinystories_train_small.txt" in card.text
+
+
+def test_push_keeps_the_training_facts_of_an_existing_card(fresh_copy, hub):
+    import torch
+
+    summary = {"iterations": 123, "tokens": 4096, "final_val_loss": 2.5, "val_perplexity": 12.18}
+    card = render_model_card(fresh_copy, model=torch.nn.Linear(2, 2), training=summary)
+    (fresh_copy / "README.md").write_text(str(card), encoding="utf-8")
+    main(["push", str(fresh_copy), "--repo-id", REPO_ID])
+    pushed = ModelCard(hub.files["README.md"].decode("utf-8"))
+    assert "- optimizer steps: 123" in pushed.text
+    assert f'from_pretrained("{REPO_ID}", trust_remote_code=True)' in pushed.text
+    assert {r.metric_type: r.metric_value for r in pushed.data.eval_results} == {"perplexity": 12.18, "cross_entropy": 2.5}

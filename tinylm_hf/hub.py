@@ -265,6 +265,28 @@ def write_model_card(folder: str | os.PathLike, **facts: Any) -> Path:
     return folder / "README.md"
 
 
+def facts_from_existing_card(folder: str | os.PathLike) -> dict[str, Any]:
+    """Training and evaluation facts kept from a TinyLM card already in the folder (e.g. by `tinylm train`).
+
+    A push re-renders the card for its repo id; without this, the training run section and the
+    validation results the training loop wrote would be lost.
+    """
+    path = Path(folder) / "README.md"
+    if not path.is_file():
+        return {}
+    card = ModelCard.load(path)
+    if "tinylm" not in (card.data.tags or []):
+        return {}
+    facts: dict[str, Any] = {}
+    match = re.search(r"^## Training run\n(.*?)(?=^## )", card.text, flags=re.S | re.M)
+    if match and match.group(1).strip():
+        facts["training_description"] = match.group(1).strip()
+    if card.data.eval_results:
+        facts["eval_results"] = {r.metric_type: r.metric_value for r in card.data.eval_results}
+        facts["eval_results"]["dataset"] = card.data.eval_results[0].dataset_name
+    return facts
+
+
 def list_upload_files(folder: str | os.PathLike) -> list[str]:
     """The files of `folder` that a push uploads (model, tokenizer, code, card), sorted."""
     folder = Path(folder)
@@ -292,7 +314,10 @@ def push_folder(
     check_repo_id(repo_id)
     folder = Path(folder)
     validate_folder(folder)
-    write_model_card(folder, repo_id=repo_id, **facts)
+    kept = facts_from_existing_card(folder)
+    if (folder / EVAL_RESULTS_FILE).is_file():
+        kept.pop("eval_results", None)
+    write_model_card(folder, repo_id=repo_id, **{**kept, **facts})
     files = list_upload_files(folder)
     if dry_run:
         return files
