@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 
-def check_prompt_fits(prompt_length: int, max_new_tokens: int, context_length: int | None) -> None:
+def check_prompt_fits(prompt_length: int, context_length: int | None) -> None:
     """Raise ValueError when the prompt (plus at least one new token) does not fit the context."""
     if prompt_length == 0:
         raise ValueError("the prompt is empty; give some text with --prompt")
@@ -39,7 +39,7 @@ def generate_text(
 
     ids = tokenizer(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"]
     context = getattr(model.config, "max_position_embeddings", None)
-    check_prompt_fits(ids.shape[1], max_new_tokens, context)
+    check_prompt_fits(ids.shape[1], context)
     if context is not None:
         max_new_tokens = min(max_new_tokens, context - ids.shape[1])
     if seed is not None:
