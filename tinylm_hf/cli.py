@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .tokenization.tokenizer_cli import add_train_tokenizer_parser
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tinylm", description=__doc__)
@@ -17,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .training.data import add_prepare_parser
     from .training.loop import add_train_parser
 
+    add_train_tokenizer_parser(subparsers)
     add_prepare_parser(subparsers)
     add_train_parser(subparsers)
     add_quickstart_parser(subparsers)
