@@ -133,7 +133,9 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("cos_cached", cos, persistent=False)
         self.register_buffer("sin_cached", sin, persistent=False)
 
-    def forward(self, position_ids: torch.Tensor, dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, position_ids: torch.Tensor, dtype: torch.dtype | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """cos, sin of shape position_ids.shape + (head_dim // 2,), cast to ``dtype`` when given."""
         cos, sin = self.cos_cached[position_ids], self.sin_cached[position_ids]
         if dtype is not None:
