@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -63,3 +64,12 @@ def run_fresh(code: str, cwd: Path, timeout: int = 240) -> subprocess.CompletedP
     if result.returncode != 0:
         raise AssertionError(f"fresh process failed:\nSTDOUT:\n{result.stdout}\nSTDERR:\n{result.stderr[-4000:]}")
     return result
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny matrices: extra intra-op threads only spin-wait on a shared 2-core machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
