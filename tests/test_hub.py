@@ -105,7 +105,10 @@ tok = AutoTokenizer.from_pretrained({str(download)!r}, trust_remote_code=True)
 out = model.generate(**tok("Once upon a time", return_tensors="pt"), max_new_tokens=3, do_sample=False)
 print(type(model).__name__, out.shape[1])
 """
-    assert run_fresh(code, tmp_path).stdout.split()[-2:] == ["TinyLMForCausalLM", str(len(__import__("transformers").AutoTokenizer.from_pretrained(fresh_copy)("Once upon a time")["input_ids"]) + 3)]
+    from transformers import AutoTokenizer
+
+    prompt_length = len(AutoTokenizer.from_pretrained(fresh_copy)("Once upon a time")["input_ids"])
+    assert run_fresh(code, tmp_path).stdout.split()[-2:] == ["TinyLMForCausalLM", str(prompt_length + 3)]
 
 
 def test_dry_run_lists_files_and_sends_nothing(fresh_copy, hub, capsys):
