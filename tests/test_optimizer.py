@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tinylm_hf.training import AdamW, param_groups_for_weight_decay
+from tinylm_hf.training.optimizer import CPU_BLOCK_NUMEL
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -86,7 +87,8 @@ def test_bitwise_equal_to_torch_foreach_path() -> None:
 def test_weight_decay_zero_matches_torch() -> None:
     ours, theirs = make_model(), make_model()
     train_steps(ours, AdamW(ours.parameters(), lr=1e-2, weight_decay=0.0), 100, seed=3)
-    train_steps(theirs, torch.optim.AdamW(theirs.parameters(), lr=1e-2, weight_decay=0.0), 100, seed=3)
+    reference = torch.optim.AdamW(theirs.parameters(), lr=1e-2, weight_decay=0.0)
+    train_steps(theirs, reference, 100, seed=3)
     assert_same_params(ours, theirs, atol=1e-6)
 
 
@@ -150,6 +152,18 @@ def test_loads_torch_adamw_state_and_continues_like_it() -> None:
     ours_opt.load_state_dict(copy.deepcopy(theirs_opt.state_dict()))  # load shares tensors
     train_steps(theirs, theirs_opt, 20, seed=11)
     train_steps(ours, ours_opt, 20, seed=11)
+    assert_same_params(ours, theirs, atol=0.0)
+
+
+def test_torch_adamw_loads_our_state_and_continues_like_us() -> None:
+    ours, theirs = make_model(), make_model()
+    ours_opt = AdamW(groups(ours))
+    train_steps(ours, ours_opt, 20, seed=13)
+    theirs.load_state_dict(ours.state_dict())
+    theirs_opt = torch.optim.AdamW(groups(theirs), foreach=True)
+    theirs_opt.load_state_dict(copy.deepcopy(ours_opt.state_dict()))
+    train_steps(theirs, theirs_opt, 20, seed=14)
+    train_steps(ours, ours_opt, 20, seed=14)
     assert_same_params(ours, theirs, atol=0.0)
 
 
@@ -221,3 +235,23 @@ def test_weight_decay_groups_skip_frozen_and_empty() -> None:
     groups_ = param_groups_for_weight_decay(nn.Sequential(model, frozen), weight_decay=0.2)
     assert len(groups_) == 1
     assert groups_[0]["params"] == [model.weight]
+
+
+def test_large_and_non_contiguous_tensors_match_torch_bitwise() -> None:
+    """Tensors bigger than one CPU block are cut into views; a transposed one is kept whole."""
+    gen = torch.Generator().manual_seed(12)
+    shapes = [(700, 400), (3,), (300, 300), (5, 7)]
+    ours = [nn.Parameter(torch.randn(s, generator=gen)) for s in shapes]
+    ours.append(nn.Parameter(torch.randn(600, 500, generator=gen).t()))
+    assert ours[0].numel() > CPU_BLOCK_NUMEL and ours[-1].numel() > CPU_BLOCK_NUMEL
+    theirs = [nn.Parameter(p.detach().clone()) for p in ours]
+    ours_opt = AdamW(ours, lr=1e-2, weight_decay=0.1)
+    theirs_opt = torch.optim.AdamW(theirs, lr=1e-2, weight_decay=0.1, foreach=True)
+    for _ in range(5):
+        for a, b in zip(ours, theirs):
+            grad = torch.randn(a.shape, generator=gen)
+            a.grad, b.grad = grad.clone(), grad.clone()
+        ours_opt.step()
+        theirs_opt.step()
+    assert not ours[-1].is_contiguous()
+    assert all(torch.equal(a, b) for a, b in zip(ours, theirs))

@@ -50,7 +50,8 @@ def test_zero_length_decay_goes_from_peak_to_floor() -> None:
 
 
 @pytest.mark.parametrize(
-    "warmup, cycle", [pytest.param(-1, 10, id="negative-warmup"), pytest.param(10, 5, id="cycle-before-warmup")]
+    "warmup, cycle",
+    [pytest.param(-1, 10, id="negative-warmup"), pytest.param(10, 5, id="cycle-before-warmup")],
 )
 def test_rejects_inconsistent_lengths(warmup: int, cycle: int) -> None:
     with pytest.raises(ValueError):
