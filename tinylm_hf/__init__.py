@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from transformers import AutoTokenizer
 
-from .modeling import TinyLMConfig
-from .tokenization import (
-    BPETokenizer,
-    TinyLMTokenizer,
-    TinyLMTokenizerFast,
-    train_bpe,
-    train_bpe_from_counts,
+from .modeling import (
+    TinyLMConfig,
+    TinyLMForCausalLM,
+    TinyLMModel,
+    TinyLMPreTrainedModel,
+    scaled_dot_product_attention,
+    softmax,
 )
+from .tokenization import BPETokenizer, TinyLMTokenizer, TinyLMTokenizerFast, train_bpe, train_bpe_from_counts
 from .training import AdamW, clip_grad_norm, cosine_lr, cross_entropy, param_groups_for_weight_decay
 
 # AutoTokenizer returns the from-scratch slow tokenizer; the fast twin is loaded by its own class.
@@ -24,6 +25,9 @@ __all__ = [
     "AdamW",
     "BPETokenizer",
     "TinyLMConfig",
+    "TinyLMForCausalLM",
+    "TinyLMModel",
+    "TinyLMPreTrainedModel",
     "TinyLMTokenizer",
     "TinyLMTokenizerFast",
     "__version__",
@@ -31,6 +35,8 @@ __all__ = [
     "cosine_lr",
     "cross_entropy",
     "param_groups_for_weight_decay",
+    "scaled_dot_product_attention",
+    "softmax",
     "train_bpe",
     "train_bpe_from_counts",
 ]

@@ -2,11 +2,66 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from transformers import PretrainedConfig
+
+# name -> field overrides on top of the TinyLMConfig defaults
+PRESETS: dict[str, dict[str, Any]] = {
+    # small enough to train for a few minutes on 2 CPU cores (~2.5M parameters with a 4k vocabulary)
+    "cpu-quickstart": {
+        "vocab_size": 4096,
+        "hidden_size": 128,
+        "intermediate_size": 352,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "max_position_embeddings": 256,
+        "rope_theta": 10000.0,
+    },
+    # the Stanford CS336 assignment-1 TinyStories model
+    "cs336-tinystories": {
+        "vocab_size": 10000,
+        "hidden_size": 512,
+        "intermediate_size": 1344,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 16,
+        "max_position_embeddings": 256,
+        "rope_theta": 10000.0,
+    },
+    # GPT-2 small's width/depth/context/vocabulary with a SwiGLU MLP of ~8/3 * d_model (~124M parameters)
+    "gpt2-small": {
+        "vocab_size": 50257,
+        "hidden_size": 768,
+        "intermediate_size": 2048,
+        "num_hidden_layers": 12,
+        "num_attention_heads": 12,
+        "max_position_embeddings": 1024,
+        "rope_theta": 10000.0,
+        "tie_word_embeddings": True,
+    },
+}
+
+_POSITIVE_INT_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "max_position_embeddings",
+)
+_POSITIVE_FLOAT_FIELDS = ("rope_theta", "rms_norm_eps", "initializer_range")
 
 
 class TinyLMConfig(PretrainedConfig):
-    """Configuration of a TinyLM decoder (Llama-style: RMSNorm, RoPE, SwiGLU, causal MHA)."""
+    """Configuration of a TinyLM decoder (Llama-style: RMSNorm, RoPE, SwiGLU, causal multi-head attention).
+
+    Field names are the Hugging Face ones (``hidden_size``, ``num_hidden_layers``, ...), so a TinyLM
+    config maps one to one onto a ``LlamaConfig``. ``head_dim`` is derived (``hidden_size //
+    num_attention_heads``). Invalid values raise ``ValueError`` naming the field.
+
+    >>> TinyLMConfig.from_preset("cs336-tinystories").head_dim
+    32
+    """
 
     model_type = "tinylm"
     keys_to_ignore_at_inference = ["past_key_values"]
@@ -25,9 +80,9 @@ class TinyLMConfig(PretrainedConfig):
         initializer_range: float = 0.02,
         use_cache: bool = True,
         bos_token_id: int | None = None,
-        eos_token_id: int | None = None,
+        eos_token_id: int | list[int] | None = None,
         pad_token_id: int | None = None,
-        **kwargs,
+        **kwargs: Any,
     ) -> None:
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
@@ -39,10 +94,71 @@ class TinyLMConfig(PretrainedConfig):
         self.rms_norm_eps = rms_norm_eps
         self.initializer_range = initializer_range
         self.use_cache = use_cache
+        saved_head_dim = kwargs.pop("head_dim", None)
+        _validate(self, tie_word_embeddings, bos_token_id, eos_token_id, pad_token_id)
+        self.head_dim = hidden_size // num_attention_heads
+        if saved_head_dim is not None and saved_head_dim != self.head_dim:
+            raise ValueError(
+                f"head_dim={saved_head_dim} disagrees with hidden_size // num_attention_heads = {self.head_dim}; "
+                "TinyLM derives head_dim, drop it from the config"
+            )
         super().__init__(
             bos_token_id=bos_token_id,
             eos_token_id=eos_token_id,
             pad_token_id=pad_token_id,
             tie_word_embeddings=tie_word_embeddings,
             **kwargs,
+        )
+
+    @classmethod
+    def from_preset(cls, name: str, **overrides: Any) -> TinyLMConfig:
+        """Build the config of a named size from ``PRESETS`` (``"cpu-quickstart"``, ...), with overrides."""
+        if name not in PRESETS:
+            raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
+        return cls(**{**PRESETS[name], **overrides})
+
+
+def _validate(
+    config: TinyLMConfig,
+    tie_word_embeddings: Any,
+    bos_token_id: Any,
+    eos_token_id: Any,
+    pad_token_id: Any,
+) -> None:
+    """Raise ValueError naming the first field with a wrong type or an impossible value."""
+    for name in _POSITIVE_INT_FIELDS:
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
+        if value <= 0:
+            raise ValueError(f"{name} must be positive, got {value}")
+    for name in _POSITIVE_FLOAT_FIELDS:
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{name} must be a number, got {type(value).__name__} ({value!r})")
+        if not value > 0:
+            raise ValueError(f"{name} must be positive, got {value}")
+    for name, value in (("tie_word_embeddings", tie_word_embeddings), ("use_cache", config.use_cache)):
+        if not isinstance(value, bool):
+            raise ValueError(f"{name} must be a bool, got {type(value).__name__} ({value!r})")
+    token_ids = {"bos_token_id": bos_token_id, "pad_token_id": pad_token_id}
+    if isinstance(eos_token_id, (list, tuple)):
+        token_ids.update({f"eos_token_id[{i}]": t for i, t in enumerate(eos_token_id)})
+    else:
+        token_ids["eos_token_id"] = eos_token_id
+    for name, value in token_ids.items():
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{name} must be an int or None, got {type(value).__name__} ({value!r})")
+        if not 0 <= value < config.vocab_size:
+            raise ValueError(f"{name}={value} is outside the vocabulary [0, {config.vocab_size})")
+    if config.hidden_size % config.num_attention_heads != 0:
+        raise ValueError(
+            f"hidden_size={config.hidden_size} is not divisible by num_attention_heads={config.num_attention_heads}"
+        )
+    if (config.hidden_size // config.num_attention_heads) % 2 != 0:
+        raise ValueError(
+            f"head_dim = hidden_size // num_attention_heads = {config.hidden_size // config.num_attention_heads} "
+            "must be even for rotary embeddings"
         )

@@ -1,0 +1,256 @@
+"""Hand-written Llama-style layers in plain torch: softmax, attention, RMSNorm, SwiGLU, RoPE, decoder block.
+
+Nothing here knows about transformers; the HF classes in ``modeling_tinylm.py`` wrap these modules.
+Attribute names follow Llama (``q_proj``, ``gate_proj``, ``input_layernorm``, ...) so that state dicts
+load into ``transformers.LlamaForCausalLM`` unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+ATTN_IMPLEMENTATIONS = ("eager", "sdpa")
+
+
+def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """Numerically stable softmax: subtracting the max keeps exp() from overflowing."""
+    shifted = x - x.amax(dim=dim, keepdim=True)
+    exp = torch.exp(shifted)
+    return exp / exp.sum(dim=dim, keepdim=True)
+
+
+def silu(x: torch.Tensor) -> torch.Tensor:
+    """SiLU / swish: x * sigmoid(x)."""
+    return x * torch.sigmoid(x)
+
+
+def scaled_dot_product_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Reference attention softmax(q k^T / sqrt(d)) v; ``mask`` is boolean, True = may attend.
+
+    Shapes: q (..., q_len, d_k), k (..., kv_len, d_k), v (..., kv_len, d_v), mask broadcastable to
+    (..., q_len, kv_len); any number of leading batch dims. A row with no True entry gives NaN (as in torch).
+    """
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., q_len, kv_len)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return softmax(scores, dim=-1) @ v
+
+
+def causal_mask(q_len: int, kv_len: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """Boolean (q_len, kv_len) mask where query i (the last q_len of kv_len positions) sees keys <= its position."""
+    offset = kv_len - q_len
+    return torch.ones(q_len, kv_len, dtype=torch.bool, device=device).tril(diagonal=offset)
+
+
+class RMSNorm(nn.Module):
+    """Root-mean-square norm with a learned gain: x / sqrt(mean(x^2) + eps) * weight."""
+
+    def __init__(self, hidden_size: int, eps: float = 1e-5, device=None, dtype=None) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(hidden_size, device=device, dtype=dtype))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        input_dtype = x.dtype
+        # computed in float32 even for bf16/fp16 inputs, then cast back (as Llama does)
+        x = x.to(torch.float32)
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x.to(input_dtype)
+
+    def extra_repr(self) -> str:
+        return f"{self.weight.shape[0]}, eps={self.eps}"
+
+
+class SwiGLU(nn.Module):
+    """Gated MLP w2(silu(w1 x) * w3 x) without biases; w1/w3/w2 are named gate_proj/up_proj/down_proj."""
+
+    def __init__(self, hidden_size: int, intermediate_size: int, device=None, dtype=None) -> None:
+        super().__init__()
+        self.gate_proj = nn.Linear(hidden_size, intermediate_size, bias=False, device=device, dtype=dtype)
+        self.up_proj = nn.Linear(hidden_size, intermediate_size, bias=False, device=device, dtype=dtype)
+        self.down_proj = nn.Linear(intermediate_size, hidden_size, bias=False, device=device, dtype=dtype)
+        self.down_proj.is_residual_projection = True
+
+    @property
+    def w1(self) -> nn.Linear:
+        return self.gate_proj
+
+    @property
+    def w2(self) -> nn.Linear:
+        return self.down_proj
+
+    @property
+    def w3(self) -> nn.Linear:
+        return self.up_proj
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # F.silu is the fused kernel of silu() above (same values, less memory in backward)
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+def compute_rope_tables(
+    head_dim: int, max_position_embeddings: int, theta: float, device=None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos/sin tables of shape (max_position_embeddings, head_dim // 2) in float32."""
+    exponents = torch.arange(0, head_dim, 2, dtype=torch.int64, device=device).float() / head_dim
+    inv_freq = 1.0 / (theta**exponents)  # (head_dim // 2,)
+    positions = torch.arange(max_position_embeddings, dtype=torch.int64, device=device).float()
+    freqs = torch.outer(positions, inv_freq)  # (max_pos, head_dim // 2)
+    return freqs.cos(), freqs.sin()
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate x in the half-split ("rotate_half") layout: pairs are (x[i], x[i + d/2]).
+
+    cos/sin hold one angle per pair, shape broadcastable to x[..., : d/2]. Equals Llama's
+    ``x * cat(cos, cos) + rotate_half(x) * cat(sin, sin)`` without building the duplicated tables.
+    """
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotary position embedding with cos/sin precomputed for every position up to max_position_embeddings."""
+
+    def __init__(self, head_dim: int, max_position_embeddings: int, theta: float = 10000.0, device=None) -> None:
+        super().__init__()
+        if head_dim % 2 != 0:
+            raise ValueError(f"head_dim must be even for rotary embeddings, got {head_dim}")
+        self.head_dim = head_dim
+        self.max_position_embeddings = max_position_embeddings
+        self.theta = theta
+        cos, sin = compute_rope_tables(head_dim, max_position_embeddings, theta, device=device)
+        # non-persistent: recomputed, never saved (from_pretrained rebuilds them in _init_weights)
+        self.register_buffer("cos_cached", cos, persistent=False)
+        self.register_buffer("sin_cached", sin, persistent=False)
+
+    def forward(
+        self, position_ids: torch.Tensor, dtype: torch.dtype | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin of shape position_ids.shape + (head_dim // 2,), cast to ``dtype`` when given."""
+        cos, sin = self.cos_cached[position_ids], self.sin_cached[position_ids]
+        if dtype is not None:
+            cos, sin = cos.to(dtype), sin.to(dtype)
+        return cos, sin
+
+    def rotate(self, x: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
+        """Apply RoPE to x (..., seq, head_dim) at position_ids (..., seq) (broadcast over leading dims)."""
+        cos, sin = self.forward(position_ids, dtype=x.dtype)
+        return apply_rotary(x, cos, sin)
+
+
+class CausalSelfAttention(nn.Module):
+    """Causal multi-head self-attention with bias-free q/k/v/o projections and optional RoPE and KV cache."""
+
+    def __init__(self, hidden_size: int, num_heads: int, *, layer_idx: int = 0, device=None, dtype=None) -> None:
+        super().__init__()
+        if hidden_size % num_heads != 0:
+            raise ValueError(f"hidden_size={hidden_size} is not divisible by num_heads={num_heads}")
+        self.num_heads = num_heads
+        self.head_dim = hidden_size // num_heads
+        self.layer_idx = layer_idx
+        kw = {"bias": False, "device": device, "dtype": dtype}
+        self.q_proj = nn.Linear(hidden_size, hidden_size, **kw)
+        self.k_proj = nn.Linear(hidden_size, hidden_size, **kw)
+        self.v_proj = nn.Linear(hidden_size, hidden_size, **kw)
+        self.o_proj = nn.Linear(hidden_size, hidden_size, **kw)
+        self.o_proj.is_residual_projection = True
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        rope: tuple[torch.Tensor, torch.Tensor] | None = None,
+        attention_mask: torch.Tensor | None = None,
+        past_key_values=None,
+        attn_implementation: str = "sdpa",
+    ) -> torch.Tensor:
+        """hidden_states (batch, seq, hidden) -> (batch, seq, hidden).
+
+        Args:
+            rope: (cos, sin) of shape (batch or 1, seq, head_dim // 2) from RotaryEmbedding, or None for no RoPE.
+            attention_mask: boolean (batch or 1, 1, seq, kv_len), True = attend; None = plain causal.
+            past_key_values: a transformers Cache; ``update(k, v, layer_idx)`` returns all keys/values.
+            attn_implementation: "sdpa" (torch's fused kernel) or "eager" (our reference attention).
+        """
+        batch, seq, _ = hidden_states.shape
+        shape = (batch, seq, self.num_heads, self.head_dim)
+        q = self.q_proj(hidden_states).view(shape)  # (batch, seq, heads, head_dim)
+        k = self.k_proj(hidden_states).view(shape)
+        if rope is not None:
+            # rotating before the head transpose keeps q/k (and so the attention output) laid out as
+            # (batch, seq, heads, head_dim): the reshape back to (batch, seq, hidden) below is then free
+            cos, sin = rope[0].unsqueeze(2), rope[1].unsqueeze(2)  # (batch, seq, 1, head_dim // 2)
+            q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)  # (batch, heads, seq, head_dim)
+        v = self.v_proj(hidden_states).view(shape).transpose(1, 2)
+        if past_key_values is not None:
+            k, v = past_key_values.update(k, v, self.layer_idx)  # (batch, heads, kv_len, head_dim)
+        out = attend(q, k, v, attention_mask, attn_implementation)
+        return self.o_proj(out.transpose(1, 2).reshape(batch, seq, -1))
+
+
+def attend(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, attn_implementation: str
+) -> torch.Tensor:
+    """Causal attention over (batch, heads, seq, head_dim); ``mask`` None means plain causal."""
+    q_len, kv_len = q.shape[-2], k.shape[-2]
+    if attn_implementation == "sdpa":
+        if mask is None and q_len == kv_len:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if mask is None and q_len == 1:
+            return F.scaled_dot_product_attention(q, k, v)
+        if mask is None:
+            mask = causal_mask(q_len, kv_len, q.device)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    if attn_implementation == "eager":
+        if mask is None:
+            mask = causal_mask(q_len, kv_len, q.device)
+        return scaled_dot_product_attention(q, k, v, mask)
+    raise ValueError(f"attn_implementation must be one of {ATTN_IMPLEMENTATIONS}, got {attn_implementation!r}")
+
+
+class DecoderBlock(nn.Module):
+    """Pre-norm transformer block: x + attn(norm(x)), then x + mlp(norm(x))."""
+
+    def __init__(
+        self,
+        hidden_size: int,
+        num_heads: int,
+        intermediate_size: int,
+        *,
+        rms_norm_eps: float = 1e-5,
+        layer_idx: int = 0,
+        device=None,
+        dtype=None,
+    ) -> None:
+        super().__init__()
+        kw = {"device": device, "dtype": dtype}
+        self.input_layernorm = RMSNorm(hidden_size, rms_norm_eps, **kw)
+        self.self_attn = CausalSelfAttention(hidden_size, num_heads, layer_idx=layer_idx, **kw)
+        self.post_attention_layernorm = RMSNorm(hidden_size, rms_norm_eps, **kw)
+        self.mlp = SwiGLU(hidden_size, intermediate_size, **kw)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        rope: tuple[torch.Tensor, torch.Tensor] | None = None,
+        attention_mask: torch.Tensor | None = None,
+        past_key_values=None,
+        attn_implementation: str = "sdpa",
+        **kwargs,
+    ) -> torch.Tensor:
+        """(batch, seq, hidden) -> (batch, seq, hidden); arguments as in CausalSelfAttention.forward."""
+        attn_out = self.self_attn(
+            self.input_layernorm(hidden_states), rope, attention_mask, past_key_values, attn_implementation
+        )
+        hidden_states = hidden_states + attn_out
+        return hidden_states + self.mlp(self.post_attention_layernorm(hidden_states))
