@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from transformers import AutoTokenizer
+
 from .modeling import (
     TinyLMConfig,
     TinyLMForCausalLM,
@@ -10,17 +12,31 @@ from .modeling import (
     scaled_dot_product_attention,
     softmax,
 )
-from .tokenization import BPETokenizer
+from .tokenization import BPETokenizer, TinyLMTokenizer, TinyLMTokenizerFast, train_bpe, train_bpe_from_counts
+from .training import AdamW, clip_grad_norm, cosine_lr, cross_entropy, param_groups_for_weight_decay
+
+# AutoTokenizer returns the from-scratch slow tokenizer; the fast twin is loaded by its own class.
+AutoTokenizer.register(TinyLMConfig, slow_tokenizer_class=TinyLMTokenizer, exist_ok=True)
+TinyLMTokenizer.register_for_auto_class("AutoTokenizer")
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AdamW",
     "BPETokenizer",
     "TinyLMConfig",
     "TinyLMForCausalLM",
     "TinyLMModel",
     "TinyLMPreTrainedModel",
+    "TinyLMTokenizer",
+    "TinyLMTokenizerFast",
     "__version__",
+    "clip_grad_norm",
+    "cosine_lr",
+    "cross_entropy",
+    "param_groups_for_weight_decay",
     "scaled_dot_product_attention",
     "softmax",
+    "train_bpe",
+    "train_bpe_from_counts",
 ]

@@ -1,0 +1,190 @@
+"""Benchmark tinylm_hf's tokenizer against its peers, side by side in one run.
+
+(1) Training: `train_bpe` vs `tokenizers`' BpeTrainer (ByteLevel pre-tokenizer with the GPT-2
+regex, same special token, same vocab size). Each trainer runs in a fresh subprocess; wall time is
+the training call alone, peak memory is the largest RSS of the subprocess plus the USS of its
+workers (sampled every 20 ms) and the subprocess's own ru_maxrss. Our side loads only the tokenization
+modules (not the whole package, whose torch import would dominate memory).
+
+    python scripts/bench_tokenizer.py [--quick] [--data ../shared/data]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SPECIAL = "<|endoftext|>"
+TRAIN_ROWS = [
+    ("tinystories_train_small.txt", 10_000),
+    ("pd_novels_heldout.txt", 10_000),
+    ("pd_novels_heldout.txt", 32_000),
+]
+QUICK_TRAIN_ROWS = [("tinystories_train_small.txt", 2_000)]
+
+# Runs in a fresh interpreter: load tinylm_hf.tokenization.bpe_train without tinylm_hf/__init__.
+OURS_CHILD = """
+import json, resource, sys, time, types
+root, path, vocab_size, special = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+for name, sub in (("tinylm_hf", ""), ("tinylm_hf.tokenization", "/tokenization")):
+    module = types.ModuleType(name)
+    module.__path__ = [root + "/tinylm_hf" + sub]
+    sys.modules[name] = module
+from tinylm_hf.tokenization.bpe_train import train_bpe
+start = time.perf_counter()
+vocab, merges = train_bpe(path, vocab_size, [special], progress=False)
+wall = time.perf_counter() - start
+print(json.dumps({"wall": wall, "vocab": len(vocab),
+                  "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+"""
+
+HF_CHILD = """
+import json, resource, sys, time
+from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+path, vocab_size, special = sys.argv[2], int(sys.argv[3]), sys.argv[4]
+tokenizer = Tokenizer(models.BPE())
+tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[special], show_progress=False,
+                              initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+start = time.perf_counter()
+tokenizer.train([path], trainer)
+wall = time.perf_counter() - start
+print(json.dumps({"wall": wall, "vocab": tokenizer.get_vocab_size(),
+                  "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+"""
+
+
+def _tree_memory(process: psutil.Process) -> int:
+    """Bytes held by a process tree: the root's RSS plus each descendant's unique set size.
+
+    Forked workers share the parent's pages; counting their USS (not RSS) avoids counting the
+    shared interpreter once per worker.
+    """
+    try:
+        total = process.memory_info().rss
+        children = process.children(recursive=True)
+    except psutil.Error:
+        return 0
+    for child in children:
+        try:
+            total += child.memory_full_info().uss
+        except psutil.Error:
+            pass
+    return total
+
+
+def run_child(code: str, path: Path, vocab_size: int) -> dict:
+    """Run one trainer in a fresh interpreter: its wall time, CPU seconds (with workers, and
+    with interpreter start-up) and peak memory in MB."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_before = before.ru_utime + before.ru_stime
+    argv = [sys.executable, "-c", code, str(REPO_ROOT), str(path), str(vocab_size), SPECIAL]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="true")
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    watched = psutil.Process(child.pid)
+    peak = 0
+    while child.poll() is None:
+        peak = max(peak, _tree_memory(watched))
+        time.sleep(0.02)
+    out, err = child.communicate()
+    if child.returncode != 0:
+        raise RuntimeError(f"trainer subprocess failed:\n{err}")
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    result = json.loads(out.strip().splitlines()[-1])
+    result["cpu"] = usage.ru_utime + usage.ru_stime - cpu_before
+    result["peak_mb"] = max(peak, result["maxrss_kb"] * 1024) / 2**20
+    return result
+
+
+def bench_train(data_dir: Path, rows: list[tuple[str, int]]) -> list[dict]:
+    """train_bpe vs tokenizers BpeTrainer on each (file, vocab size) row, run back to back."""
+    results = []
+    for name, vocab_size in rows:
+        path = data_dir / name
+        if not path.is_file():
+            print(f"skipping {name}: not found in {data_dir}", file=sys.stderr)
+            continue
+        ours = run_child(OURS_CHILD, path, vocab_size)
+        theirs = run_child(HF_CHILD, path, vocab_size)
+        results.append({"file": name, "mb": path.stat().st_size / 1e6, "vocab_size": vocab_size,
+                        "ours": ours, "theirs": theirs})
+    return results
+
+
+def print_train_table(results: list[dict]) -> None:
+    print("(1) BPE training: tinylm_hf.train_bpe vs tokenizers BpeTrainer "
+          f"(GPT-2 regex, special {SPECIAL!r}, {psutil.cpu_count()} CPUs)")
+    header = (f"{'corpus':<28}{'MB':>6}{'vocab':>7}{'ours s':>9}{'tok s':>8}{'wall ratio':>12}"
+              f"{'ours MB':>9}{'tok MB':>8}{'mem ratio':>11}{'ours cpu':>10}{'tok cpu':>9}")
+    print(header)
+    print("-" * len(header))
+    for row in results:
+        ours, theirs = row["ours"], row["theirs"]
+        print(f"{row['file']:<28}{row['mb']:>6.1f}{row['vocab_size']:>7}"
+              f"{ours['wall']:>9.2f}{theirs['wall']:>8.2f}{ours['wall'] / theirs['wall']:>11.2f}x"
+              f"{ours['peak_mb']:>9.0f}{theirs['peak_mb']:>8.0f}"
+              f"{ours['peak_mb'] / theirs['peak_mb']:>10.2f}x{ours['cpu']:>10.1f}{theirs['cpu']:>9.1f}")
+    print("wall ratio = ours / tokenizers (<= 1.0 means train_bpe is as fast or faster); "
+          "mem ratio = peak memory ours / tokenizers; cpu = CPU seconds of the whole subprocess")
+
+
+def _default_data_dir() -> Path:
+    env = os.environ.get("TINYLM_SHARED_DATA")
+    return Path(env) if env else REPO_ROOT.parent / "shared" / "data"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=_default_data_dir(), help="folder of the corpora")
+    parser.add_argument("--quick", action="store_true", help="one small row per table (smoke run)")
+    parser.add_argument("--repeats", type=int, default=3, help="encode rounds (best counts)")
+    parser.add_argument("--novels-mb", type=float, default=10.0, help="size of the novels slice to encode")
+    parser.add_argument("--skip-train", action="store_true", help="only the encode tables")
+    args = parser.parse_args(argv)
+    if not args.skip_train:
+        rows = QUICK_TRAIN_ROWS if args.quick else TRAIN_ROWS
+        print_train_table(bench_train(args.data, rows))
+        print()
+    bench_encode_tables(args.data, repeats=1 if args.quick else args.repeats,
+                        novels_mb=1.0 if args.quick else args.novels_mb)
+    return 0
+
+
+def bench_encode_tables(data: Path, *, repeats: int, novels_mb: float) -> None:
+    """Part (2): encode throughput with GPT-2's files, our encoders and HF wrappers beside tiktoken."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import bench_encode
+    from tinylm_hf import TinyLMTokenizer, TinyLMTokenizerFast
+
+    vocab, merges = data / "gpt2_vocab.json", data / "gpt2_merges.txt"
+    slow = TinyLMTokenizer(vocab_file=str(vocab), merges_file=str(merges))
+    with tempfile.TemporaryDirectory() as tmp:
+        slow.save_pretrained(tmp)
+        fast = TinyLMTokenizerFast.from_pretrained(tmp)
+    extra = {
+        "TinyLMTokenizer (warm)": lambda t: slow(t)["input_ids"],
+        "TinyLMTokenizerFast": lambda t: fast(t)["input_ids"],
+    }
+    corpora = {
+        "tinystories_train_small.txt": (data / "tinystories_train_small.txt").read_text(encoding="utf-8"),
+        f"pd_novels_heldout.txt (first {novels_mb:g} MB)":
+            (data / "pd_novels_heldout.txt").read_text(encoding="utf-8")[: int(novels_mb * 1e6)],
+    }
+    bench_encode._DATA = data
+    for title, text in corpora.items():
+        rows = bench_encode.bench_encoders(text, extra, repeats=repeats)
+        print(bench_encode.format_table(title, rows) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

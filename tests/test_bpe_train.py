@@ -1,0 +1,339 @@
+"""train_bpe / train_bpe_from_counts against a naive, obviously-correct trainer (full recount per merge)."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import random
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import regex
+
+from conftest import PACKAGE_DATA, shared_file
+from tinylm_hf.tokenization import bpe_train
+from tinylm_hf.tokenization.bpe_train import train_bpe, train_bpe_from_counts
+from tinylm_hf.tokenization.pretokenize import GPT2_PATTERN, GPT4_PATTERN
+
+EOT = "<|endoftext|>"
+
+
+# ---------------------------------------------------------------------------------------------
+# The oracle
+
+
+def naive_counts(text: str, special_tokens: list[str], pattern: str = GPT2_PATTERN) -> Counter[str]:
+    """Pre-token counts of a whole text: split on the specials, then regex findall on each part."""
+    parts = [text]
+    if special_tokens:
+        alternation = "|".join(re.escape(t) for t in sorted(special_tokens, key=len, reverse=True))
+        parts = re.split(alternation, text)
+    counts: Counter[str] = Counter()
+    for part in parts:
+        counts.update(regex.findall(pattern, part))
+    return counts
+
+
+def naive_train(
+    counts: Counter[str], vocab_size: int, special_tokens: list[str]
+) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    """Recount every pair each step; pick max by (count, (bytes_a, bytes_b)); merge left to right."""
+    vocab = {i: bytes([i]) for i in range(256)}
+    for token in special_tokens:
+        vocab[len(vocab)] = token.encode("utf-8")
+    words = Counter()
+    for token, count in counts.items():
+        words[tuple(bytes([b]) for b in token.encode("utf-8"))] += count
+    merges: list[tuple[bytes, bytes]] = []
+    while len(vocab) < vocab_size:
+        pairs: Counter[tuple[bytes, bytes]] = Counter()
+        for word, count in words.items():
+            for pair in zip(word, word[1:]):
+                pairs[pair] += count
+        if not pairs:
+            break
+        best = max(pairs, key=lambda pair: (pairs[pair], pair))
+        merges.append(best)
+        vocab[len(vocab)] = best[0] + best[1]
+        merged: Counter = Counter()
+        for word, count in words.items():
+            out, i = [], 0
+            while i < len(word):
+                if i + 1 < len(word) and (word[i], word[i + 1]) == best:
+                    out.append(best[0] + best[1])
+                    i += 2
+                else:
+                    out.append(word[i])
+                    i += 1
+            merged[tuple(out)] += count
+        words = merged
+    return vocab, merges
+
+
+def naive_train_file(path: Path, vocab_size: int, special_tokens: list[str], pattern: str = GPT2_PATTERN):
+    return _naive_train_file_cached(path, path.stat().st_mtime_ns, vocab_size, tuple(special_tokens), pattern)
+
+
+@functools.lru_cache(maxsize=None)
+def _naive_train_file_cached(path: Path, mtime: int, vocab_size: int, special_tokens: tuple, pattern: str):
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    specials = list(special_tokens)
+    return naive_train(naive_counts(text, specials, pattern), vocab_size, specials)
+
+
+def tie_heavy_text() -> str:
+    """Every permutation of a few letters once per line: almost every pair count is tied."""
+    rng = random.Random(0)
+    words = ["".join(p) for p in itertools.permutations("abcde", 4)]
+    lines = []
+    for _ in range(40):
+        rng.shuffle(words)
+        lines.append(" ".join(words[:30]))
+    return f"\n{EOT}".join(lines) + " zz zz zz"
+
+
+def write(tmp_path: Path, name: str, data: str | bytes) -> Path:
+    path = tmp_path / name
+    if isinstance(data, str):
+        path.write_text(data, encoding="utf-8")
+    else:
+        path.write_bytes(data)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# Exact agreement with the oracle
+
+
+def test_corpus_en_vocab_500_matches_oracle():
+    path = shared_file("corpus.en")
+    assert train_bpe(path, 500, [EOT], progress=False) == naive_train_file(path, 500, [EOT])
+
+
+def test_corpus_en_without_specials_matches_oracle():
+    path = shared_file("corpus.en")
+    assert train_bpe(path, 350, [], progress=False) == naive_train_file(path, 350, [])
+
+
+@pytest.mark.parametrize("specials", [[EOT], []], ids=["eot", "no-specials"])
+def test_tinystories_sample_matches_oracle(specials):
+    path = shared_file("tinystories_sample.txt")
+    assert train_bpe(path, 400, specials, progress=False) == naive_train_file(path, 400, specials)
+
+
+def test_multilingual_slice_matches_oracle(tmp_path):
+    text = shared_file("multilingual_samples.txt").read_text(encoding="utf-8")[:6000]
+    path = write(tmp_path, "multi.txt", text)
+    specials = [EOT, "<pad>"]
+    assert train_bpe(path, 450, specials, progress=False) == naive_train_file(path, 450, specials)
+
+
+@pytest.mark.parametrize("specials", [[EOT], []], ids=["eot", "no-specials"])
+def test_tie_heavy_text_matches_oracle(tmp_path, specials):
+    path = write(tmp_path, "ties.txt", tie_heavy_text())
+    assert train_bpe(path, 330, specials, progress=False) == naive_train_file(path, 330, specials)
+
+
+def test_gpt4_pattern_matches_oracle():
+    path = shared_file("tinystories_sample.txt")
+    ours = train_bpe(path, 350, [EOT], pattern="gpt4", progress=False)
+    assert ours == naive_train_file(path, 350, [EOT], GPT4_PATTERN)
+
+
+def test_custom_pattern_matches_oracle(tmp_path):
+    path = write(tmp_path, "t.txt", tie_heavy_text())
+    ours = train_bpe(path, 320, [EOT], pattern=r"\S+|\s+", progress=False)
+    assert ours == naive_train_file(path, 320, [EOT], r"\S+|\s+")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["tinystories_train_small.txt", "tiny_shakespeare.txt"])
+def test_large_corpus_vocab_1000_matches_oracle(name):
+    path = shared_file(name)
+    assert train_bpe(path, 1000, [EOT], progress=False) == naive_train_file(path, 1000, [EOT])
+
+
+# ---------------------------------------------------------------------------------------------
+# Tie-break, vocabulary layout, special tokens, early stop
+
+
+def test_tie_goes_to_greatest_byte_pair_not_greatest_concatenation():
+    # Step 1 merges (a, b) (count 3); then (ab, c) and (a, z) tie at 1. As tuples of bytes,
+    # (b"ab", b"c") > (b"a", b"z") because b"a" is a prefix of b"ab" (though b"az" > b"abc").
+    vocab, merges = train_bpe_from_counts({"ab": 2, "abc": 1, "az": 1}, 259, [])
+    assert merges == [(b"a", b"b"), (b"ab", b"c"), (b"a", b"z")]
+    assert [vocab[256], vocab[257], vocab[258]] == [b"ab", b"abc", b"az"]
+
+
+def test_equal_counts_merge_greatest_pair_first():
+    _, merges = train_bpe_from_counts({"ab": 1, "cd": 1, "ef": 1}, 259, [])
+    assert merges == [(b"e", b"f"), (b"c", b"d"), (b"a", b"b")]
+
+
+def test_vocab_layout_bytes_then_specials_then_merges():
+    vocab, merges = train_bpe(shared_file("corpus.en"), 300, [EOT, "<pad>"], progress=False)
+    assert [vocab[i] for i in range(256)] == [bytes([i]) for i in range(256)]
+    assert vocab[256] == EOT.encode() and vocab[257] == b"<pad>"
+    assert [vocab[258 + k] for k in range(len(merges))] == [a + b for a, b in merges]
+    assert len(vocab) == 300
+
+
+def test_special_tokens_never_inside_a_merged_token(tmp_path):
+    text = ("the cat<|endoftext|>" * 300) + ("dog <|endoftext|> " * 200)
+    path = write(tmp_path, "s.txt", text)
+    with_special, _ = train_bpe(path, 320, [EOT], progress=False)
+    without_special, _ = train_bpe(path, 320, [], progress=False)
+    merged = [with_special[i] for i in range(257, len(with_special))]
+    assert not any(b"<|" in t or b"|>" in t or b"t<" in t for t in merged)
+    # The check can fail: without the special the same text does learn merges inside it.
+    assert any(b"<|" in without_special[i] for i in range(256, len(without_special)))
+
+
+def test_stops_early_when_no_pair_is_left(tmp_path):
+    path = write(tmp_path, "tiny.txt", "aaa bb aaa")
+    vocab, merges = train_bpe(path, 1000, [EOT], progress=False)
+    assert merges == naive_train_file(path, 1000, [EOT])[1]
+    assert len(vocab) == 257 + len(merges) < 1000
+
+
+def test_from_counts_accepts_str_and_bytes_keys_and_matches_train_bpe(tmp_path):
+    path = shared_file("tinystories_sample.txt")
+    text = path.read_text(encoding="utf-8")
+    counts = naive_counts(text, [EOT])
+    as_bytes = {k.encode("utf-8"): v for k, v in counts.items()}
+    expected = train_bpe(path, 380, [EOT], progress=False)
+    assert train_bpe_from_counts(counts, 380, [EOT]) == expected
+    assert train_bpe_from_counts(as_bytes, 380, [EOT]) == expected
+
+
+def test_from_counts_sums_equal_str_and_bytes_keys():
+    mixed = train_bpe_from_counts({"ab": 2, b"ab": 2, "cd": 3}, 257, [])
+    assert mixed[1] == [(b"a", b"b")]
+
+
+def test_invalid_utf8_is_replaced_not_fatal(tmp_path):
+    data = b"caf\xc3\xa9 \xff\xfe hello hello \xe2\x82 world" * 20
+    path = write(tmp_path, "bad.bin", data)
+    assert train_bpe(path, 300, [], progress=False) == naive_train_file(path, 300, [])
+
+
+def test_progress_bar_reports_merges(tmp_path, capsys):
+    train_bpe(write(tmp_path, "p.txt", "hello hello world"), 260, [], progress=True)
+    assert "BPE merges" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------
+# Parallel counting
+
+
+@pytest.fixture
+def stories_slice(tmp_path) -> Path:
+    """About 120 KB of the bundled TinyStories (documents separated by <|endoftext|>)."""
+    text = (PACKAGE_DATA / "tinystories_valid_small.txt").read_text(encoding="utf-8")[:120_000]
+    return write(tmp_path, "stories.txt", text)
+
+
+def test_chunk_boundaries_sit_at_special_token_starts(stories_slice):
+    bounds = bpe_train.find_chunk_boundaries(str(stories_slice), 8, [EOT], GPT2_PATTERN)
+    data = stories_slice.read_bytes()
+    assert bounds[0] == 0 and bounds[-1] == len(data) and bounds == sorted(set(bounds))
+    assert len(bounds) == 9
+    assert all(data[b : b + len(EOT)] == EOT.encode() for b in bounds[1:-1])
+
+
+def test_chunk_boundary_never_splits_a_longer_special_token(tmp_path):
+    # "<|x|>" sits inside "A<|x|>"; a split point falling on the "<" must not cut after "A".
+    unit = "some text here " * 3 + "A<|x|>"
+    path = write(tmp_path, "nested.txt", unit * 50)
+    data = path.read_bytes()
+    for num_chunks in range(2, 40):
+        bounds = bpe_train.find_chunk_boundaries(str(path), num_chunks, ["<|x|>", "A<|x|>"], GPT2_PATTERN)
+        assert all(data[b : b + 6] == b"A<|x|>" for b in bounds[1:-1])
+
+
+def test_newline_chunk_boundaries_sit_between_plain_bytes():
+    path = shared_file("corpus.en")
+    bounds = bpe_train.find_chunk_boundaries(str(path), 8, [], GPT2_PATTERN)
+    data = path.read_bytes()
+    assert len(bounds) == 9
+    assert all(data[b - 1 : b] == b"\n" and data[b - 2 : b - 1].strip() and data[b : b + 1].strip()
+               for b in bounds[1:-1])
+
+
+@pytest.mark.parametrize(
+    ("specials", "pattern"),
+    [([EOT], GPT2_PATTERN), ([], GPT2_PATTERN), ([], GPT4_PATTERN)],
+    ids=["eot", "newline-cuts-gpt2", "newline-cuts-gpt4"],
+)
+def test_chunked_counts_equal_whole_text_counts(monkeypatch, stories_slice, specials, pattern):
+    monkeypatch.setattr(bpe_train, "CHUNK_BYTES", 8 << 10)
+    counts = bpe_train.count_pretokens(str(stories_slice), specials, pattern, num_workers=1)
+    assert counts == naive_counts(stories_slice.read_text(encoding="utf-8"), specials, pattern)
+
+
+@pytest.mark.parametrize("specials", [[EOT], []], ids=["eot", "no-specials"])
+def test_one_and_two_workers_give_the_same_result(monkeypatch, stories_slice, specials):
+    monkeypatch.setattr(bpe_train, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(bpe_train, "CHUNK_BYTES", 16 << 10)
+    one = train_bpe(stories_slice, 450, specials, num_workers=1, progress=False)
+    two = train_bpe(stories_slice, 450, specials, num_workers=2, progress=False)
+    assert one == two == naive_train_file(stories_slice, 450, specials)
+
+
+@pytest.mark.slow
+def test_parallel_counts_on_40mb_corpus_equal_whole_text_counts():
+    path = shared_file("pd_novels_heldout.txt")
+    two = bpe_train.count_pretokens(str(path), [EOT], GPT2_PATTERN, num_workers=2)
+    whole = naive_counts(path.read_bytes().decode("utf-8", errors="replace"), [EOT])
+    assert two == whole
+
+
+def test_bundled_corpus_same_result_in_a_worker_pool(monkeypatch, bundled_train_path):
+    one = train_bpe(bundled_train_path, 600, [EOT], num_workers=1, progress=False)
+    monkeypatch.setattr(bpe_train, "PARALLEL_MIN_BYTES", 0)
+    two = train_bpe(bundled_train_path, 600, [EOT], num_workers=2, progress=False)
+    assert one == two and len(one[0]) == 600 and len(one[1]) == 600 - 257
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad input
+
+
+def test_vocab_size_below_bytes_plus_specials_raises(tmp_path):
+    path = write(tmp_path, "a.txt", "hello")
+    with pytest.raises(ValueError, match="vocab_size"):
+        train_bpe(path, 256, [EOT], progress=False)
+
+
+def test_missing_file_raises(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nope.txt"):
+        train_bpe(tmp_path / "nope.txt", 300, [EOT], progress=False)
+
+
+def test_empty_file_raises(tmp_path):
+    with pytest.raises(ValueError, match="empty"):
+        train_bpe(write(tmp_path, "e.txt", ""), 300, [EOT], progress=False)
+
+
+def test_file_of_only_special_tokens_raises(tmp_path):
+    with pytest.raises(ValueError, match="no text"):
+        train_bpe(write(tmp_path, "s.txt", EOT * 3), 300, [EOT], progress=False)
+
+
+def test_duplicate_special_tokens_raise(tmp_path):
+    with pytest.raises(ValueError, match="duplicate"):
+        train_bpe(write(tmp_path, "a.txt", "hello"), 300, [EOT, EOT], progress=False)
+
+
+def test_from_counts_rejects_negative_counts_and_bad_keys():
+    with pytest.raises(ValueError, match="count"):
+        train_bpe_from_counts({"ab": -1}, 300, [])
+    with pytest.raises(TypeError, match="str or bytes"):
+        train_bpe_from_counts({3: 1}, 300, [])
+
+
+def test_bad_num_workers_raises(tmp_path):
+    with pytest.raises(ValueError, match="num_workers"):
+        train_bpe(write(tmp_path, "a.txt", "hello"), 300, [], num_workers=0, progress=False)

@@ -1,0 +1,115 @@
+"""Raw and full training checkpoints: round trips through paths and file objects, atomicity, keep-last-K."""
+
+from __future__ import annotations
+
+import io
+import os
+
+import pytest
+import torch
+
+from tinylm_hf.training.checkpoint import (
+    find_latest_checkpoint,
+    list_checkpoints,
+    load_checkpoint,
+    load_training_state,
+    save_checkpoint,
+    save_training_state,
+)
+from tinylm_hf.training.optimizer import AdamW
+
+
+def _trained_pair(seed: int = 0):
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    opt = AdamW(model.parameters(), lr=1e-2)
+    for _ in range(3):
+        model(torch.randn(5, 4)).pow(2).mean().backward()
+        opt.step()
+        opt.zero_grad()
+    return model, opt
+
+
+def _fresh_pair():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    return model, AdamW(model.parameters(), lr=1e-2)
+
+
+def _assert_same(a_model, a_opt, b_model, b_opt):
+    for (ka, va), (kb, vb) in zip(a_model.state_dict().items(), b_model.state_dict().items()):
+        assert ka == kb and torch.equal(va, vb)
+    sa, sb = a_opt.state_dict(), b_opt.state_dict()
+    assert sa["param_groups"] == sb["param_groups"]
+    for i in sa["state"]:
+        for k in sa["state"][i]:
+            assert torch.equal(torch.as_tensor(sa["state"][i][k]), torch.as_tensor(sb["state"][i][k]))
+
+
+@pytest.mark.parametrize("target", ["path", "bytesio"])
+def test_save_load_round_trip(tmp_path, target):
+    model, opt = _trained_pair()
+    out = tmp_path / "c.pt" if target == "path" else io.BytesIO()
+    save_checkpoint(model, opt, 42, out)
+    if target == "bytesio":
+        out.seek(0)
+    model2, opt2 = _fresh_pair()
+    assert load_checkpoint(out, model2, opt2) == 42
+    _assert_same(model, opt, model2, opt2)
+
+
+def test_resumed_optimizer_continues_identically(tmp_path):
+    model, opt = _trained_pair()
+    save_checkpoint(model, opt, 3, tmp_path / "c.pt")
+    model2, opt2 = _fresh_pair()
+    load_checkpoint(tmp_path / "c.pt", model2, opt2)
+    x = torch.randn(5, 4)
+    for m, o in ((model, opt), (model2, opt2)):
+        m(x).pow(2).mean().backward()
+        o.step()
+    _assert_same(model, opt, model2, opt2)
+
+
+def test_path_write_is_atomic_and_leaves_no_temp(tmp_path, monkeypatch):
+    model, opt = _trained_pair()
+    save_checkpoint(model, opt, 1, tmp_path / "c.pt")
+    before = (tmp_path / "c.pt").read_bytes()
+
+    def broken_save(obj, f, *a, **k):
+        with open(f, "wb") as fh:
+            fh.write(b"partial")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(torch, "save", broken_save)
+    with pytest.raises(OSError, match="disk full"):
+        save_checkpoint(model, opt, 2, tmp_path / "c.pt")
+    assert (tmp_path / "c.pt").read_bytes() == before
+    assert os.listdir(tmp_path) == ["c.pt"]
+
+
+def test_missing_checkpoint_raises(tmp_path):
+    model, opt = _fresh_pair()
+    with pytest.raises(FileNotFoundError, match="nope.pt"):
+        load_checkpoint(tmp_path / "nope.pt", model, opt)
+
+
+def test_training_state_restores_rng_and_keeps_last_k(tmp_path):
+    model, opt = _trained_pair()
+    gen = torch.Generator().manual_seed(5)
+    torch.randint(0, 10, (3,), generator=gen)
+    for it in (10, 20, 30, 40):
+        save_training_state(tmp_path, model=model, optimizer=opt, iteration=it, generator=gen, train_config={"a": 1},
+                            model_config={}, metrics=[{"iter": it}], keep_last=2)
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt_00000030.pt", "ckpt_00000040.pt"]
+    assert find_latest_checkpoint(tmp_path).name == "ckpt_00000040.pt"
+    expected_sample = torch.randint(0, 1000, (4,), generator=gen)
+    expected_global = torch.rand(3)
+
+    model2, opt2 = _fresh_pair()
+    gen2 = torch.Generator().manual_seed(999)
+    torch.manual_seed(123)
+    state = load_training_state(find_latest_checkpoint(tmp_path), model=model2, optimizer=opt2, generator=gen2)
+    assert state["iteration"] == 40 and state["metrics"] == [{"iter": 40}] and state["train_config"] == {"a": 1}
+    assert torch.equal(torch.randint(0, 1000, (4,), generator=gen2), expected_sample)
+    _assert_same(model, opt, model2, opt2)
+    assert torch.equal(torch.rand(3), expected_global)  # the global stream continues from the save point
+    assert find_latest_checkpoint(tmp_path / "empty") is None

@@ -1,0 +1,126 @@
+"""Batches, the evaluation iterator, and `tinylm prepare` on real text with a real tokenizer."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import PACKAGE_DATA, shared_file
+from tinylm_hf.training.data import get_batch, iter_eval_batches, load_tokens, prepare_dataset
+
+
+def test_get_batch_shapes_and_shift():
+    data = np.arange(100, dtype=np.uint16)
+    x, y = get_batch(data, batch_size=8, context_length=10, device="cpu")
+    assert x.shape == y.shape == (8, 10)
+    assert x.dtype == y.dtype == torch.long
+    assert torch.equal(y, x + 1)  # arange data: the shift by one is +1
+
+
+def test_get_batch_reaches_every_start_and_no_other():
+    data = np.arange(30, dtype=np.int64)
+    ctx = 7
+    starts = set()
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(300):
+        x, _ = get_batch(data, 16, ctx, "cpu", generator=gen)
+        starts.update(x[:, 0].tolist())
+    assert starts == set(range(len(data) - ctx))
+
+
+def test_get_batch_deterministic_under_seeded_generator():
+    data = np.random.default_rng(0).integers(0, 1000, 5000)
+    a = get_batch(data, 4, 32, "cpu", generator=torch.Generator().manual_seed(3))
+    b = get_batch(data, 4, 32, "cpu", generator=torch.Generator().manual_seed(3))
+    c = get_batch(data, 4, 32, "cpu", generator=torch.Generator().manual_seed(4))
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    assert not torch.equal(a[0], c[0])
+
+
+def test_get_batch_too_short_data_raises():
+    with pytest.raises(ValueError, match="context_length"):
+        get_batch(np.arange(10), 2, 10, "cpu")
+
+
+def test_get_batch_bad_device_raises_torch_error():
+    with pytest.raises((RuntimeError, AssertionError)):
+        get_batch(np.arange(100), 2, 4, "cuda:99")
+
+
+@pytest.mark.parametrize("n,bs,ctx", [(101, 3, 10), (100, 4, 10), (57, 2, 8), (12, 5, 11)])
+def test_eval_batches_cover_every_target_once(n, bs, ctx):
+    data = np.arange(n, dtype=np.int64)
+    xs, ys = [], []
+    for x, y in iter_eval_batches(data, bs, ctx):
+        assert x.shape == y.shape and x.shape[0] <= bs and x.shape[1] <= ctx
+        assert torch.equal(y, x + 1)
+        ys.extend(y.flatten().tolist())
+    assert sorted(ys) == list(range(1, n))
+
+
+@pytest.fixture(scope="module")
+def gpt2_tokenizer_dir(tmp_path_factory) -> Path:
+    vocab, merges = shared_file("gpt2_vocab.json"), shared_file("gpt2_merges.txt")
+    d = tmp_path_factory.mktemp("gpt2tok")
+    shutil.copy(vocab, d / "vocab.json")
+    shutil.copy(merges, d / "merges.txt")
+    (d / "tokenizer_config.json").write_text(json.dumps(
+        {"tokenizer_class": "GPT2Tokenizer", "eos_token": "<|endoftext|>", "bos_token": "<|endoftext|>",
+         "unk_token": "<|endoftext|>"}))
+    return d
+
+
+def _documents(path: Path) -> list[str]:
+    return [d.strip("\n") for d in path.read_text(encoding="utf-8").split("<|endoftext|>") if d.strip()]
+
+
+def test_prepare_text_matches_direct_tokenization(tmp_path, gpt2_tokenizer_dir):
+    from transformers import AutoTokenizer
+
+    docs = _documents(PACKAGE_DATA / "tinystories_valid_small.txt")[:60]
+    src = tmp_path / "corpus.txt"
+    src.write_text("\n<|endoftext|>\n".join(docs) + "\n<|endoftext|>\n", encoding="utf-8")
+    headers = prepare_dataset(gpt2_tokenizer_dir, tmp_path / "out", input_files=[src], val_fraction=0.1, num_proc=2)
+
+    tok = AutoTokenizer.from_pretrained(gpt2_tokenizer_dir)
+    expected = [t for d in docs for t in tok(d)["input_ids"] + [tok.eos_token_id]]
+    train, val = load_tokens(tmp_path / "out" / "train.bin"), load_tokens(tmp_path / "out" / "val.bin")
+    assert train.dtype == np.uint16  # GPT-2's 50257 ids fit
+    assert np.concatenate([train, val]).tolist() == expected
+    assert headers["val"]["documents"] == 6 and headers["train"]["documents"] == 54
+    assert headers["train"]["bytes"] + headers["val"]["bytes"] == sum(len(d.encode()) for d in docs)
+    saved = json.loads((tmp_path / "out" / "train.json").read_text())
+    assert saved["count"] == len(train) and saved["dtype"] == "uint16" and "source" in saved
+
+
+def test_prepare_jsonl_with_val_files(tmp_path, gpt2_tokenizer_dir):
+    from transformers import AutoTokenizer
+
+    rows = [{"story": f"Story number {i} is short."} for i in range(10)]
+    (tmp_path / "a.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    (tmp_path / "b.jsonl").write_text(json.dumps({"story": "A held-out story."}))
+    prepare_dataset(gpt2_tokenizer_dir, tmp_path / "out", input_files=[tmp_path / "a.jsonl"],
+                    text_column="story", val_files=[tmp_path / "b.jsonl"], num_proc=1)
+    tok = AutoTokenizer.from_pretrained(gpt2_tokenizer_dir)
+    val = load_tokens(tmp_path / "out" / "val.bin")
+    assert val.tolist() == tok("A held-out story.")["input_ids"] + [tok.eos_token_id]
+    assert len(load_tokens(tmp_path / "out" / "train.bin")) == sum(len(tok(r["story"])["input_ids"]) + 1 for r in rows)
+
+
+def test_prepare_cli_and_missing_input(tmp_path, gpt2_tokenizer_dir):
+    from tinylm_hf.cli import main
+
+    with pytest.raises(FileNotFoundError, match="nope.txt"):
+        main(["prepare", "--tokenizer", str(gpt2_tokenizer_dir), "--input", str(tmp_path / "nope.txt"),
+              "--out", str(tmp_path / "o")])
+
+
+def test_load_tokens_without_header_raises(tmp_path):
+    np.arange(10, dtype=np.uint16).tofile(tmp_path / "x.bin")
+    with pytest.raises(FileNotFoundError, match="header"):
+        load_tokens(tmp_path / "x.bin")

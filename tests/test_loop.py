@@ -1,0 +1,198 @@
+"""The training loop on real text (bytes of the bundled TinyStories slice) with a tiny TinyLM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import PACKAGE_DATA, REPO_ROOT
+from tinylm_hf.training import loop as loop_module
+from tinylm_hf.training.checkpoint import list_checkpoints
+from tinylm_hf.training.config import TrainConfig
+from tinylm_hf.training.loop import NonFiniteLossError, train
+
+TINY_MODEL = {"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2}
+
+
+def write_byte_dataset(out: Path, n_bytes: int = 120_000) -> Path:
+    """train.bin/val.bin holding the UTF-8 bytes of real stories (vocabulary 256), with headers."""
+    out.mkdir(parents=True, exist_ok=True)
+    raw = (PACKAGE_DATA / "tinystories_valid_small.txt").read_bytes()[:n_bytes]
+    arr = np.frombuffer(raw, dtype=np.uint8).astype(np.uint16)
+    cut = int(len(arr) * 0.9)
+    for name, part in (("train", arr[:cut]), ("val", arr[cut:])):
+        part.tofile(out / f"{name}.bin")
+        (out / f"{name}.json").write_text(json.dumps(
+            {"dtype": "uint16", "count": len(part), "bytes": len(part), "vocab_size": 256, "tokenizer": None,
+             "source": "tinystories bytes"}))
+    return out
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    # tiny matrices: a second intra-op thread only adds spin-waiting on a shared 2-core machine
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def byte_data(tmp_path_factory) -> Path:
+    return write_byte_dataset(tmp_path_factory.mktemp("bytes"))
+
+
+def tiny_config(data: Path, out: Path, **kw) -> TrainConfig:
+    values = dict(data_dir=str(data), out_dir=str(out), model=dict(TINY_MODEL), batch_size=4, context_length=16,
+                  max_iters=12, warmup_iters=2, max_lr=3e-3, min_lr=3e-4, eval_every=6, eval_iters=4,
+                  checkpoint_every=4, keep_last=2, progress=False, plot=False, device="cpu", seed=7)
+    values.update(kw)
+    return TrainConfig(**values)
+
+
+def losses(out: Path) -> dict[int, float]:
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    return {r["iter"]: r["loss"] for r in rows if "loss" in r}
+
+
+def test_outputs_exist_and_hf_folder_loads(byte_data, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    summary = train(tiny_config(byte_data, tmp_path / "run", plot=True))
+    run = tmp_path / "run"
+    assert summary["iterations"] == 12 and summary["tokens"] == 12 * 4 * 16
+    assert [p.name for p in list_checkpoints(run / "checkpoints")] == ["ckpt_00000008.pt", "ckpt_00000012.pt"]
+    assert (run / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iter"] for r in rows if "val_loss" in r] == [6, 12]
+    assert all(np.isfinite(r["loss"]) for r in rows if "loss" in r)
+    hf = run / "hf"
+    for name in ("config.json", "model.safetensors", "generation_config.json", "README.md"):
+        assert (hf / name).is_file(), name
+    assert "final validation loss" in (hf / "README.md").read_text().lower()
+    model = AutoModelForCausalLM.from_pretrained(hf)
+    x = torch.tensor([[72, 101, 108, 108, 111]])
+    assert model(x).logits.shape == (1, 5, 256)
+
+
+def test_training_reduces_validation_loss(byte_data, tmp_path):
+    summary = train(tiny_config(byte_data, tmp_path / "run", max_iters=30, eval_every=0))
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    first = [r["loss"] for r in rows if "loss" in r][0]
+    assert first > 5.0  # ~ln(256) at random init
+    assert summary["final_val_loss"] < first - 1.0
+    assert summary["val_bpb"] == pytest.approx(summary["final_val_loss"] / np.log(2))  # 1 byte per token
+
+
+def test_resume_is_bitwise_identical(byte_data, tmp_path):
+    train(tiny_config(byte_data, tmp_path / "full", cosine_cycle_iters=12))
+    train(tiny_config(byte_data, tmp_path / "split", cosine_cycle_iters=12, max_iters=8))
+    train(tiny_config(byte_data, tmp_path / "split", cosine_cycle_iters=12, resume=True))
+    assert losses(tmp_path / "split") == losses(tmp_path / "full")
+    a = torch.load(tmp_path / "full" / "checkpoints" / "ckpt_00000012.pt", weights_only=False)["model"]
+    b = torch.load(tmp_path / "split" / "checkpoints" / "ckpt_00000012.pt", weights_only=False)["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_grad_accumulation_matches_one_big_batch(byte_data, tmp_path):
+    train(tiny_config(byte_data, tmp_path / "one", batch_size=8, max_iters=5, eval_every=0))
+    train(tiny_config(byte_data, tmp_path / "acc", batch_size=8, grad_accum_steps=4, max_iters=5, eval_every=0))
+    one, acc = losses(tmp_path / "one"), losses(tmp_path / "acc")
+    assert one.keys() == acc.keys()
+    np.testing.assert_allclose(list(acc.values()), list(one.values()), rtol=1e-5)
+
+
+def test_nan_loss_stops_and_keeps_last_good_checkpoint(byte_data, tmp_path, monkeypatch):
+    real = loop_module.cross_entropy
+    calls = {"n": 0}
+
+    def poisoned(logits, targets, **kw):
+        calls["n"] += 1
+        out = real(logits, targets, **kw)
+        return out * float("nan") if calls["n"] == 6 else out  # the 6th training step
+
+    monkeypatch.setattr(loop_module, "cross_entropy", poisoned)
+    with pytest.raises(NonFiniteLossError, match=r"iteration 6.*ckpt_00000004\.pt"):
+        train(tiny_config(byte_data, tmp_path / "run", eval_every=0))
+    assert [p.name for p in list_checkpoints(tmp_path / "run" / "checkpoints")] == ["ckpt_00000004.pt"]
+    assert max(losses(tmp_path / "run")) == 5
+
+
+def _cli_env() -> dict[str, str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+    return env
+
+
+def _start_cli(config_path: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "tinylm_hf.cli", "train", "--config", str(config_path), *extra],
+                            cwd=REPO_ROOT, env=_cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def _wait_for_checkpoint(proc: subprocess.Popen, ckpt_dir: Path, timeout: float = 60.0) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if list_checkpoints(ckpt_dir):
+            return
+        if proc.poll() is not None:
+            pytest.fail(f"training exited early:\n{proc.stdout.read().decode()}")
+        time.sleep(0.005)
+    proc.kill()
+    pytest.fail("no checkpoint appeared")
+
+
+def test_sigkill_mid_run_then_resume_matches_uninterrupted(byte_data, tmp_path):
+    cfg = tiny_config(byte_data, tmp_path / "killed", max_iters=150, checkpoint_every=5, eval_every=0)
+    (tmp_path / "cfg.json").write_text(json.dumps(cfg.to_dict()))
+    proc = _start_cli(tmp_path / "cfg.json")
+    _wait_for_checkpoint(proc, tmp_path / "killed" / "checkpoints")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    killed_at = int(list_checkpoints(tmp_path / "killed" / "checkpoints")[-1].stem.split("_")[1])
+    assert killed_at < 150, "the run finished before it could be killed"
+    resumed = subprocess.run([sys.executable, "-m", "tinylm_hf.cli", "train", "--config", str(tmp_path / "cfg.json"),
+                              "--resume"], cwd=REPO_ROOT, env=_cli_env(), capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "resumed from" in resumed.stdout
+    train(tiny_config(byte_data, tmp_path / "ref", max_iters=150, checkpoint_every=5, eval_every=0))
+    assert losses(tmp_path / "killed") == losses(tmp_path / "ref")
+
+
+def test_sigint_saves_checkpoint_and_exits_cleanly(byte_data, tmp_path):
+    cfg = tiny_config(byte_data, tmp_path / "run", max_iters=100_000, checkpoint_every=1000, eval_every=0)
+    (tmp_path / "cfg.json").write_text(json.dumps(cfg.to_dict()))
+    proc = _start_cli(tmp_path / "cfg.json")
+    deadline = time.time() + 60
+    while not ((tmp_path / "run" / "metrics.jsonl").is_file() and losses(tmp_path / "run")) and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out.decode()
+    assert b"Traceback" not in out and b"interrupted" in out
+    last = max(losses(tmp_path / "run"))
+    assert [p.name for p in list_checkpoints(tmp_path / "run" / "checkpoints")] == [f"ckpt_{last:08d}.pt"]
+
+
+def test_config_file_and_flags(tmp_path):
+    from tinylm_hf.cli import build_parser
+    from tinylm_hf.training.config import config_from_args
+
+    (tmp_path / "c.yaml").write_text("data_dir: d\nbatch_size: 8\nmodel:\n  hidden_size: 64\n")
+    args = build_parser().parse_args(["train", "--config", str(tmp_path / "c.yaml"), "--max-lr", "0.01",
+                                      "--compile", "--grad-clip", "none"])
+    cfg = config_from_args(args, args.config)
+    assert (cfg.data_dir, cfg.batch_size, cfg.model, cfg.max_lr, cfg.compile, cfg.grad_clip) == \
+        ("d", 8, {"hidden_size": 64}, 0.01, True, None)
+    (tmp_path / "bad.json").write_text(json.dumps({"batch_sise": 3}))
+    with pytest.raises(ValueError, match="batch_sise"):
+        TrainConfig.from_file(tmp_path / "bad.json")
+    with pytest.raises(ValueError, match="batch_size"):
+        TrainConfig(batch_size=0)

@@ -1,0 +1,78 @@
+"""Build a `tokenizers` ByteLevel BPE equal to `BPETokenizer` (GPT-2 pattern) and write `tokenizer.json`.
+
+Shared by `TinyLMTokenizer` (which writes `tokenizer.json` next to its own files so any fast-tokenizer
+consumer can load the folder) and `TinyLMTokenizerFast` (which runs on it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+
+from .pretokenize import GPT2_PATTERN, resolve_pattern
+
+
+def check_fast_pattern(pattern: str) -> None:
+    """`tokenizers`' ByteLevel pre-tokenizer hard-codes GPT-2's regex: any other pattern cannot be mirrored."""
+    if resolve_pattern(pattern) != GPT2_PATTERN:
+        raise ValueError(
+            f"the fast tokenizer (tokenizer.json) supports only pattern='gpt2', got {pattern!r}; "
+            "use TinyLMTokenizer for other pre-tokenization patterns"
+        )
+
+
+def build_byte_level_bpe(
+    vocab: dict[str, int],
+    merges: list[tuple[str, str]],
+    added_tokens: dict[int, AddedToken] | None = None,
+) -> Tokenizer:
+    """A ByteLevel BPE `Tokenizer` on GPT-2-format `vocab` (unicode string -> id) and `merges`.
+
+    `added_tokens` (id -> token, e.g. `<|endoftext|>`) are matched on the raw text before
+    pre-tokenization, longest first; each must land on its given id.
+    """
+    tokenizer = Tokenizer(models.BPE(vocab=dict(vocab), merges=[tuple(m) for m in merges], fuse_unk=False))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tokenizer.decoder = decoders.ByteLevel()
+    # In id order, so that tokens missing from the vocab get the same new ids as on the slow side.
+    for index, token in sorted((added_tokens or {}).items()):
+        if token.special:
+            tokenizer.add_special_tokens([token])
+        else:
+            tokenizer.add_tokens([token])
+        if tokenizer.token_to_id(token.content) != index:
+            raise ValueError(
+                f"added token {token.content!r} should have id {index} but got "
+                f"{tokenizer.token_to_id(token.content)}: added-token ids must follow the vocab without gaps"
+            )
+    return tokenizer
+
+
+def save_tokenizer_json(tokenizer: Tokenizer, path: str | os.PathLike) -> str:
+    """Write `tokenizer.json` atomically; returns the path as a string."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tokenizer.save(str(tmp))
+    os.replace(tmp, path)
+    return str(path)
+
+
+def write_gpt2_files(
+    vocab: dict[str, int], merges: list[tuple[str, str]], directory: str | os.PathLike, *, prefix: str = ""
+) -> tuple[str, str]:
+    """Write GPT-2-format `vocab.json` and `merges.txt` (strings already in the byte-to-unicode form)."""
+    vocab_path = Path(directory) / f"{prefix}vocab.json"
+    merges_path = Path(directory) / f"{prefix}merges.txt"
+    ordered = dict(sorted(vocab.items(), key=lambda item: item[1]))
+    _write_text(vocab_path, json.dumps(ordered, ensure_ascii=False, indent=2) + "\n")
+    _write_text(merges_path, "\n".join(["#version: 0.2", *(f"{a} {b}" for a, b in merges)]) + "\n")
+    return str(vocab_path), str(merges_path)
+
+
+def _write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)

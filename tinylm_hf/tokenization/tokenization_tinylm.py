@@ -1,0 +1,174 @@
+"""TinyLMTokenizer: the from-scratch `BPETokenizer` as a Hugging Face (slow, pure-Python) tokenizer.
+
+Files: GPT-2-format `vocab.json` + `merges.txt`; every saved folder also gets `tokenizer.json`, the same
+vocabulary and merges as a `tokenizers` ByteLevel BPE, for fast-tokenizer consumers
+(`TinyLMTokenizerFast`). Special tokens: `<|endoftext|>` is eos, bos, unk and **pad** (as in GPT-2
+setups; padded positions are told apart by `attention_mask`, so no extra embedding row is needed).
+No bos/eos is added by default: `tokenizer(text)["input_ids"] == BPETokenizer.encode(text)`.
+
+This file imports only same-folder siblings: transformers copies it flat for `trust_remote_code`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from tokenizers import Tokenizer
+from transformers import PreTrainedTokenizer
+
+from .bpe import BPETokenizer, load_merges_txt, load_vocab_json
+from .byte_level_backend import build_byte_level_bpe, check_fast_pattern, save_tokenizer_json, write_gpt2_files
+from .byte_unicode import token_to_unicode, unicode_to_token
+from .pretokenize import split_on_special_tokens
+
+VOCAB_FILES_NAMES = {"vocab_file": "vocab.json", "merges_file": "merges.txt"}
+ENDOFTEXT = "<|endoftext|>"
+
+
+class TinyLMTokenizer(PreTrainedTokenizer):
+    """Byte-level BPE tokenizer (GPT-2 file format) backed by tinylm's hand-written `BPETokenizer`.
+
+    Args:
+        vocab_file: path to `vocab.json` (bytes-to-unicode token string -> id).
+        merges_file: path to `merges.txt` (`#version: 0.2` header, one merge a line).
+        errors: how `decode` treats invalid UTF-8 (default "replace": U+FFFD, never an exception).
+        pattern: pre-tokenization regex, "gpt2" (default), "gpt4" or a custom regex. Only "gpt2"
+            can be mirrored by `tokenizer.json`; with another pattern no `tokenizer.json` is written.
+    """
+
+    vocab_files_names = VOCAB_FILES_NAMES
+    model_input_names = ["input_ids", "attention_mask"]
+
+    def __init__(
+        self,
+        vocab_file: str,
+        merges_file: str,
+        errors: str = "replace",
+        unk_token: str | None = ENDOFTEXT,
+        bos_token: str | None = ENDOFTEXT,
+        eos_token: str | None = ENDOFTEXT,
+        pad_token: str | None = ENDOFTEXT,
+        pattern: str = "gpt2",
+        **kwargs: Any,
+    ) -> None:
+        # The base __init__ calls get_vocab(), so the BPE model must exist before it.
+        vocab = load_vocab_json(vocab_file)
+        merges = load_merges_txt(merges_file)
+        self.bpe = BPETokenizer(vocab, merges, pattern=pattern)
+        self.encoder: dict[str, int] = {token_to_unicode(tok): i for i, tok in self.bpe.vocab.items()}
+        self.decoder: dict[int, str] = {i: s for s, i in self.encoder.items()}
+        self.errors = errors
+        self.pattern = pattern
+        kwargs.setdefault("clean_up_tokenization_spaces", False)
+        super().__init__(
+            errors=errors,
+            unk_token=unk_token,
+            bos_token=bos_token,
+            eos_token=eos_token,
+            pad_token=pad_token,
+            pattern=pattern,
+            **kwargs,
+        )
+
+    # ------------------------------------------------------------------------------ vocabulary
+    @property
+    def vocab_size(self) -> int:
+        """Size of the base vocabulary (vocab.json), without tokens added later."""
+        return len(self.encoder)
+
+    def get_vocab(self) -> dict[str, int]:
+        """Token string -> id, base vocabulary plus added tokens."""
+        vocab = dict(self.encoder)
+        vocab.update(self._added_tokens_encoder)
+        return vocab
+
+    def _convert_token_to_id(self, token: str) -> int:
+        index = self.encoder.get(token)
+        if index is None:
+            return self.encoder.get(str(self.unk_token)) if self.unk_token is not None else None
+        return index
+
+    def _convert_id_to_token(self, index: int) -> str:
+        token = self.decoder.get(index)
+        if token is None:
+            raise ValueError(f"token id {index} is not in the vocabulary (size {len(self)})")
+        return token
+
+    # ------------------------------------------------------------------------- encode / decode
+    def tokenize(self, text: str, **kwargs: Any) -> list[str]:
+        """Token strings of `text`; with `split_special_tokens=True` special-token text is plain text.
+
+        Added tokens are cut out with one longest-first regex (the base class's trie is ~3x slower than
+        the BPE itself on long texts). Plain (non-special) added tokens still match under
+        `split_special_tokens`, as in `tokenizers`, so the fast twin gives the same ids: only special
+        tokens are control tokens that untrusted text must not forge. Added tokens with
+        lstrip/rstrip/single_word take the base class's path, which honours those flags.
+        """
+        split_special = kwargs.pop("split_special_tokens", self.split_special_tokens)
+        added = list(self._added_tokens_decoder.values())
+        if any(t.lstrip or t.rstrip or t.single_word for t in added):
+            return super().tokenize(text, split_special_tokens=split_special, **kwargs)
+        text, kwargs = self.prepare_for_tokenization(text, **kwargs)
+        matchable = [t.content for t in added if not (split_special and t.special)]
+        # split_on_special_tokens(keep=True) alternates text, match, text, ...: odd items are matches.
+        parts = split_on_special_tokens(text, matchable, keep=True)
+        tokens: list[str] = []
+        for i, part in enumerate(parts):
+            if i % 2:
+                tokens.append(part)
+            elif part:
+                tokens.extend(self._tokenize(part))
+        return tokens
+
+    def convert_tokens_to_ids(self, tokens: str | list[str]) -> int | list[int]:
+        """Token strings -> ids, one dict lookup each (the base class makes two method calls a token)."""
+        if isinstance(tokens, str) or tokens is None:
+            return super().convert_tokens_to_ids(tokens)
+        added, encoder = self._added_tokens_encoder, self.encoder
+        try:
+            return [added[t] if t in added else encoder[t] for t in tokens]
+        except KeyError:
+            return super().convert_tokens_to_ids(tokens)
+
+    def _tokenize(self, text: str, **kwargs: Any) -> list[str]:
+        """BPE-encode text that holds no added tokens (the base class split them out, a trie match)."""
+        decoder = self.decoder
+        return [decoder[i] for i in self.bpe.encode_ordinary(text)]
+
+    def _token_bytes(self, token: str) -> bytes:
+        if token in self._added_tokens_encoder:
+            return token.encode("utf-8")
+        return unicode_to_token(token)
+
+    def convert_tokens_to_string(self, tokens: list[str]) -> str:
+        """Join token strings back into text through their bytes (GPT-2 byte map)."""
+        data = b"".join(self._token_bytes(t) for t in tokens)
+        return data.decode("utf-8", errors=self.errors)
+
+    # ----------------------------------------------------------------------------------- files
+    def save_vocabulary(self, save_directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
+        """Write vocab.json + merges.txt (GPT-2 format) and, for the gpt2 pattern, tokenizer.json."""
+        if not os.path.isdir(save_directory):
+            raise FileNotFoundError(f"save_vocabulary needs an existing directory, got {save_directory!r}")
+        prefix = f"{filename_prefix}-" if filename_prefix else ""
+        paths = list(write_gpt2_files(self.encoder, self._unicode_merges(), save_directory, prefix=prefix))
+        if self._fast_compatible():
+            backend = self.to_backend_tokenizer()
+            paths.append(save_tokenizer_json(backend, os.path.join(save_directory, prefix + "tokenizer.json")))
+        return tuple(paths)
+
+    def _fast_compatible(self) -> bool:
+        try:
+            check_fast_pattern(self.pattern)
+        except ValueError:
+            return False
+        return True
+
+    def to_backend_tokenizer(self) -> Tokenizer:
+        """The same vocabulary, merges and added tokens as a `tokenizers.Tokenizer` (gpt2 pattern only)."""
+        check_fast_pattern(self.pattern)
+        return build_byte_level_bpe(self.encoder, self._unicode_merges(), self.added_tokens_decoder)
+
+    def _unicode_merges(self) -> list[tuple[str, str]]:
+        return [(token_to_unicode(a), token_to_unicode(b)) for a, b in self.bpe.merges]

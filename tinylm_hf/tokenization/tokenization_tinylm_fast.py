@@ -1,0 +1,101 @@
+"""TinyLMTokenizerFast: the same byte-level BPE as `TinyLMTokenizer`, run by the Rust `tokenizers` library.
+
+Loaded by its own class, `TinyLMTokenizerFast.from_pretrained(DIR)`: it is deliberately not registered
+with `AutoTokenizer` (in transformers 5 a registered fast class wins over the slow one, and the
+from-scratch `TinyLMTokenizer` is what `AutoTokenizer` must return). Only the "gpt2" pre-tokenization
+pattern can be mirrored: `tokenizers`' ByteLevel pre-tokenizer hard-codes GPT-2's regex.
+
+This file imports only same-folder siblings: transformers copies it flat for `trust_remote_code`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from tokenizers import models
+from transformers import PreTrainedTokenizerFast
+
+from .byte_level_backend import build_byte_level_bpe, check_fast_pattern, write_gpt2_files
+
+ENDOFTEXT = "<|endoftext|>"
+
+
+def _read_vocab(vocab: dict[str, int] | str) -> dict[str, int]:
+    if isinstance(vocab, dict):
+        return vocab
+    with open(vocab, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _read_merges(merges: list | str) -> list[tuple[str, str]]:
+    if not isinstance(merges, str):
+        return [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in merges]
+    with open(merges, encoding="utf-8") as f:
+        lines = [line.rstrip("\n") for line in f]
+    return [tuple(line.split(" ")) for line in lines if line and not line.startswith("#version")]
+
+
+class TinyLMTokenizerFast(PreTrainedTokenizerFast):
+    """Fast twin of `TinyLMTokenizer`: ids equal on the same folder, special tokens included.
+
+    Built from `vocab` + `merges` (what transformers 5 extracts from `tokenizer.json` when loading a
+    folder) or from `vocab_file` + `merges_file`.
+    """
+
+    vocab_files_names = {"vocab_file": "vocab.json", "merges_file": "merges.txt", "tokenizer_file": "tokenizer.json"}
+    model_input_names = ["input_ids", "attention_mask"]
+    slow_tokenizer_class = None
+    model = models.BPE
+
+    def __init__(
+        self,
+        vocab: dict[str, int] | str | None = None,
+        merges: list | str | None = None,
+        vocab_file: str | None = None,
+        merges_file: str | None = None,
+        errors: str = "replace",
+        unk_token: str | None = ENDOFTEXT,
+        bos_token: str | None = ENDOFTEXT,
+        eos_token: str | None = ENDOFTEXT,
+        pad_token: str | None = ENDOFTEXT,
+        pattern: str = "gpt2",
+        **kwargs: Any,
+    ) -> None:
+        check_fast_pattern(pattern)
+        vocab = vocab if vocab is not None else vocab_file
+        merges = merges if merges is not None else merges_file
+        if vocab is None or merges is None:
+            raise ValueError("TinyLMTokenizerFast needs `vocab` and `merges` (or `vocab_file` and `merges_file`)")
+        kwargs.pop("tokenizer_object", None)
+        kwargs.pop("tokenizer_file", None)
+        # The slow class's remote-code pointer: this class does not copy that code when it saves.
+        kwargs.pop("auto_map", None)
+        backend = build_byte_level_bpe(_read_vocab(vocab), _read_merges(merges))
+        kwargs.setdefault("clean_up_tokenization_spaces", False)
+        super().__init__(
+            tokenizer_object=backend,
+            errors=errors,
+            unk_token=unk_token,
+            bos_token=bos_token,
+            eos_token=eos_token,
+            pad_token=pad_token,
+            pattern=pattern,
+            **kwargs,
+        )
+
+    def _save_pretrained(
+        self,
+        save_directory: str | os.PathLike,
+        file_names: tuple[str, ...],
+        legacy_format: bool | None = None,
+        filename_prefix: str | None = None,
+    ) -> tuple[str, ...]:
+        """Write tokenizer.json and also vocab.json + merges.txt, so the folder loads with TinyLMTokenizer."""
+        file_names = super()._save_pretrained(save_directory, file_names, legacy_format, filename_prefix)
+        model = json.loads(self.backend_tokenizer.to_str())["model"]
+        prefix = f"{filename_prefix}-" if filename_prefix else ""
+        return file_names + write_gpt2_files(
+            model["vocab"], _read_merges(model["merges"]), save_directory, prefix=prefix
+        )
