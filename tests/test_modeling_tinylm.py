@@ -19,10 +19,12 @@ from transformers import (
     DynamicCache,
     LlamaConfig,
     LlamaForCausalLM,
-    PreTrainedTokenizerFast,
 )
 
+from tinylm_hf import BPETokenizer, TinyLMTokenizer, train_bpe
 from tinylm_hf.modeling import TinyLMConfig, TinyLMForCausalLM, TinyLMModel
+
+ENDOFTEXT = "<|endoftext|>"
 
 VOCAB = 101
 
@@ -248,21 +250,13 @@ def test_tied_model_saves_and_reloads_tied(tmp_path: Path) -> None:
     assert loaded.lm_head.weight is loaded.model.embed_tokens.weight
 
 
-def make_tokenizer(corpus: Path, vocab_size: int) -> PreTrainedTokenizerFast:
-    """A GPT-2-style byte-level BPE tokenizer trained on the bundled corpus (stands in for TinyLMTokenizer)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=["<|pad|>", "<|endoftext|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    lines = corpus.read_text(encoding="utf-8").splitlines()[:2000]
-    tokenizer.train_from_iterator(lines, trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|endoftext|>", pad_token="<|pad|>")
+def make_tokenizer(corpus: Path, vocab_size: int, workdir: Path) -> TinyLMTokenizer:
+    """Our byte-level BPE tokenizer trained on a slice of the bundled corpus."""
+    sample = workdir / "sample.txt"
+    sample.write_text("\n".join(corpus.read_text(encoding="utf-8").splitlines()[:1500]), encoding="utf-8")
+    vocab, merges = train_bpe(sample, vocab_size, [ENDOFTEXT], num_workers=1, progress=False)
+    vocab_path, merges_path = BPETokenizer(vocab, merges, [ENDOFTEXT]).save(workdir / "bpe")
+    return TinyLMTokenizer(str(vocab_path), str(merges_path))
 
 
 REMOTE_SCRIPT = textwrap.dedent(
@@ -297,6 +291,8 @@ REMOTE_SCRIPT = textwrap.dedent(
         "hidden_equal": bool(torch.equal(hidden, saved["hidden"])),
         "generated_shape": list(generated.shape),
         "tokenizer_len": len(tokenizer),
+        "tokenizer_class": type(tokenizer).__name__,
+        "tokenizer_module": type(tokenizer).__module__,
         "text": text,
     }))
     """
@@ -307,8 +303,9 @@ REMOTE_SCRIPT = textwrap.dedent(
 def remote_result(tmp_path_factory, bundled_train_path: Path) -> dict:
     """Save model + tokenizer, then load the folder in a fresh process where tinylm_hf is not importable."""
     folder = tmp_path_factory.mktemp("remote") / "tinylm"
-    tokenizer = make_tokenizer(bundled_train_path, vocab_size=300)
-    model = make_model(seed=5, vocab_size=len(tokenizer), pad_token_id=0, eos_token_id=1)
+    tokenizer = make_tokenizer(bundled_train_path, vocab_size=300, workdir=folder.parent)
+    eos = tokenizer.eos_token_id
+    model = make_model(seed=5, vocab_size=len(tokenizer), pad_token_id=eos, eos_token_id=eos, bos_token_id=eos)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     ids = torch.randint(2, len(tokenizer), (2, 8), generator=torch.Generator().manual_seed(6))
@@ -340,6 +337,12 @@ def test_remote_code_loads_through_auto_classes(remote_result) -> None:
     assert remote_result["model_class"] == "TinyLMForCausalLM"
     assert remote_result["model_module"].startswith("transformers_modules")
     assert remote_result["bare_class"] == "TinyLMModel"
+
+
+def test_remote_code_loads_our_tokenizer(remote_result) -> None:
+    assert remote_result["tokenizer_class"].startswith("TinyLMTokenizer")
+    assert remote_result["tokenizer_module"].startswith("transformers_modules")
+    assert remote_result["tokenizer_len"] == 300
 
 
 def test_remote_code_gives_identical_outputs(remote_result) -> None:
@@ -380,11 +383,11 @@ def test_init_scales_residual_projections_by_depth() -> None:
 
 
 @pytest.mark.parametrize("tie", [False, True], ids=["untied", "tied"])
-def test_resize_token_embeddings_after_adding_tokens(bundled_train_path: Path, tie: bool) -> None:
-    tokenizer = make_tokenizer(bundled_train_path, vocab_size=280)
+def test_resize_token_embeddings_after_adding_tokens(bundled_train_path: Path, tmp_path: Path, tie: bool) -> None:
+    tokenizer = make_tokenizer(bundled_train_path, vocab_size=280, workdir=tmp_path)
     model = make_model(seed=8, vocab_size=len(tokenizer), tie_word_embeddings=tie)
     old_embeddings = model.get_input_embeddings().weight.detach().clone()
-    tokenizer.add_special_tokens({"additional_special_tokens": ["<|user|>", "<|assistant|>"]})
+    tokenizer.add_special_tokens({"extra_special_tokens": ["<|user|>", "<|assistant|>"]})
     model.resize_token_embeddings(len(tokenizer))
     assert model.config.vocab_size == len(tokenizer) == old_embeddings.shape[0] + 2
     assert model.lm_head.weight.shape[0] == len(tokenizer)
