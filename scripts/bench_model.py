@@ -57,14 +57,14 @@ def llama_config_for(config: TinyLMConfig) -> LlamaConfig:
 def build_models(config: TinyLMConfig, device: str, dtype: torch.dtype, only: str | None = None) -> dict[str, torch.nn.Module]:
     """Our model and Llama with identical weights (or just the one named ``only``)."""
     torch.manual_seed(0)
+    if only == "llama":  # alone (memory child): its own random init, nothing else ever allocated
+        llama = LlamaForCausalLM._from_config(llama_config_for(config), attn_implementation="sdpa")
+        return {"llama": llama.to(device=device, dtype=dtype)}
     ours = TinyLMForCausalLM(config)
     if only == "tinylm":
         return {"tinylm": ours.to(device=device, dtype=dtype)}
     llama = LlamaForCausalLM._from_config(llama_config_for(config), attn_implementation="sdpa")
     llama.load_state_dict(ours.state_dict(), strict=True)
-    if only == "llama":
-        del ours
-        return {"llama": llama.to(device=device, dtype=dtype)}
     return {"tinylm": ours.to(device=device, dtype=dtype), "llama": llama.to(device=device, dtype=dtype)}
 
 
@@ -153,6 +153,28 @@ def bench_generate(models, config, args, device, batch: int) -> tuple[float, flo
     return summarise(time_rounds(runs, args.rounds, device), batch * new)
 
 
+def reset_peak_rss() -> None:
+    """Reset the kernel's peak-RSS mark (VmHWM) of this process (Linux >= 4.0; a no-op elsewhere).
+
+    Without it the peak would include the parent's pages at fork time: ru_maxrss survives exec.
+    """
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
+def read_peak_rss() -> int:
+    """Peak RSS in bytes since the last reset_peak_rss (VmHWM), else ru_maxrss."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024  # kB
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+
+
 def measure_memory_child(name: str, args) -> None:
     """Subprocess body: peak-RSS (CPU) or peak-allocated (CUDA) growth of training steps, printed as JSON (MiB)."""
     import psutil
@@ -167,10 +189,11 @@ def measure_memory_child(name: str, args) -> None:
             step()
         peak = torch.cuda.max_memory_allocated() - base
     else:
+        reset_peak_rss()
         base = psutil.Process().memory_info().rss
         for _ in range(2):
             step()
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base  # ru_maxrss is KiB on Linux
+        peak = read_peak_rss() - base
     print(json.dumps({"peak_mib": peak / 2**20}))
 
 
