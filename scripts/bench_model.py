@@ -54,7 +54,9 @@ def llama_config_for(config: TinyLMConfig) -> LlamaConfig:
     )
 
 
-def build_models(config: TinyLMConfig, device: str, dtype: torch.dtype, only: str | None = None) -> dict[str, torch.nn.Module]:
+def build_models(
+    config: TinyLMConfig, device: str, dtype: torch.dtype, only: str | None = None
+) -> dict[str, torch.nn.Module]:
     """Our model and Llama with identical weights (or just the one named ``only``)."""
     torch.manual_seed(0)
     if only == "llama":  # alone (memory child): its own random init, nothing else ever allocated
@@ -124,7 +126,8 @@ def summarise(times: dict[str, list[tuple[float, float]]], work: float) -> tuple
 
 def bench_training(models, config, args, device, compile_=False) -> tuple[float, float, float, float]:
     steps = {
-        name: make_train_step(m, args.batch, args.seq, config.vocab_size, device, compile_) for name, m in models.items()
+        name: make_train_step(m, args.batch, args.seq, config.vocab_size, device, compile_)
+        for name, m in models.items()
     }
     for step in steps.values():  # warm-up (and compilation)
         for _ in range(2 if compile_ else 1):
@@ -179,7 +182,7 @@ def measure_memory_child(name: str, args) -> None:
     """Subprocess body: peak-RSS (CPU) or peak-allocated (CUDA) growth of training steps, printed as JSON (MiB)."""
     import psutil
 
-    config = TinyLMConfig.from_preset(args.preset, max_position_embeddings=max(args.seq, args.prompt_len + args.new_tokens))
+    config = config_for(args)
     model = build_models(config, args.device, torch.float32, only=name)[name]
     step = make_train_step(model, args.batch, args.seq, config.vocab_size, args.device, compile_=False)
     if args.device.startswith("cuda"):
@@ -248,10 +251,23 @@ def print_table(rows: list[tuple]) -> None:
     print("  on wall-clock time and on process CPU time; memory ratios: TinyLM / Llama (< 1: TinyLM smaller)")
 
 
+def config_for(args: argparse.Namespace) -> TinyLMConfig:
+    """The preset, with a context long enough for the training and generation shapes."""
+    context = max(args.seq, args.prompt_len + args.new_tokens)
+    return TinyLMConfig.from_preset(args.preset, max_position_embeddings=context)
+
+
+def ratio_row(values: dict[str, float]) -> tuple[float, float, float]:
+    """(ours, Llama's, ours / Llama's) for a memory row."""
+    return values["tinylm"], values["llama"], values["tinylm"] / values["llama"]
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="cpu-quickstart size, fewer rounds")
-    parser.add_argument("--preset", default=None, help="TinyLMConfig preset (default cs336-tinystories, quick: cpu-quickstart)")
+    parser.add_argument(
+        "--preset", default=None, help="TinyLMConfig preset (default cs336-tinystories, quick: cpu-quickstart)"
+    )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--batch", type=int, default=None)
     parser.add_argument("--seq", type=int, default=None)
@@ -275,7 +291,7 @@ def main(argv: list[str] | None = None) -> None:
         measure_memory_child(args.memory_child, args)
         return
     torch.manual_seed(0)
-    config = TinyLMConfig.from_preset(args.preset, max_position_embeddings=max(args.seq, args.prompt_len + args.new_tokens))
+    config = config_for(args)
     print(f"# preset={args.preset} device={args.device} torch={torch.__version__} threads={torch.get_num_threads()} "
           f"batch={args.batch} seq={args.seq} rounds={args.rounds} (median) load_avg_1min={os.getloadavg()[0]:.1f}")
     models = build_models(config, args.device, torch.float32)
@@ -283,11 +299,12 @@ def main(argv: list[str] | None = None) -> None:
     rows.append(("train step tokens/s (fp32, fwd+bwd+AdamW)", *bench_training(models, config, args, args.device)))
     memory = bench_memory(args)
     kind = "peak alloc" if args.device.startswith("cuda") else "peak RSS growth"
-    rows.append((f"train step {kind} MiB", memory["tinylm"], memory["llama"], memory["tinylm"] / memory["llama"]))
+    rows.append((f"train step {kind} MiB", *ratio_row(memory)))
     saved = measure_saved_activations(models, config, args, args.device)
-    rows.append(("activations saved for backward MiB", saved["tinylm"], saved["llama"], saved["tinylm"] / saved["llama"]))
+    rows.append(("activations saved for backward MiB", *ratio_row(saved)))
     for batch in (1, 8):
-        rows.append((f"generate new tokens/s, KV cache, batch {batch}", *bench_generate(models, config, args, args.device, batch)))
+        gen = bench_generate(models, config, args, args.device, batch)
+        rows.append((f"generate new tokens/s, KV cache, batch {batch}", *gen))
     if args.device.startswith("cuda"):
         models = build_models(config, args.device, torch.bfloat16)
         ours, llama, ratio, cpu_ratio = bench_training(models, config, args, args.device, compile_=True)
