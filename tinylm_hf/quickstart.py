@@ -71,7 +71,7 @@ def quickstart(
     val_file: str | Path | None = None,
     vocab_size: int = 2048,
     max_iters: int | None = None,
-    train_budget_s: float = 300.0,
+    train_budget_s: float = 360.0,
     batch_size: int = 16,
     context_length: int = 128,
     preset: str = "cpu-quickstart",
@@ -150,7 +150,7 @@ def add_quickstart_parser(subparsers: Any) -> None:
     p.add_argument("--vocab-size", type=int, default=2048, help="BPE vocabulary size (default: 2048)")
     p.add_argument("--max-iters", type=int, default=None,
                    help="training steps (default: as many as fit in --train-budget seconds)")
-    p.add_argument("--train-budget", type=float, default=300.0, help="seconds of training when --max-iters is unset")
+    p.add_argument("--train-budget", type=float, default=360.0, help="seconds of training when --max-iters is unset")
     p.add_argument("--batch-size", type=int, default=16, help="sequences per step (default: 16)")
     p.add_argument("--context-length", type=int, default=128, help="tokens per sequence (default: 128)")
     p.add_argument("--max-new-tokens", type=int, default=120, help="tokens generated per story")
