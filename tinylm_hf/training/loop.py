@@ -429,7 +429,6 @@ def train(config: TrainConfig) -> dict[str, Any]:
         plot_losses(metrics, out_dir / "loss.png")
     if world > 1:
         torch.distributed.barrier()
-        torch.distributed.destroy_process_group()
     return summary
 
 
