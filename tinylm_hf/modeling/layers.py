@@ -133,7 +133,9 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("cos_cached", cos, persistent=False)
         self.register_buffer("sin_cached", sin, persistent=False)
 
-    def forward(self, position_ids: torch.Tensor, dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, position_ids: torch.Tensor, dtype: torch.dtype | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """cos, sin of shape position_ids.shape + (head_dim // 2,), cast to ``dtype`` when given."""
         cos, sin = self.cos_cached[position_ids], self.sin_cached[position_ids]
         if dtype is not None:
@@ -181,12 +183,15 @@ class CausalSelfAttention(nn.Module):
         """
         batch, seq, _ = hidden_states.shape
         shape = (batch, seq, self.num_heads, self.head_dim)
-        q = self.q_proj(hidden_states).view(shape).transpose(1, 2)  # (batch, heads, seq, head_dim)
-        k = self.k_proj(hidden_states).view(shape).transpose(1, 2)
-        v = self.v_proj(hidden_states).view(shape).transpose(1, 2)
+        q = self.q_proj(hidden_states).view(shape)  # (batch, seq, heads, head_dim)
+        k = self.k_proj(hidden_states).view(shape)
         if rope is not None:
-            cos, sin = rope[0].unsqueeze(1), rope[1].unsqueeze(1)  # (batch, 1, seq, head_dim // 2)
+            # rotating before the head transpose keeps q/k (and so the attention output) laid out as
+            # (batch, seq, heads, head_dim): the reshape back to (batch, seq, hidden) below is then free
+            cos, sin = rope[0].unsqueeze(2), rope[1].unsqueeze(2)  # (batch, seq, 1, head_dim // 2)
             q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)  # (batch, heads, seq, head_dim)
+        v = self.v_proj(hidden_states).view(shape).transpose(1, 2)
         if past_key_values is not None:
             k, v = past_key_values.update(k, v, self.layer_idx)  # (batch, heads, kv_len, head_dim)
         out = attend(q, k, v, attention_mask, attn_implementation)

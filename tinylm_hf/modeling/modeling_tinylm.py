@@ -69,6 +69,27 @@ class TinyLMPreTrainedModel(PreTrainedModel):
             init.copy_(module.cos_cached, cos)
             init.copy_(module.sin_cached, sin)
 
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        """Load as transformers does, but weights missing from or left over in the checkpoint are an error.
+
+        transformers would silently re-initialise missing weights (a config with more layers than the
+        checkpoint) or drop extra ones (fewer layers): both are wrong answers, not a loaded model.
+        """
+        want_info = kwargs.pop("output_loading_info", False)
+        model, info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
+        missing = sorted(info.get("missing_keys", ()))
+        # a TinyLMModel loaded from a TinyLMForCausalLM checkpoint legitimately leaves the head out
+        unexpected = sorted(k for k in info.get("unexpected_keys", ()) if not k.startswith("lm_head."))
+        if missing or unexpected:
+            raise ValueError(
+                f"the checkpoint does not match the config of {cls.__name__}: "
+                f"missing weights {missing[:8]}{'...' if len(missing) > 8 else ''}, "
+                f"unexpected weights {unexpected[:8]}{'...' if len(unexpected) > 8 else ''}; "
+                "check num_hidden_layers and the other sizes in config.json"
+            )
+        return (model, info) if want_info else model
+
     def save_pretrained(self, save_directory, *args, **kwargs) -> None:
         """Save as transformers does, with an ``AutoModel`` entry in ``auto_map`` for remote code."""
         auto_map = dict(getattr(self.config, "auto_map", None) or {})
@@ -102,11 +123,15 @@ class TinyLMModel(TinyLMPreTrainedModel):
         """Run the decoder; ``attention_mask`` (batch, past + seq) marks real tokens with 1, padding with 0."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids or inputs_embeds")
+        # value checks read tensors back (a device sync, a graph break): skipped while torch.compile traces
+        checking = not torch.compiler.is_compiling()
         if inputs_embeds is None:
-            self._check_token_ids(input_ids)
+            if checking:
+                self._check_token_ids(input_ids)
             inputs_embeds = self.embed_tokens(input_ids)
         batch, seq = inputs_embeds.shape[:2]
-        use_cache = self.config.use_cache if use_cache is None else use_cache
+        if use_cache is None:  # a training forward keeps no cache unless asked to
+            use_cache = self.config.use_cache and not self.training
         if use_cache and past_key_values is None:
             past_key_values = DynamicCache(config=self.config)
         past_len = past_key_values.get_seq_length() if past_key_values is not None else 0
@@ -117,9 +142,12 @@ class TinyLMModel(TinyLMPreTrainedModel):
             )
         if position_ids is None:
             position_ids = _default_position_ids(attention_mask, past_len, seq, inputs_embeds.device)
-        elif position_ids.numel() and (position_ids.min() < 0 or position_ids.max() >= self.config.max_position_embeddings):
-            raise ValueError(f"position_ids must lie in [0, max_position_embeddings={self.config.max_position_embeddings})")
-        mask = _build_attention_mask(attention_mask, batch, past_len, seq, inputs_embeds.device)
+        elif checking and position_ids.numel():
+            if int(position_ids.min()) < 0 or int(position_ids.max()) >= self.config.max_position_embeddings:
+                raise ValueError(
+                    f"position_ids must lie in [0, max_position_embeddings={self.config.max_position_embeddings})"
+                )
+        mask = _build_attention_mask(attention_mask, batch, past_len, seq, inputs_embeds.device, checking)
         rope = self.rotary_emb(position_ids, dtype=inputs_embeds.dtype)
         attn_implementation = "eager" if self.config._attn_implementation == "eager" else "sdpa"
         hidden_states = inputs_embeds
@@ -159,16 +187,22 @@ def _default_position_ids(
 
 
 def _build_attention_mask(
-    attention_mask: torch.Tensor | None, batch: int, past_len: int, seq: int, device: torch.device
+    attention_mask: torch.Tensor | None,
+    batch: int,
+    past_len: int,
+    seq: int,
+    device: torch.device,
+    skip_all_ones: bool = True,
 ) -> torch.Tensor | None:
     """Boolean (batch, 1, seq, past + seq) mask, True = attend; None when plain causal attention is enough."""
     kv_len = past_len + seq
     if attention_mask is not None:
         if attention_mask.shape != (batch, kv_len):
             raise ValueError(
-                f"attention_mask has shape {tuple(attention_mask.shape)}, expected (batch, past + seq) = {(batch, kv_len)}"
+                f"attention_mask has shape {tuple(attention_mask.shape)}, "
+                f"expected (batch, past + seq) = {(batch, kv_len)}"
             )
-        if bool(attention_mask.all()):
+        if skip_all_ones and bool(attention_mask.all()):
             attention_mask = None
     if attention_mask is None:
         return None
@@ -232,7 +266,9 @@ def shifted_cross_entropy(
     shift_labels = F.pad(labels, (0, 1), value=-100)[:, 1:].to(logits.device)
     logits = logits.float()
     reduction = "mean" if num_items_in_batch is None else "sum"
-    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), shift_labels.reshape(-1), ignore_index=-100, reduction=reduction)
+    loss = F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), shift_labels.reshape(-1), ignore_index=-100, reduction=reduction
+    )
     if num_items_in_batch is not None:
         loss = loss / num_items_in_batch
     return loss

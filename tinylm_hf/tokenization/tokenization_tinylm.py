@@ -14,11 +14,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from tokenizers import Tokenizer
 from transformers import PreTrainedTokenizer
 
 from .bpe import BPETokenizer, load_merges_txt, load_vocab_json
-from .byte_level_backend import build_byte_level_bpe, check_fast_pattern, save_tokenizer_json
+from .byte_level_backend import build_byte_level_bpe, check_fast_pattern, save_tokenizer_json, write_gpt2_files
 from .byte_unicode import token_to_unicode, unicode_to_token
+from .pretokenize import split_on_special_tokens
 
 VOCAB_FILES_NAMES = {"vocab_file": "vocab.json", "merges_file": "merges.txt"}
 ENDOFTEXT = "<|endoftext|>"
@@ -94,6 +96,41 @@ class TinyLMTokenizer(PreTrainedTokenizer):
         return token
 
     # ------------------------------------------------------------------------- encode / decode
+    def tokenize(self, text: str, **kwargs: Any) -> list[str]:
+        """Token strings of `text`; with `split_special_tokens=True` special-token text is plain text.
+
+        Added tokens are cut out with one longest-first regex (the base class's trie is ~3x slower than
+        the BPE itself on long texts). Plain (non-special) added tokens still match under
+        `split_special_tokens`, as in `tokenizers`, so the fast twin gives the same ids: only special
+        tokens are control tokens that untrusted text must not forge. Added tokens with
+        lstrip/rstrip/single_word take the base class's path, which honours those flags.
+        """
+        split_special = kwargs.pop("split_special_tokens", self.split_special_tokens)
+        added = list(self._added_tokens_decoder.values())
+        if any(t.lstrip or t.rstrip or t.single_word for t in added):
+            return super().tokenize(text, split_special_tokens=split_special, **kwargs)
+        text, kwargs = self.prepare_for_tokenization(text, **kwargs)
+        matchable = [t.content for t in added if not (split_special and t.special)]
+        # split_on_special_tokens(keep=True) alternates text, match, text, ...: odd items are matches.
+        parts = split_on_special_tokens(text, matchable, keep=True)
+        tokens: list[str] = []
+        for i, part in enumerate(parts):
+            if i % 2:
+                tokens.append(part)
+            elif part:
+                tokens.extend(self._tokenize(part))
+        return tokens
+
+    def convert_tokens_to_ids(self, tokens: str | list[str]) -> int | list[int]:
+        """Token strings -> ids, one dict lookup each (the base class makes two method calls a token)."""
+        if isinstance(tokens, str) or tokens is None:
+            return super().convert_tokens_to_ids(tokens)
+        added, encoder = self._added_tokens_encoder, self.encoder
+        try:
+            return [added[t] if t in added else encoder[t] for t in tokens]
+        except KeyError:
+            return super().convert_tokens_to_ids(tokens)
+
     def _tokenize(self, text: str, **kwargs: Any) -> list[str]:
         """BPE-encode text that holds no added tokens (the base class split them out, a trie match)."""
         decoder = self.decoder
@@ -114,14 +151,8 @@ class TinyLMTokenizer(PreTrainedTokenizer):
         """Write vocab.json + merges.txt (GPT-2 format) and, for the gpt2 pattern, tokenizer.json."""
         if not os.path.isdir(save_directory):
             raise FileNotFoundError(f"save_vocabulary needs an existing directory, got {save_directory!r}")
-        vocab_path, merges_path = self.bpe.save(save_directory)
         prefix = f"{filename_prefix}-" if filename_prefix else ""
-        paths = []
-        for path, name in ((vocab_path, "vocab_file"), (merges_path, "merges_file")):
-            target = os.path.join(save_directory, prefix + VOCAB_FILES_NAMES[name])
-            if str(path) != target:
-                os.replace(path, target)
-            paths.append(target)
+        paths = list(write_gpt2_files(self.encoder, self._unicode_merges(), save_directory, prefix=prefix))
         if self._fast_compatible():
             backend = self.to_backend_tokenizer()
             paths.append(save_tokenizer_json(backend, os.path.join(save_directory, prefix + "tokenizer.json")))
@@ -134,8 +165,10 @@ class TinyLMTokenizer(PreTrainedTokenizer):
             return False
         return True
 
-    def to_backend_tokenizer(self):
+    def to_backend_tokenizer(self) -> Tokenizer:
         """The same vocabulary, merges and added tokens as a `tokenizers.Tokenizer` (gpt2 pattern only)."""
         check_fast_pattern(self.pattern)
-        merges = [(token_to_unicode(a), token_to_unicode(b)) for a, b in self.bpe.merges]
-        return build_byte_level_bpe(self.encoder, merges, self.added_tokens_decoder)
+        return build_byte_level_bpe(self.encoder, self._unicode_merges(), self.added_tokens_decoder)
+
+    def _unicode_merges(self) -> list[tuple[str, str]]:
+        return [(token_to_unicode(a), token_to_unicode(b)) for a, b in self.bpe.merges]

@@ -11,11 +11,13 @@ This file imports only same-folder siblings: transformers copies it flat for `tr
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
+from tokenizers import models
 from transformers import PreTrainedTokenizerFast
 
-from .byte_level_backend import build_byte_level_bpe, check_fast_pattern
+from .byte_level_backend import build_byte_level_bpe, check_fast_pattern, write_gpt2_files
 
 ENDOFTEXT = "<|endoftext|>"
 
@@ -45,6 +47,7 @@ class TinyLMTokenizerFast(PreTrainedTokenizerFast):
     vocab_files_names = {"vocab_file": "vocab.json", "merges_file": "merges.txt", "tokenizer_file": "tokenizer.json"}
     model_input_names = ["input_ids", "attention_mask"]
     slow_tokenizer_class = None
+    model = models.BPE
 
     def __init__(
         self,
@@ -67,6 +70,8 @@ class TinyLMTokenizerFast(PreTrainedTokenizerFast):
             raise ValueError("TinyLMTokenizerFast needs `vocab` and `merges` (or `vocab_file` and `merges_file`)")
         kwargs.pop("tokenizer_object", None)
         kwargs.pop("tokenizer_file", None)
+        # The slow class's remote-code pointer: this class does not copy that code when it saves.
+        kwargs.pop("auto_map", None)
         backend = build_byte_level_bpe(_read_vocab(vocab), _read_merges(merges))
         kwargs.setdefault("clean_up_tokenization_spaces", False)
         super().__init__(
@@ -78,4 +83,19 @@ class TinyLMTokenizerFast(PreTrainedTokenizerFast):
             pad_token=pad_token,
             pattern=pattern,
             **kwargs,
+        )
+
+    def _save_pretrained(
+        self,
+        save_directory: str | os.PathLike,
+        file_names: tuple[str, ...],
+        legacy_format: bool | None = None,
+        filename_prefix: str | None = None,
+    ) -> tuple[str, ...]:
+        """Write tokenizer.json and also vocab.json + merges.txt, so the folder loads with TinyLMTokenizer."""
+        file_names = super()._save_pretrained(save_directory, file_names, legacy_format, filename_prefix)
+        model = json.loads(self.backend_tokenizer.to_str())["model"]
+        prefix = f"{filename_prefix}-" if filename_prefix else ""
+        return file_names + write_gpt2_files(
+            model["vocab"], _read_merges(model["merges"]), save_directory, prefix=prefix
         )

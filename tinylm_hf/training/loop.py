@@ -184,7 +184,7 @@ def _model_card(
         card = render_model_card(folder, model=model, training=summary, train_config=config.to_dict(),
                                  data_source=source)
         return str(card)
-    except (ImportError, FileNotFoundError, KeyError, ValueError):
+    except (ImportError, OSError, KeyError, TypeError, ValueError):
         pass
     n_params = sum(p.numel() for p in model.parameters())
     val = summary.get("final_val_loss")

