@@ -175,12 +175,16 @@ def plot_losses(metrics: list[dict[str, Any]], path: str | os.PathLike) -> None:
     os.replace(tmp, path)
 
 
-def _model_card(config: TrainConfig, summary: dict[str, Any], model: torch.nn.Module, source: Any, out: Path) -> str:
+def _model_card(
+    folder: Path, config: TrainConfig, summary: dict[str, Any], model: torch.nn.Module, source: Any
+) -> str:
     try:  # the ecosystem's filler, when present, renders repo-top model_card.md
         from tinylm_hf.hub import render_model_card  # type: ignore[attr-defined]
 
-        return str(render_model_card(out, model=model, training=summary, train_config=config.to_dict(), data_source=source))
-    except Exception:
+        card = render_model_card(folder, model=model, training=summary, train_config=config.to_dict(),
+                                 data_source=source)
+        return str(card)
+    except (ImportError, OSError, KeyError, TypeError, ValueError):
         pass
     n_params = sum(p.numel() for p in model.parameters())
     val = summary.get("final_val_loss")
@@ -225,7 +229,7 @@ def export_hf(
     ).save_pretrained(out)
     card = out / "README.md"
     tmp = card.with_name("README.md.tmp")
-    tmp.write_text(_model_card(config, summary, model, source, out))
+    tmp.write_text(_model_card(out, config, summary, model, source))
     os.replace(tmp, card)
     return out
 
@@ -429,7 +433,6 @@ def train(config: TrainConfig) -> dict[str, Any]:
         plot_losses(metrics, out_dir / "loss.png")
     if world > 1:
         torch.distributed.barrier()
-        torch.distributed.destroy_process_group()
     return summary
 
 

@@ -1,0 +1,59 @@
+"""Data-parallel training under torchrun (2 CPU processes, gloo) matches a 1-process run with the same global batch."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import REPO_ROOT
+from test_loop import losses, tiny_config, write_byte_dataset
+from tinylm_hf.training.loop import train
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+
+@pytest.mark.parametrize("grad_accum_steps", [1, 2])
+def test_two_gloo_ranks_match_one_process(tmp_path, grad_accum_steps):
+    data = write_byte_dataset(tmp_path / "data")
+    cfg = tiny_config(data, tmp_path / "ddp", batch_size=8, grad_accum_steps=grad_accum_steps, max_iters=6,
+                      eval_every=3, checkpoint_every=3)
+    (tmp_path / "cfg.json").write_text(json.dumps(cfg.to_dict()))
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
+             "--master_addr", "127.0.0.1", "--master_port", str(_free_port()),
+             "-m", "tinylm_hf.cli", "train", "--config", str(tmp_path / "cfg.json")],
+            cwd=REPO_ROOT, env=env, capture_output=True, stdin=subprocess.DEVNULL, text=True, timeout=60,
+        )
+    except subprocess.TimeoutExpired as err:
+        pytest.fail(f"torchrun timed out:\n{err.stdout}\n{err.stderr}")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert '"world_size": 2' in proc.stdout
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        train(tiny_config(data, tmp_path / "single", batch_size=8, grad_accum_steps=grad_accum_steps, max_iters=6,
+                          eval_every=3, checkpoint_every=3))
+    finally:
+        torch.set_num_threads(threads)
+    ddp, single = losses(tmp_path / "ddp"), losses(tmp_path / "single")
+    assert ddp.keys() == single.keys() == set(range(1, 7))
+    np.testing.assert_allclose(list(ddp.values()), list(single.values()), rtol=1e-5)
+    # only rank 0 wrote: one metrics line per step and eval, checkpoints from one writer
+    rows = (tmp_path / "ddp" / "metrics.jsonl").read_text().splitlines()
+    assert len(rows) == 6 + 2
+    assert (tmp_path / "ddp" / "hf" / "model.safetensors").is_file()

@@ -1,0 +1,47 @@
+"""The quickstart pipeline end to end on a slice of the bundled corpus (tiny sizes; the full run is `-m slow`)."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import PACKAGE_DATA, REPO_ROOT
+from tinylm_hf.quickstart import PROMPTS, quickstart
+
+
+def _slice(path, n_docs):
+    docs = path.read_text(encoding="utf-8").split("<|endoftext|>")[:n_docs]
+    return "<|endoftext|>".join(docs) + "<|endoftext|>\n"
+
+
+def test_quickstart_pipeline_small(tmp_path):
+    (tmp_path / "train.txt").write_text(_slice(PACKAGE_DATA / "tinystories_train_small.txt", 150))
+    (tmp_path / "val.txt").write_text(_slice(PACKAGE_DATA / "tinystories_valid_small.txt", 20))
+    threads = torch.get_num_threads()
+    try:
+        result = quickstart(tmp_path / "qs", train_file=tmp_path / "train.txt", val_file=tmp_path / "val.txt",
+                            vocab_size=300, max_iters=8, batch_size=4, context_length=32,
+                            model_overrides={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+                                             "num_attention_heads": 2}, max_new_tokens=8)
+    finally:
+        torch.set_num_threads(threads)
+    assert result["iterations"] == 8 and math.isfinite(result["final_val_loss"])
+    assert len(result["stories"]) == len(PROMPTS)
+    assert all(story.startswith(prompt) for story, prompt in zip(result["stories"], PROMPTS))
+    hf = tmp_path / "qs" / "train" / "hf"
+    for name in ("config.json", "model.safetensors", "tokenizer_config.json", "vocab.json", "README.md"):
+        assert (hf / name).is_file(), name
+
+
+@pytest.mark.slow
+def test_full_quickstart_under_ten_minutes(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), HF_HUB_OFFLINE="1")
+    proc = subprocess.run([sys.executable, "-m", "tinylm_hf.cli", "quickstart", "--out", str(tmp_path / "qs")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "validation loss" in proc.stdout and "--- story 3 ---" in proc.stdout
