@@ -13,7 +13,17 @@ from .modeling import (
     softmax,
 )
 from .tokenization import BPETokenizer, TinyLMTokenizer, TinyLMTokenizerFast, train_bpe, train_bpe_from_counts
-from .training import AdamW, clip_grad_norm, cosine_lr, cross_entropy, param_groups_for_weight_decay
+from .training import (
+    AdamW,
+    TrainConfig,
+    clip_grad_norm,
+    cosine_lr,
+    cross_entropy,
+    get_batch,
+    load_checkpoint,
+    param_groups_for_weight_decay,
+    save_checkpoint,
+)
 
 # AutoTokenizer returns the from-scratch slow tokenizer; the fast twin is loaded by its own class.
 AutoTokenizer.register(TinyLMConfig, slow_tokenizer_class=TinyLMTokenizer, exist_ok=True)
@@ -23,6 +33,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AdamW",
+    "TrainConfig",
     "BPETokenizer",
     "TinyLMConfig",
     "TinyLMForCausalLM",
@@ -34,7 +45,10 @@ __all__ = [
     "clip_grad_norm",
     "cosine_lr",
     "cross_entropy",
+    "get_batch",
+    "load_checkpoint",
     "param_groups_for_weight_decay",
+    "save_checkpoint",
     "scaled_dot_product_attention",
     "softmax",
     "train_bpe",
