@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import shutil
-from collections import Counter
 from pathlib import Path
 
-import regex
 from conftest import PACKAGE_DATA, SHARED_DATA, shared_file
+from naive_bpe import naive_counts, naive_train
 
 from tinylm_hf.tokenization.bpe import BPETokenizer, load_merges_txt
-from tinylm_hf.tokenization.pretokenize import GPT2_PATTERN
 
 ENDOFTEXT = "<|endoftext|>"
 
@@ -92,35 +90,11 @@ def write_small_gpt2_files(directory: Path, num_merges: int = 2000) -> Path:
 
 
 def train_naive_bpe(text: str, vocab_size: int, special_tokens: list[str]) -> BPETokenizer:
-    """An obviously-correct (slow) BPE trainer, so the HF tests also run without ../shared/data."""
-    words: Counter[tuple[bytes, ...]] = Counter()
-    for part in regex.split("|".join(regex.escape(s) for s in special_tokens), text):
-        for piece in regex.findall(GPT2_PATTERN, part):
-            words[tuple(bytes([b]) for b in piece.encode("utf-8"))] += 1
-    vocab = {i: bytes([i]) for i in range(256)}
-    merges: list[tuple[bytes, bytes]] = []
-    while len(vocab) + len(special_tokens) < vocab_size:
-        pairs: Counter[tuple[bytes, bytes]] = Counter()
-        for word, count in words.items():
-            for pair in zip(word, word[1:]):
-                pairs[pair] += count
-        if not pairs:
-            break
-        best = max(pairs, key=lambda p: (pairs[p], p))
-        merges.append(best)
-        vocab[len(vocab)] = best[0] + best[1]
-        merged: Counter[tuple[bytes, ...]] = Counter()
-        for word, count in words.items():
-            out, i = [], 0
-            while i < len(word):
-                if word[i : i + 2] == best:
-                    out.append(best[0] + best[1])
-                    i += 2
-                else:
-                    out.append(word[i])
-                    i += 1
-            merged[tuple(out)] += count
-        words = merged
+    """An obviously-correct (slow) BPE trainer, so the HF tests also run without ../shared/data.
+
+    Merges take ids 256.. and the special tokens go after them (the BPETokenizer convention).
+    """
+    vocab, merges = naive_train(naive_counts(text, special_tokens), vocab_size - len(special_tokens), [])
     return BPETokenizer(vocab, merges, special_tokens)
 
 

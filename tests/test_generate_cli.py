@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tiny_folders import make_tiny_folder
+from tiny_folders import load_tiny_folder, make_tiny_folder
 from tiny_folders import one_thread  # noqa: F401  (autouse fixture: one torch thread)
 
 from tinylm_hf.cli import main
@@ -20,9 +20,7 @@ def folder(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def loaded(folder):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    return AutoModelForCausalLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
+    return load_tiny_folder(folder)
 
 
 def test_greedy_equals_model_generate(loaded):

@@ -7,7 +7,7 @@ import math
 
 import pytest
 import torch
-from tiny_folders import BUNDLED_VALID, make_tiny_folder
+from tiny_folders import BUNDLED_VALID, load_tiny_folder, make_tiny_folder
 from tiny_folders import one_thread  # noqa: F401  (autouse fixture: one torch thread)
 
 from tinylm_hf.cli import main
@@ -21,9 +21,7 @@ def folder(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def loaded(folder):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    return AutoModelForCausalLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
+    return load_tiny_folder(folder)
 
 
 @pytest.fixture(scope="module")

@@ -56,6 +56,13 @@ def make_tiny_folder(folder: Path, *, seed: int = 0, **overrides) -> Path:
     return folder
 
 
+def load_tiny_folder(folder: Path):
+    """(model in eval mode, tokenizer) loaded from a saved folder through the Auto classes."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    return AutoModelForCausalLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
+
+
 def run_fresh(code: str, cwd: Path, timeout: int = 240) -> subprocess.CompletedProcess:
     """Run Python code in a fresh process where tinylm_hf is NOT importable, offline."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

@@ -24,6 +24,32 @@ def check_fast_pattern(pattern: str) -> None:
         )
 
 
+def base_init_kwargs(
+    errors: str,
+    unk_token: str | None,
+    bos_token: str | None,
+    eos_token: str | None,
+    pad_token: str | None,
+    pattern: str,
+    kwargs: dict,
+) -> dict:
+    """Keyword arguments both TinyLM tokenizer classes pass to their transformers base `__init__`.
+
+    They end up in `tokenizer_config.json`, so the slow and fast classes must agree on them; decoding
+    keeps spaces as they are unless the caller asks otherwise.
+    """
+    kwargs.setdefault("clean_up_tokenization_spaces", False)
+    return {
+        "errors": errors,
+        "unk_token": unk_token,
+        "bos_token": bos_token,
+        "eos_token": eos_token,
+        "pad_token": pad_token,
+        "pattern": pattern,
+        **kwargs,
+    }
+
+
 def build_byte_level_bpe(
     vocab: dict[str, int],
     merges: list[tuple[str, str]],

@@ -18,7 +18,13 @@ from tokenizers import Tokenizer
 from transformers import PreTrainedTokenizer
 
 from .bpe import BPETokenizer, load_merges_txt, load_vocab_json
-from .byte_level_backend import build_byte_level_bpe, check_fast_pattern, save_tokenizer_json, write_gpt2_files
+from .byte_level_backend import (
+    base_init_kwargs,
+    build_byte_level_bpe,
+    check_fast_pattern,
+    save_tokenizer_json,
+    write_gpt2_files,
+)
 from .byte_unicode import token_to_unicode, unicode_to_token
 from .pretokenize import split_on_special_tokens
 
@@ -60,16 +66,7 @@ class TinyLMTokenizer(PreTrainedTokenizer):
         self.decoder: dict[int, str] = {i: s for s, i in self.encoder.items()}
         self.errors = errors
         self.pattern = pattern
-        kwargs.setdefault("clean_up_tokenization_spaces", False)
-        super().__init__(
-            errors=errors,
-            unk_token=unk_token,
-            bos_token=bos_token,
-            eos_token=eos_token,
-            pad_token=pad_token,
-            pattern=pattern,
-            **kwargs,
-        )
+        super().__init__(**base_init_kwargs(errors, unk_token, bos_token, eos_token, pad_token, pattern, kwargs))
 
     # ------------------------------------------------------------------------------ vocabulary
     @property

@@ -17,7 +17,7 @@ from typing import Any
 from tokenizers import models
 from transformers import PreTrainedTokenizerFast
 
-from .byte_level_backend import build_byte_level_bpe, check_fast_pattern, write_gpt2_files
+from .byte_level_backend import base_init_kwargs, build_byte_level_bpe, check_fast_pattern, write_gpt2_files
 
 ENDOFTEXT = "<|endoftext|>"
 
@@ -73,16 +73,9 @@ class TinyLMTokenizerFast(PreTrainedTokenizerFast):
         # The slow class's remote-code pointer: this class does not copy that code when it saves.
         kwargs.pop("auto_map", None)
         backend = build_byte_level_bpe(_read_vocab(vocab), _read_merges(merges))
-        kwargs.setdefault("clean_up_tokenization_spaces", False)
         super().__init__(
             tokenizer_object=backend,
-            errors=errors,
-            unk_token=unk_token,
-            bos_token=bos_token,
-            eos_token=eos_token,
-            pad_token=pad_token,
-            pattern=pattern,
-            **kwargs,
+            **base_init_kwargs(errors, unk_token, bos_token, eos_token, pad_token, pattern, kwargs),
         )
 
     def _save_pretrained(
