@@ -15,6 +15,7 @@ from tinylm_hf.modeling.layers import (
     RotaryEmbedding,
     SwiGLU,
     apply_rotary,
+    apply_rotary_interleaved,
     causal_mask,
     scaled_dot_product_attention,
     silu,
@@ -163,3 +164,23 @@ def test_decoder_block_is_pre_norm_residual() -> None:
     h = x + block.self_attn(block.input_layernorm(x))
     expected = h + block.mlp(block.post_attention_layernorm(h))
     torch.testing.assert_close(block(x), expected)
+
+
+def test_interleaved_rope_is_half_split_rope_on_permuted_dimensions():
+    torch.manual_seed(0)
+    head_dim, seq = 8, 5
+    rope = RotaryEmbedding(head_dim, 16, theta=10000.0)
+    x = torch.randn(2, seq, head_dim)
+    positions = torch.tensor([3, 0, 7, 1, 15])
+    # interleaved pair (2i, 2i+1) is half-split pair (i, i + d/2) after this permutation
+    perm = torch.cat((torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)))
+    expected = rope.rotate(x[..., perm], positions)
+    got = rope.rotate(x, positions, interleaved=True)[..., perm]
+    torch.testing.assert_close(got, expected)
+
+
+def test_interleaved_rope_rotates_adjacent_pairs_by_hand():
+    rope = RotaryEmbedding(2, 4, theta=10000.0)
+    x = torch.tensor([[1.0, 0.0]])
+    got = rope.rotate(x, torch.tensor([1]), interleaved=True)
+    torch.testing.assert_close(got, torch.tensor([[math.cos(1.0), math.sin(1.0)]]))

@@ -118,6 +118,16 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
 
 
+def apply_rotary_interleaved(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate x in the interleaved (RoFormer / original Meta) layout: pairs are (x[2i], x[2i + 1]).
+
+    Same angles as `apply_rotary`; only the pairing of dimensions differs. The model uses the
+    half-split layout (Llama's); this one is for weights or tests that expect adjacent pairs.
+    """
+    even, odd = x[..., 0::2], x[..., 1::2]
+    return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)
+
+
 class RotaryEmbedding(nn.Module):
     """Rotary position embedding with cos/sin precomputed for every position up to max_position_embeddings."""
 
@@ -142,10 +152,13 @@ class RotaryEmbedding(nn.Module):
             cos, sin = cos.to(dtype), sin.to(dtype)
         return cos, sin
 
-    def rotate(self, x: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
-        """Apply RoPE to x (..., seq, head_dim) at position_ids (..., seq) (broadcast over leading dims)."""
+    def rotate(self, x: torch.Tensor, position_ids: torch.Tensor, *, interleaved: bool = False) -> torch.Tensor:
+        """Apply RoPE to x (..., seq, head_dim) at position_ids (..., seq) (broadcast over leading dims).
+
+        interleaved=True pairs adjacent dimensions instead of the half-split layout the model uses.
+        """
         cos, sin = self.forward(position_ids, dtype=x.dtype)
-        return apply_rotary(x, cos, sin)
+        return (apply_rotary_interleaved if interleaved else apply_rotary)(x, cos, sin)
 
 
 class CausalSelfAttention(nn.Module):
