@@ -43,3 +43,42 @@ def shared_file(name: str) -> Path:
 def bundled_train_path() -> Path:
     """The TinyStories training slice shipped inside the package."""
     return PACKAGE_DATA / "tinystories_train_small.txt"
+
+
+_HIDE_TINYLM = '''"""sitecustomize for test subprocesses: make tinylm_hf unimportable, even when it is pip-installed.
+
+A stand-in for a machine that has only the saved folder (remote code) and not this package.
+"""
+import os
+import sys
+
+
+def _module_of(finder):
+    return finder.__module__ if isinstance(finder, type) else type(finder).__module__
+
+
+def _holds_tinylm(entry):
+    return isinstance(entry, str) and os.path.isdir(os.path.join(entry or os.getcwd(), "tinylm_hf"))
+
+
+sys.path[:] = [p for p in sys.path if not _holds_tinylm(p)]
+# setuptools' editable install adds a finder (and path hook) from a module named after the package
+sys.meta_path[:] = [f for f in sys.meta_path if "tinylm_hf" not in (_module_of(f) or "")]
+sys.path_hooks[:] = [h for h in sys.path_hooks if "tinylm_hf" not in (getattr(h, "__module__", "") or "")]
+sys.path_importer_cache.clear()
+'''
+
+
+def env_without_tinylm(workdir: Path, **extra: str) -> dict[str, str]:
+    """Environment for a subprocess in which `tinylm_hf` cannot be imported, offline.
+
+    Works whether the package is on PYTHONPATH or installed (editable or not): a sitecustomize
+    module on PYTHONPATH removes every route to it before the subprocess runs any code.
+    """
+    hook_dir = Path(workdir) / "_without_tinylm"
+    hook_dir.mkdir(parents=True, exist_ok=True)
+    (hook_dir / "sitecustomize.py").write_text(_HIDE_TINYLM)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env.update(PYTHONPATH=str(hook_dir), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    env.update(extra)
+    return env

@@ -19,6 +19,7 @@ from tiny_folders import one_thread  # noqa: F401  (autouse fixture: one torch t
 
 from tinylm_hf.evaluation.lm_eval_tasks import CLOZE_DATA, write_tasks
 from tinylm_hf.evaluation.perplexity import evaluate_perplexity, split_documents
+from conftest import env_without_tinylm
 
 
 def test_write_tasks_uses_absolute_paths(tmp_path, monkeypatch):
@@ -41,9 +42,8 @@ def test_missing_data_file_is_a_clear_error(tmp_path):
 
 
 def _run_lm_eval(folder: Path, tasks_dir: Path, out: Path, batch_size: int) -> dict[str, list[dict]]:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env |= {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-            "HF_HOME": str(out / "hf_home"), "HF_DATASETS_CACHE": str(out / "datasets")}
+    env = env_without_tinylm(out, HF_DATASETS_OFFLINE="1", HF_HOME=str(out / "hf_home"),
+                             HF_DATASETS_CACHE=str(out / "datasets"))
     cmd = [sys.executable, "-m", "lm_eval", "--model", "hf",
            "--model_args", f"pretrained={folder},trust_remote_code=True",
            "--include_path", str(tasks_dir), "--tasks", "tinylm_rolling,tinylm_cloze",

@@ -23,6 +23,7 @@ from transformers import (
 
 from tinylm_hf import BPETokenizer, TinyLMTokenizer, train_bpe
 from tinylm_hf.modeling import TinyLMConfig, TinyLMForCausalLM, TinyLMModel
+from conftest import env_without_tinylm
 
 ENDOFTEXT = "<|endoftext|>"
 
@@ -314,8 +315,7 @@ def remote_result(tmp_path_factory, bundled_train_path: Path) -> dict:
     torch.save(expected, folder / "expected.pt")
     script = folder.parent / "load_remote.py"
     script.write_text(REMOTE_SCRIPT)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TQDM_DISABLE="1")
+    env = env_without_tinylm(folder.parent, TQDM_DISABLE="1")
     result = subprocess.run(
         [sys.executable, str(script), str(folder)],
         cwd=folder.parent,

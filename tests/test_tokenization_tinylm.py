@@ -28,6 +28,7 @@ from transformers import AutoTokenizer
 from tinylm_hf import BPETokenizer, TinyLMTokenizer, TinyLMTokenizerFast
 from tinylm_hf.cli import main as cli_main
 from tinylm_hf.tokenization.byte_unicode import token_to_unicode
+from conftest import env_without_tinylm
 
 CHAT_TEMPLATE = "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|endoftext|>{% endfor %}"
 
@@ -251,8 +252,7 @@ def test_remote_code_loads_without_tinylm_hf(customised, tmp_path):
         print(json.dumps([type(tok).__name__, tok({text!r})["input_ids"], tok.chat_template]))
         """
     )
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-    env.update(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf_home"))
+    env = env_without_tinylm(tmp_path, HF_HOME=str(tmp_path / "hf_home"))
     result = subprocess.run(
         [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
     )

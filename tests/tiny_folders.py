@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from conftest import env_without_tinylm
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BUNDLED_VALID = REPO_ROOT / "tinylm_hf" / "data" / "tinystories_valid_small.txt"
@@ -65,8 +66,7 @@ def load_tiny_folder(folder: Path):
 
 def run_fresh(code: str, cwd: Path, timeout: int = 240) -> subprocess.CompletedProcess:
     """Run Python code in a fresh process where tinylm_hf is NOT importable, offline."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env |= {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HOME": str(cwd / "hf_home")}
+    env = env_without_tinylm(cwd, HF_HOME=str(cwd / "hf_home"))
     result = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     if result.returncode != 0:
         raise AssertionError(f"fresh process failed:\nSTDOUT:\n{result.stdout}\nSTDERR:\n{result.stderr[-4000:]}")
