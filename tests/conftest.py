@@ -82,3 +82,14 @@ def env_without_tinylm(workdir: Path, **extra: str) -> dict[str, str]:
     env.update(PYTHONPATH=str(hook_dir), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     env.update(extra)
     return env
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Tests use tiny matrices: a second intra-op thread only adds spin-waiting (~100x on a busy 2-core box)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

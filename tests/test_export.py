@@ -7,7 +7,6 @@ import json
 import pytest
 import torch
 from tiny_folders import make_tiny_folder, run_fresh
-from tiny_folders import one_thread  # noqa: F401  (autouse fixture: one torch thread)
 
 from tinylm_hf.cli import main
 from tinylm_hf.export import export_llama

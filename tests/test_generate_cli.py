@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import torch
 from tiny_folders import load_tiny_folder, make_tiny_folder
-from tiny_folders import one_thread  # noqa: F401  (autouse fixture: one torch thread)
 
 from tinylm_hf.cli import main
 from tinylm_hf.generation_cli import generate_text

@@ -8,7 +8,6 @@ import shutil
 import pytest
 from huggingface_hub import HfApi, ModelCard
 from tiny_folders import REPO_ROOT, make_tiny_folder, run_fresh
-from tiny_folders import one_thread  # noqa: F401  (autouse fixture: one torch thread)
 
 from tinylm_hf.cli import main
 from tinylm_hf.hub import TEMPLATE_PATH, check_repo_id, render_model_card

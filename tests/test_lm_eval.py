@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 import yaml
 from tiny_folders import BUNDLED_VALID, make_tiny_folder
-from tiny_folders import one_thread  # noqa: F401  (autouse fixture: one torch thread)
 
 from tinylm_hf.evaluation.lm_eval_tasks import CLOZE_DATA, write_tasks
 from tinylm_hf.evaluation.perplexity import evaluate_perplexity, split_documents

@@ -37,14 +37,6 @@ def write_byte_dataset(out: Path, n_bytes: int = 120_000) -> Path:
     return out
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    # tiny matrices: a second intra-op thread only adds spin-waiting on a shared 2-core machine
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 @pytest.fixture(scope="module")
 def byte_data(tmp_path_factory) -> Path:

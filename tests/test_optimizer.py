@@ -13,14 +13,6 @@ from tinylm_hf.training import AdamW, param_groups_for_weight_decay
 from tinylm_hf.training.optimizer import CPU_BLOCK_NUMEL
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny ops on a shared 2-core machine run ~100x faster without intra-op threads."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 class TinyNet(nn.Module):
     """Embedding, norm, biased and unbiased linears, and a tied head: every kind of parameter."""

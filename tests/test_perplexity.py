@@ -8,7 +8,6 @@ import math
 import pytest
 import torch
 from tiny_folders import BUNDLED_VALID, load_tiny_folder, make_tiny_folder
-from tiny_folders import one_thread  # noqa: F401  (autouse fixture: one torch thread)
 
 from tinylm_hf.cli import main
 from tinylm_hf.evaluation.perplexity import evaluate_perplexity, make_windows, split_documents

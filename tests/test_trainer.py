@@ -6,7 +6,6 @@ import math
 
 import torch
 from tiny_folders import BUNDLED_VALID, make_tiny_folder
-from tiny_folders import one_thread  # noqa: F401  (autouse fixture: one torch thread)
 
 from tinylm_hf.evaluation.perplexity import split_documents
 

@@ -72,11 +72,3 @@ def run_fresh(code: str, cwd: Path, timeout: int = 240) -> subprocess.CompletedP
         raise AssertionError(f"fresh process failed:\nSTDOUT:\n{result.stdout}\nSTDERR:\n{result.stderr[-4000:]}")
     return result
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny matrices: extra intra-op threads only spin-wait on a shared 2-core machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
