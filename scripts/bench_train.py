@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -44,6 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tinylm_hf.training import AdamW, clip_grad_norm, cross_entropy, param_groups_for_weight_decay  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_model import read_peak_rss, reset_peak_rss  # noqa: E402  (one peak-RSS probe for both scripts)
 PRESET_NAMES = ("cpu-quickstart", "cs336-tinystories", "gpt2-small")
 
 
@@ -277,25 +278,6 @@ def bench_time_to_loss(quick: bool = False) -> list[dict]:
 
 
 # ----------------------------------------------------------------------------- part (3)
-
-
-def reset_peak_rss() -> None:
-    """Reset the kernel's peak-RSS mark (VmHWM) of this process (Linux >= 4.0; a no-op elsewhere)."""
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-    except OSError:
-        pass
-
-
-def read_peak_rss() -> int:
-    """Peak RSS in bytes since the last reset_peak_rss (VmHWM), else ru_maxrss."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024  # kB
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
 
 
 def preset_child(preset: str, batch: int, seq: int, steps: int) -> None:
