@@ -328,13 +328,10 @@ class BPETokenizer:
         """Write `vocab.json` and `merges.txt` (GPT-2 format) into `directory`."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        vocab_path, merges_path = directory / "vocab.json", directory / "merges.txt"
-        vocab_json = {token_to_unicode(tok): i for i, tok in sorted(self.vocab.items())}
-        _write_atomic(vocab_path, json.dumps(vocab_json, ensure_ascii=False, indent=2) + "\n")
-        lines = ["#version: 0.2"]
-        lines += [f"{token_to_unicode(a)} {token_to_unicode(b)}" for a, b in self.merges]
-        _write_atomic(merges_path, "\n".join(lines) + "\n")
-        return vocab_path, merges_path
+        vocab = {token_to_unicode(tok): i for i, tok in self.vocab.items()}
+        merges = [(token_to_unicode(a), token_to_unicode(b)) for a, b in self.merges]
+        vocab_path, merges_path = write_gpt2_files(vocab, merges, directory)
+        return Path(vocab_path), Path(merges_path)
 
 
 # ------------------------------------------------------------------------------ worker processes
@@ -388,6 +385,18 @@ def _make_pool(tokenizer: BPETokenizer, workers: int, text: str | None = None):
 
 
 # ------------------------------------------------------------------------------------ file I/O
+def write_gpt2_files(
+    vocab: dict[str, int], merges: list[tuple[str, str]], directory: str | os.PathLike, *, prefix: str = ""
+) -> tuple[str, str]:
+    """Write GPT-2-format `vocab.json` and `merges.txt` (strings already in the byte-to-unicode form)."""
+    vocab_path = Path(directory) / f"{prefix}vocab.json"
+    merges_path = Path(directory) / f"{prefix}merges.txt"
+    ordered = dict(sorted(vocab.items(), key=lambda item: item[1]))
+    _write_atomic(vocab_path, json.dumps(ordered, ensure_ascii=False, indent=2) + "\n")
+    _write_atomic(merges_path, "\n".join(["#version: 0.2", *(f"{a} {b}" for a, b in merges)]) + "\n")
+    return str(vocab_path), str(merges_path)
+
+
 def _write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")

@@ -6,7 +6,6 @@ consumer can load the folder) and `TinyLMTokenizerFast` (which runs on it).
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -84,21 +83,3 @@ def save_tokenizer_json(tokenizer: Tokenizer, path: str | os.PathLike) -> str:
     tokenizer.save(str(tmp))
     os.replace(tmp, path)
     return str(path)
-
-
-def write_gpt2_files(
-    vocab: dict[str, int], merges: list[tuple[str, str]], directory: str | os.PathLike, *, prefix: str = ""
-) -> tuple[str, str]:
-    """Write GPT-2-format `vocab.json` and `merges.txt` (strings already in the byte-to-unicode form)."""
-    vocab_path = Path(directory) / f"{prefix}vocab.json"
-    merges_path = Path(directory) / f"{prefix}merges.txt"
-    ordered = dict(sorted(vocab.items(), key=lambda item: item[1]))
-    _write_text(vocab_path, json.dumps(ordered, ensure_ascii=False, indent=2) + "\n")
-    _write_text(merges_path, "\n".join(["#version: 0.2", *(f"{a} {b}" for a, b in merges)]) + "\n")
-    return str(vocab_path), str(merges_path)
-
-
-def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)

@@ -17,13 +17,12 @@ from typing import Any
 from tokenizers import Tokenizer
 from transformers import PreTrainedTokenizer
 
-from .bpe import BPETokenizer, load_merges_txt, load_vocab_json
+from .bpe import BPETokenizer, load_merges_txt, load_vocab_json, write_gpt2_files
 from .byte_level_backend import (
     base_init_kwargs,
     build_byte_level_bpe,
     check_fast_pattern,
     save_tokenizer_json,
-    write_gpt2_files,
 )
 from .byte_unicode import token_to_unicode, unicode_to_token
 from .pretokenize import split_on_special_tokens

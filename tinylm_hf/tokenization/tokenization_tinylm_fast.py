@@ -17,7 +17,8 @@ from typing import Any
 from tokenizers import models
 from transformers import PreTrainedTokenizerFast
 
-from .byte_level_backend import base_init_kwargs, build_byte_level_bpe, check_fast_pattern, write_gpt2_files
+from .bpe import write_gpt2_files
+from .byte_level_backend import base_init_kwargs, build_byte_level_bpe, check_fast_pattern
 
 ENDOFTEXT = "<|endoftext|>"
 
