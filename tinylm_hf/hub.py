@@ -13,11 +13,12 @@ import math
 import os
 import re
 import struct
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from huggingface_hub import CommitOperationAdd, EvalResult, HfApi, ModelCard, ModelCardData
+
+from .fileio import write_text_atomic
 
 TEMPLATE_PATH = Path(__file__).resolve().parent / "templates" / "model_card.md"
 REPO_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
@@ -257,12 +258,7 @@ def render_model_card(folder: str | os.PathLike, **facts: Any) -> ModelCard:
 def write_model_card(folder: str | os.PathLike, **facts: Any) -> Path:
     """Render the card and write it atomically as the folder's README.md."""
     folder = Path(folder)
-    text = str(render_model_card(folder, **facts))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".README.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, folder / "README.md")
-    return folder / "README.md"
+    return write_text_atomic(folder / "README.md", str(render_model_card(folder, **facts)))
 
 
 def facts_from_existing_card(folder: str | os.PathLike) -> dict[str, Any]:

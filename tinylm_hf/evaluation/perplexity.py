@@ -16,17 +16,16 @@ tokenizer, so models with different vocabularies compare.
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import os
 import sys
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 from tqdm.auto import tqdm
+
+from ..fileio import write_json_atomic
 
 DOCUMENT_SEPARATOR = "<|endoftext|>"
 
@@ -166,13 +165,6 @@ def load_texts(inputs: Sequence[str] | None, dataset: str | None, *, split_docs:
     return texts[:limit] if limit else texts
 
 
-def _write_json(path: Path, payload: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(payload, f, indent=2)
-    os.replace(tmp, path)
-
 
 def _run_eval(args: argparse.Namespace) -> int:
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -188,7 +180,8 @@ def _run_eval(args: argparse.Namespace) -> int:
         value = summary[key]
         print(f"{key:<22}{value:>16.4f}" if isinstance(value, float) else f"{key:<22}{value:>16}")
     if args.out:
-        _write_json(Path(args.out), {"model": str(args.dir), "stride": args.stride, "summary": summary})
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(args.out, {"model": str(args.dir), "stride": args.stride, "summary": summary})
     return 0
 
 

@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..fileio import write_json_atomic
+
 EOS_MARKER = "<|endoftext|>"
 
 
@@ -112,10 +114,6 @@ def load_tokens(path: str | os.PathLike) -> np.memmap:
     return np.memmap(path, dtype=np.dtype(header["dtype"]), mode="r", shape=(int(header["count"]),))
 
 
-def _atomic_write_json(path: Path, obj: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2) + "\n")
-    os.replace(tmp, path)
 
 
 def write_tokens(ds: Any, path: Path, dtype: np.dtype, header: dict[str, Any], desc: str) -> dict[str, Any]:
@@ -142,7 +140,7 @@ def write_tokens(ds: Any, path: Path, dtype: np.dtype, header: dict[str, Any], d
             fh.truncate(0)
     os.replace(tmp, path)
     header = {**header, "dtype": np.dtype(dtype).name, "count": total, "bytes": n_bytes, "documents": len(ds)}
-    _atomic_write_json(path.with_suffix(".json"), header)
+    write_json_atomic(path.with_suffix(".json"), header)
     return header
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from ..fileio import write_text_atomic
 from .checkpoint import find_latest_checkpoint, load_training_state, save_training_state
 from .config import TrainConfig, add_config_arguments, config_from_args
 from .data import batch_from_starts, iter_eval_batches, load_tokens, read_header, sample_starts
@@ -144,9 +145,7 @@ def _append_jsonl(path: Path, record: dict[str, Any]) -> None:
 
 
 def _rewrite_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in records))
-    os.replace(tmp, path)
+    write_text_atomic(path, "".join(json.dumps(r) + "\n" for r in records))
 
 
 def plot_losses(metrics: list[dict[str, Any]], path: str | os.PathLike) -> None:
@@ -227,10 +226,7 @@ def export_hf(
         bos_token_id=model.config.bos_token_id, eos_token_id=eos, pad_token_id=eos,
         do_sample=True, temperature=0.8, top_k=50, max_new_tokens=200,
     ).save_pretrained(out)
-    card = out / "README.md"
-    tmp = card.with_name("README.md.tmp")
-    tmp.write_text(_model_card(out, config, summary, model, source))
-    os.replace(tmp, card)
+    write_text_atomic(out / "README.md", _model_card(out, config, summary, model, source))
     return out
 
 

@@ -25,8 +25,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import tempfile
 from pathlib import Path
+
+from ...fileio import write_text_atomic
 
 TASKS_DIR = Path(__file__).resolve().parent
 ROLLING_DATA = TASKS_DIR / "tinystories_valid_sample.jsonl"
@@ -73,11 +74,6 @@ metadata:
 """
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def text_file_to_jsonl(text_file: Path, out: Path) -> Path:
@@ -85,7 +81,7 @@ def text_file_to_jsonl(text_file: Path, out: Path) -> Path:
     docs = [d.strip("\n") for d in text_file.read_text(encoding="utf-8").split(DOCUMENT_SEPARATOR) if d.strip()]
     if not docs:
         raise ValueError(f"{text_file} holds no documents")
-    _atomic_write(out, "".join(json.dumps({"text": d}, ensure_ascii=False) + "\n" for d in docs))
+    write_text_atomic(out, "".join(json.dumps({"text": d}, ensure_ascii=False) + "\n" for d in docs))
     return out
 
 
@@ -112,8 +108,8 @@ def write_tasks(
     cloze = Path(cloze_file).resolve() if cloze_file is not None else CLOZE_DATA
     if not cloze.is_file():
         raise FileNotFoundError(f"cloze-task data file {cloze} does not exist")
-    _atomic_write(directory / f"{rolling_task}.yaml", ROLLING_YAML.format(task=rolling_task, data_file=json.dumps(str(data))))
-    _atomic_write(directory / f"{cloze_task}.yaml", CLOZE_YAML.format(task=cloze_task, data_file=json.dumps(str(cloze))))
+    write_text_atomic(directory / f"{rolling_task}.yaml", ROLLING_YAML.format(task=rolling_task, data_file=json.dumps(str(data))))
+    write_text_atomic(directory / f"{cloze_task}.yaml", CLOZE_YAML.format(task=cloze_task, data_file=json.dumps(str(cloze))))
     return directory
 
 
