@@ -93,3 +93,15 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+def run_cli_error(argv: list[str], capsys: pytest.CaptureFixture) -> str:
+    """Run `tinylm ARGV`, expect a user error (exit 2, one line, no traceback); return the message."""
+    from tinylm_hf.cli import main
+
+    capsys.readouterr()
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2, f"exit code {code}, stderr: {err}"
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    return err

@@ -75,8 +75,7 @@ def test_path_write_is_atomic_and_leaves_no_temp(tmp_path, monkeypatch):
     before = (tmp_path / "c.pt").read_bytes()
 
     def broken_save(obj, f, *a, **k):
-        with open(f, "wb") as fh:
-            fh.write(b"partial")
+        f.write(b"partial")
         raise OSError("disk full")
 
     monkeypatch.setattr(torch, "save", broken_save)

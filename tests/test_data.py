@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from conftest import PACKAGE_DATA, shared_file
-from tinylm_hf.training.data import get_batch, iter_eval_batches, load_tokens, prepare_dataset
+from tinylm_hf.corpus import load_tokens, prepare_dataset
+from tinylm_hf.training import get_batch, iter_eval_batches
 
 
 def test_get_batch_shapes_and_shift():
@@ -92,7 +93,11 @@ def test_prepare_text_matches_direct_tokenization(tmp_path, gpt2_tokenizer_dir):
     train, val = load_tokens(tmp_path / "out" / "train.bin"), load_tokens(tmp_path / "out" / "val.bin")
     assert train.dtype == np.uint16  # GPT-2's 50257 ids fit
     assert np.concatenate([train, val]).tolist() == expected
-    assert headers["val"]["documents"] == 6 and headers["train"]["documents"] == 54
+    # validation is carved by size: the fewest trailing documents holding 10% of the characters
+    assert headers["val"]["documents"] + headers["train"]["documents"] == 60
+    chars = [len(d) for d in docs]
+    n_val = headers["val"]["documents"]
+    assert sum(chars[-n_val:]) >= 0.1 * sum(chars) > sum(chars[-n_val + 1:])
     assert headers["train"]["bytes"] + headers["val"]["bytes"] == sum(len(d.encode()) for d in docs)
     saved = json.loads((tmp_path / "out" / "train.json").read_text())
     assert saved["count"] == len(train) and saved["dtype"] == "uint16" and "source" in saved
@@ -112,11 +117,15 @@ def test_prepare_jsonl_with_val_files(tmp_path, gpt2_tokenizer_dir):
     assert len(load_tokens(tmp_path / "out" / "train.bin")) == sum(len(tok(r["story"])["input_ids"]) + 1 for r in rows)
 
 
-def test_prepare_cli_and_missing_input(tmp_path, gpt2_tokenizer_dir):
+def test_prepare_cli_and_missing_input(tmp_path, gpt2_tokenizer_dir, capsys):
     from tinylm_hf.cli import main
 
+    code = main(["prepare", "--tokenizer", str(gpt2_tokenizer_dir), "--input", str(tmp_path / "nope.txt"),
+                 "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and "nope.txt" in err and "Traceback" not in err
     with pytest.raises(FileNotFoundError, match="nope.txt"):
-        main(["prepare", "--tokenizer", str(gpt2_tokenizer_dir), "--input", str(tmp_path / "nope.txt"),
+        main(["prepare", "--debug", "--tokenizer", str(gpt2_tokenizer_dir), "--input", str(tmp_path / "nope.txt"),
               "--out", str(tmp_path / "o")])
 
 

@@ -9,7 +9,7 @@ import torch
 from tiny_folders import make_tiny_folder, run_fresh
 
 from tinylm_hf.cli import main
-from tinylm_hf.export import export_llama
+from tinylm_hf.publish import export_llama
 
 TEXTS = ["Once upon a time, a little cat said: \"Hello!\"", "Lily and Ben played in the park.<|endoftext|>Bye"]
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from conftest import run_cli_error
 import torch
 from tiny_folders import load_tiny_folder, make_tiny_folder
 
 from tinylm_hf.cli import main
-from tinylm_hf.generation_cli import generate_text
+from tinylm_hf.generation import generate_text
 
 PROMPT = "Once upon a time"
 
@@ -60,7 +63,6 @@ def test_stops_at_eos(folder, loaded):
     assert text == ""
 
 
-def test_prompt_longer_than_context_is_a_clear_error(folder):
+def test_prompt_longer_than_context_is_a_clear_error(folder, capsys):
     long_prompt = "word " * 200
-    with pytest.raises(ValueError, match="context is 32 tokens"):
-        main(["generate", str(folder), "--prompt", long_prompt, "--max-new-tokens", "4"])
+    assert re.search("context is 32 tokens", run_cli_error(["generate", str(folder), "--prompt", long_prompt, "--max-new-tokens", "4"], capsys))

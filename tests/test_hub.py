@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import re
+
 import json
 import shutil
 
 import pytest
+from conftest import run_cli_error
 from huggingface_hub import HfApi, ModelCard
 from tiny_folders import REPO_ROOT, make_tiny_folder, run_fresh
 
 from tinylm_hf.cli import main
-from tinylm_hf.hub import TEMPLATE_PATH, check_repo_id, render_model_card
+from tinylm_hf.publish import check_repo_id, render_model_card
+from tinylm_hf.publish.model_card import TEMPLATE_PATH
+from tinylm_hf.training import DataProvenance, RunSummary
 
 REPO_ID = "alice/tinylm-stories"
 
@@ -58,17 +63,41 @@ def test_top_level_template_is_the_packaged_one():
     assert (REPO_ROOT / "model_card.md").read_text(encoding="utf-8") == TEMPLATE_PATH.read_text(encoding="utf-8")
 
 
+def run_summary(**data) -> RunSummary:
+    """A RunSummary like `train` returns, for a run on the given data."""
+    return RunSummary(
+        run_id="abc", out_dir="/home/alice/runs/exp1", iterations=200, tokens=1_638_400, context_length=256,
+        batch_size=32, loss=2.1, val_loss=2.25, val_perplexity=9.4877, val_bpb=0.81, elapsed_s=95.5,
+        data=DataProvenance(**data), train_config={"max_lr": 1e-3, "min_lr": 1e-4, "warmup_iters": 20,
+                                                   "weight_decay": 0.1, "grad_clip": 1.0, "seed": 1337,
+                                                   "dtype": "float32"},
+    )
+
+
 def test_card_metadata_round_trips(folder):
     results = {"perplexity": 12.5, "bits_per_byte": 1.25, "cross_entropy": 2.526, "dataset": "TinyStories valid"}
     card = render_model_card(folder, repo_id=REPO_ID, eval_results=results)
     data = ModelCard(str(card)).data
     assert data.library_name == "transformers" and data.pipeline_tag == "text-generation"
     assert {"tinylm", "custom_code"} <= set(data.tags)
-    assert data.datasets == ["roneneldan/TinyStories"] and data.license
     assert {r.metric_type: r.metric_value for r in data.eval_results} == {"perplexity": 12.5, "bits_per_byte": 1.25, "cross_entropy": 2.526}
     assert f'AutoModelForCausalLM.from_pretrained("{REPO_ID}", trust_remote_code=True)' in card.text
-    assert "CDLA-Sharing-1.0" in card.text
     assert "| Hidden size | 32 |" in card.text
+
+
+def test_card_without_a_run_claims_no_data_or_licence(folder):
+    card = render_model_card(folder, repo_id=REPO_ID)
+    assert card.data.datasets is None and card.data.license is None
+    assert "Licence of the data: unknown." in card.text and "TinyStories" not in card.text
+
+
+def test_card_names_tinystories_and_its_licence_only_for_tinystories(folder):
+    card = render_model_card(folder, run_summary(input_files=["tinystories_train_small.txt"], train_tokens=1000))
+    assert card.data.datasets == ["roneneldan/TinyStories"] and "CDLA-Sharing-1.0" in card.text
+    own = render_model_card(folder, run_summary(input_files=["my_corpus.txt"], train_tokens=5000, documents=12))
+    assert own.data.datasets is None and "TinyStories" not in own.text and "children" not in own.text
+    assert "my_corpus.txt (5,000 training tokens in 12 documents)" in own.text
+    assert "Licence of the data: unknown." in own.text and "/home/alice" not in own.text
 
 
 def test_push_uploads_one_commit_that_loads_from_a_fresh_folder(fresh_copy, hub, tmp_path):
@@ -118,9 +147,8 @@ def test_dry_run_lists_files_and_sends_nothing(fresh_copy, hub, capsys):
 
 
 @pytest.mark.parametrize("repo_id", ["no-owner", "a/b/c", "alice/", "/name", "alice/na me", "alice/..x"])
-def test_bad_repo_id_fails_before_upload(fresh_copy, hub, repo_id):
-    with pytest.raises(ValueError, match="owner/name"):
-        main(["push", str(fresh_copy), "--repo-id", repo_id])
+def test_bad_repo_id_fails_before_upload(fresh_copy, hub, repo_id, capsys):
+    assert re.search("owner/name", run_cli_error(["push", str(fresh_copy), "--repo-id", repo_id], capsys))
     assert hub.calls == []
 
 
@@ -128,61 +156,56 @@ def test_good_repo_id_passes():
     assert check_repo_id("alice/tinylm-stories_v1.2") == "alice/tinylm-stories_v1.2"
 
 
-def test_folder_without_config_fails_before_upload(fresh_copy, hub):
+def test_folder_without_config_fails_before_upload(fresh_copy, hub, capsys):
     (fresh_copy / "config.json").unlink()
-    with pytest.raises(FileNotFoundError, match="config.json"):
-        main(["push", str(fresh_copy), "--repo-id", REPO_ID])
+    assert re.search("config.json", run_cli_error(["push", str(fresh_copy), "--repo-id", REPO_ID], capsys))
     assert hub.calls == []
 
 
-def test_truncated_safetensors_fails_before_upload(fresh_copy, hub):
+def test_truncated_safetensors_fails_before_upload(fresh_copy, hub, capsys):
     weights = fresh_copy / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:-100])
-    with pytest.raises(ValueError, match="model.safetensors is truncated"):
-        main(["push", str(fresh_copy), "--repo-id", REPO_ID])
+    assert re.search("model.safetensors is truncated", run_cli_error(["push", str(fresh_copy), "--repo-id", REPO_ID], capsys))
     assert hub.calls == []
 
 
-def test_missing_tokenizer_fails_before_upload(fresh_copy, hub):
+def test_missing_tokenizer_fails_before_upload(fresh_copy, hub, capsys):
     for name in ("tokenizer.json", "vocab.json", "tokenizer_config.json"):
         (fresh_copy / name).unlink()
-    with pytest.raises(FileNotFoundError, match="tokenizer"):
-        main(["push", str(fresh_copy), "--repo-id", REPO_ID])
+    assert re.search("tokenizer", run_cli_error(["push", str(fresh_copy), "--repo-id", REPO_ID], capsys))
     assert hub.calls == []
 
 
-def test_tokenizer_larger_than_model_vocab_fails_before_upload(tmp_path, hub):
+def test_tokenizer_larger_than_model_vocab_fails_before_upload(tmp_path, hub, capsys):
     folder = make_tiny_folder(tmp_path / "small-vocab", vocab_size=100)
-    with pytest.raises(ValueError, match="vocab_size is 100"):
-        main(["push", str(folder), "--repo-id", REPO_ID])
+    assert re.search("vocab_size is 100", run_cli_error(["push", str(folder), "--repo-id", REPO_ID], capsys))
     assert hub.calls == []
 
 
 def test_card_from_training_loop_facts(folder):
     import torch
 
-    summary = {"iterations": 200, "tokens": 1_638_400, "final_train_loss": 2.1, "final_val_loss": 2.25,
-               "val_perplexity": 9.4877, "val_bpb": 0.81, "elapsed_s": 95.5}
-    train_config = {"batch_size": 32, "context_length": 256, "grad_accum_steps": 1, "max_lr": 1e-3, "min_lr": 1e-4,
-                    "warmup_iters": 20, "weight_decay": 0.1, "grad_clip": 1.0, "seed": 1337, "dtype": "float32"}
     model = torch.nn.Linear(3, 2)
-    card = render_model_card(folder, model=model, training=summary, train_config=train_config,
-                             data_source={"train": "tinystories_train_small.txt"})
+    card = render_model_card(folder, run_summary(input_files=["tinystories_train_small.txt"]), model=model)
     data = ModelCard(str(card)).data
     assert {r.metric_type: r.metric_value for r in data.eval_results} == {"perplexity": 9.4877, "bits_per_byte": 0.81, "cross_entropy": 2.25}
     assert "| Parameters | 8 |" in card.text
     assert "- optimizer steps: 200" in card.text and "- tokens seen: 1,638,400" in card.text
+    assert "- trained context: 256 tokens" in card.text
     assert "tinystories_train_small.txt" in card.text
 
 
 def test_push_keeps_the_training_facts_of_an_existing_card(fresh_copy, hub):
     import torch
 
-    summary = {"iterations": 123, "tokens": 4096, "final_val_loss": 2.5, "val_perplexity": 12.18}
-    card = render_model_card(fresh_copy, model=torch.nn.Linear(2, 2), training=summary)
+    summary = run_summary(input_files=["stories.txt"])
+    summary.iterations, summary.val_loss, summary.val_perplexity, summary.val_bpb = 123, 2.5, 12.18, None
+    card = render_model_card(fresh_copy, summary, model=torch.nn.Linear(2, 2))
     (fresh_copy / "README.md").write_text(str(card), encoding="utf-8")
     main(["push", str(fresh_copy), "--repo-id", REPO_ID])
     pushed = ModelCard(hub.files["README.md"].decode("utf-8"))
-    assert "- optimizer steps: 123" in pushed.text
+    assert "- optimizer steps: 123" in pushed.text and "stories.txt" in pushed.text
+    assert pushed.text.count("Made for learning") == 1
     assert f'from_pretrained("{REPO_ID}", trust_remote_code=True)' in pushed.text
+    assert (fresh_copy / "README.md").read_text(encoding="utf-8") == str(card)  # the local card is left as it was
     assert {r.metric_type: r.metric_value for r in pushed.data.eval_results} == {"perplexity": 12.18, "cross_entropy": 2.5}

@@ -17,7 +17,8 @@ import yaml
 from tiny_folders import BUNDLED_VALID, make_tiny_folder
 
 from tinylm_hf.evaluation.lm_eval_tasks import CLOZE_DATA, write_tasks
-from tinylm_hf.evaluation.perplexity import evaluate_perplexity, split_documents
+from tinylm_hf.corpus import split_documents
+from tinylm_hf.evaluation.perplexity import evaluate_perplexity
 from conftest import env_without_tinylm
 
 

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from conftest import PACKAGE_DATA, REPO_ROOT
-from tinylm_hf.training import loop as loop_module
+from tinylm_hf.training import step as step_module
 from tinylm_hf.training.checkpoint import list_checkpoints
 from tinylm_hf.training.config import TrainConfig
 from tinylm_hf.training.loop import NonFiniteLossError, train
@@ -24,16 +24,24 @@ TINY_MODEL = {"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2
 
 
 def write_byte_dataset(out: Path, n_bytes: int = 120_000) -> Path:
-    """train.bin/val.bin holding the UTF-8 bytes of real stories (vocabulary 256), with headers."""
+    """train.bin/val.bin holding the UTF-8 bytes of real stories, with headers, and the byte tokenizer
+    (BPE without merges: id = byte value, eos 256) that reads them."""
+    from tinylm_hf import EOS_TOKEN
+    from tinylm_hf.corpus import tokenizer_fingerprint
+    from tinylm_hf.tokenization import build_hf_tokenizer
+
     out.mkdir(parents=True, exist_ok=True)
+    tokenizer = build_hf_tokenizer({i: bytes([i]) for i in range(256)}, [], [EOS_TOKEN])
+    tokenizer.save_pretrained(out / "tokenizer")
     raw = (PACKAGE_DATA / "tinystories_valid_small.txt").read_bytes()[:n_bytes]
     arr = np.frombuffer(raw, dtype=np.uint8).astype(np.uint16)
     cut = int(len(arr) * 0.9)
     for name, part in (("train", arr[:cut]), ("val", arr[cut:])):
         part.tofile(out / f"{name}.bin")
         (out / f"{name}.json").write_text(json.dumps(
-            {"dtype": "uint16", "count": len(part), "bytes": len(part), "vocab_size": 256, "tokenizer": None,
-             "source": "tinystories bytes"}))
+            {"dtype": "uint16", "count": len(part), "bytes": len(part), "vocab_size": len(tokenizer), "eos_id": 256,
+             "tokenizer": str(out / "tokenizer"), "tokenizer_fingerprint": tokenizer_fingerprint(tokenizer),
+             "source": {"input_files": ["tinystories_valid_small.txt"]}}))
     return out
 
 
@@ -46,7 +54,8 @@ def byte_data(tmp_path_factory) -> Path:
 def tiny_config(data: Path, out: Path, **kw) -> TrainConfig:
     values = dict(data_dir=str(data), out_dir=str(out), model=dict(TINY_MODEL), batch_size=4, context_length=16,
                   max_iters=12, warmup_iters=2, max_lr=3e-3, min_lr=3e-4, eval_every=6, eval_iters=4,
-                  checkpoint_every=4, keep_last=2, progress=False, plot=False, device="cpu", seed=7)
+                  checkpoint_every=4, keep_last=2, progress=False, plot=False, device="cpu", seed=7, threads=1,
+                  sample_tokens=4)
     values.update(kw)
     return TrainConfig(**values)
 
@@ -56,33 +65,41 @@ def losses(out: Path) -> dict[int, float]:
     return {r["iter"]: r["loss"] for r in rows if "loss" in r}
 
 
-def test_outputs_exist_and_hf_folder_loads(byte_data, tmp_path):
+def test_outputs_exist_and_published_folder_loads(byte_data, tmp_path):
     from transformers import AutoModelForCausalLM
+
+    from tinylm_hf.publish import publish_run
+    from tinylm_hf.training import RunSummary
 
     summary = train(tiny_config(byte_data, tmp_path / "run", plot=True))
     run = tmp_path / "run"
-    assert summary["iterations"] == 12 and summary["tokens"] == 12 * 4 * 16
+    assert summary.iterations == 12 and summary.tokens == 12 * 4 * 16
     assert [p.name for p in list_checkpoints(run / "checkpoints")] == ["ckpt_00000008.pt", "ckpt_00000012.pt"]
+    assert summary.checkpoint == str(run / "checkpoints" / "ckpt_00000012.pt")
+    assert RunSummary.load(run) == summary
     assert (run / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["iter"] for r in rows if "val_loss" in r] == [6, 12]
+    assert all(isinstance(r["sample"], str) for r in rows if "val_loss" in r)
     assert all(np.isfinite(r["loss"]) for r in rows if "loss" in r)
-    hf = run / "hf"
+    assert not (run / "hf").exists()  # training ends at a checkpoint; publishing is its own stage
+    hf = publish_run(summary)
     for name in ("config.json", "model.safetensors", "generation_config.json", "README.md"):
         assert (hf / name).is_file(), name
-    assert "final validation loss" in (hf / "README.md").read_text().lower()
+        assert (hf / name).stat().st_mode & 0o777 == 0o644, name
+    assert "validation loss" in (hf / "README.md").read_text().lower()
     model = AutoModelForCausalLM.from_pretrained(hf)
     x = torch.tensor([[72, 101, 108, 108, 111]])
-    assert model(x).logits.shape == (1, 5, 256)
+    assert model(x).logits.shape == (1, 5, 257)
 
 
 def test_training_reduces_validation_loss(byte_data, tmp_path):
-    summary = train(tiny_config(byte_data, tmp_path / "run", max_iters=30, eval_every=0))
+    summary = train(tiny_config(byte_data, tmp_path / "run", max_iters=40, eval_every=0))
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     first = [r["loss"] for r in rows if "loss" in r][0]
     assert first > 5.0  # ~ln(256) at random init
-    assert summary["final_val_loss"] < first - 1.0
-    assert summary["val_bpb"] == pytest.approx(summary["final_val_loss"] / np.log(2))  # 1 byte per token
+    assert summary.val_loss < first - 1.0
+    assert summary.val_bpb == pytest.approx(summary.val_loss / np.log(2))  # 1 byte per token
 
 
 def test_resume_is_bitwise_identical(byte_data, tmp_path):
@@ -90,8 +107,8 @@ def test_resume_is_bitwise_identical(byte_data, tmp_path):
     train(tiny_config(byte_data, tmp_path / "split", cosine_cycle_iters=12, max_iters=8))
     train(tiny_config(byte_data, tmp_path / "split", cosine_cycle_iters=12, resume=True))
     assert losses(tmp_path / "split") == losses(tmp_path / "full")
-    a = torch.load(tmp_path / "full" / "checkpoints" / "ckpt_00000012.pt", weights_only=False)["model"]
-    b = torch.load(tmp_path / "split" / "checkpoints" / "ckpt_00000012.pt", weights_only=False)["model"]
+    a = torch.load(tmp_path / "full" / "checkpoints" / "ckpt_00000012.pt", weights_only=True)["model"]
+    b = torch.load(tmp_path / "split" / "checkpoints" / "ckpt_00000012.pt", weights_only=True)["model"]
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
@@ -104,7 +121,7 @@ def test_grad_accumulation_matches_one_big_batch(byte_data, tmp_path):
 
 
 def test_nan_loss_stops_and_keeps_last_good_checkpoint(byte_data, tmp_path, monkeypatch):
-    real = loop_module.cross_entropy
+    real = step_module.cross_entropy
     calls = {"n": 0}
 
     def poisoned(logits, targets, **kw):
@@ -112,7 +129,7 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(byte_data, tmp_path, monk
         out = real(logits, targets, **kw)
         return out * float("nan") if calls["n"] == 6 else out  # the 6th training step
 
-    monkeypatch.setattr(loop_module, "cross_entropy", poisoned)
+    monkeypatch.setattr(step_module, "cross_entropy", poisoned)
     with pytest.raises(NonFiniteLossError, match=r"iteration 6.*ckpt_00000004\.pt"):
         train(tiny_config(byte_data, tmp_path / "run", eval_every=0))
     assert [p.name for p in list_checkpoints(tmp_path / "run" / "checkpoints")] == ["ckpt_00000004.pt"]
@@ -167,7 +184,7 @@ def test_sigint_saves_checkpoint_and_exits_cleanly(byte_data, tmp_path):
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 0, out.decode()
+    assert proc.returncode == 130, out.decode()
     assert b"Traceback" not in out and b"interrupted" in out
     last = max(losses(tmp_path / "run"))
     assert [p.name for p in list_checkpoints(tmp_path / "run" / "checkpoints")] == [f"ckpt_{last:08d}.pt"]
@@ -175,12 +192,12 @@ def test_sigint_saves_checkpoint_and_exits_cleanly(byte_data, tmp_path):
 
 def test_config_file_and_flags(tmp_path):
     from tinylm_hf.cli import build_parser
-    from tinylm_hf.training.config import config_from_args
+    from tinylm_hf.commands.train import config_from_args
 
     (tmp_path / "c.yaml").write_text("data_dir: d\nbatch_size: 8\nmodel:\n  hidden_size: 64\n")
     args = build_parser().parse_args(["train", "--config", str(tmp_path / "c.yaml"), "--max-lr", "0.01",
                                       "--compile", "--grad-clip", "none"])
-    cfg = config_from_args(args, args.config)
+    cfg = config_from_args(args)
     assert (cfg.data_dir, cfg.batch_size, cfg.model, cfg.max_lr, cfg.compile, cfg.grad_clip) == \
         ("d", 8, {"hidden_size": 64}, 0.01, True, None)
     (tmp_path / "bad.json").write_text(json.dumps({"batch_sise": 3}))

@@ -30,12 +30,15 @@ def test_quickstart_pipeline_small(tmp_path):
                                              "num_attention_heads": 2}, max_new_tokens=8)
     finally:
         torch.set_num_threads(threads)
-    assert result["iterations"] == 8 and math.isfinite(result["final_val_loss"])
+    assert result["iterations"] == 8 and math.isfinite(result["val_loss"])
     assert len(result["stories"]) == len(PROMPTS)
     assert all(story.startswith(prompt) for story, prompt in zip(result["stories"], PROMPTS))
-    hf = tmp_path / "qs" / "train" / "hf"
+    hf = tmp_path / "qs" / "hf"
     for name in ("config.json", "model.safetensors", "tokenizer_config.json", "vocab.json", "README.md"):
         assert (hf / name).is_file(), name
+    card = (hf / "README.md").read_text()
+    assert "train.txt" in card and "TinyStories" not in card  # the data used, not the bundled corpus
+    assert str(tmp_path) not in card  # file names, never local paths
 
 
 @pytest.mark.slow

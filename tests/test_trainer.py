@@ -7,7 +7,7 @@ import math
 import torch
 from tiny_folders import BUNDLED_VALID, make_tiny_folder
 
-from tinylm_hf.evaluation.perplexity import split_documents
+from tinylm_hf.corpus import split_documents
 
 
 def test_trainer_fine_tunes_a_tinylm_folder(tmp_path):

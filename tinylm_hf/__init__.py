@@ -1,9 +1,12 @@
-"""tinylm_hf: train a small language model from scratch that lives natively in Hugging Face."""
+"""tinylm_hf: train a small language model from scratch that lives natively in Hugging Face.
+
+Importing the package registers TinyLM's config, models and tokenizer with the transformers Auto
+classes (`tinylm_hf.registration`).
+"""
 
 from __future__ import annotations
 
-from transformers import AutoTokenizer
-
+from .corpus import prepare_dataset, split_documents
 from .modeling import (
     TinyLMConfig,
     TinyLMForCausalLM,
@@ -12,9 +15,19 @@ from .modeling import (
     scaled_dot_product_attention,
     softmax,
 )
-from .tokenization import BPETokenizer, TinyLMTokenizer, TinyLMTokenizerFast, train_bpe, train_bpe_from_counts
+from .registration import register
+from .tokenization import (
+    EOS_TOKEN,
+    BPETokenizer,
+    TinyLMTokenizer,
+    TinyLMTokenizerFast,
+    train_bpe,
+    train_bpe_from_counts,
+    train_tokenizer,
+)
 from .training import (
     AdamW,
+    RunSummary,
     TrainConfig,
     clip_grad_norm,
     cosine_lr,
@@ -23,24 +36,26 @@ from .training import (
     load_checkpoint,
     param_groups_for_weight_decay,
     save_checkpoint,
+    train,
+    train_step,
 )
 
-# AutoTokenizer returns the from-scratch slow tokenizer; the fast twin is loaded by its own class.
-AutoTokenizer.register(TinyLMConfig, slow_tokenizer_class=TinyLMTokenizer, exist_ok=True)
-TinyLMTokenizer.register_for_auto_class("AutoTokenizer")
+register()
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "EOS_TOKEN",
     "AdamW",
-    "TrainConfig",
     "BPETokenizer",
+    "RunSummary",
     "TinyLMConfig",
     "TinyLMForCausalLM",
     "TinyLMModel",
     "TinyLMPreTrainedModel",
     "TinyLMTokenizer",
     "TinyLMTokenizerFast",
+    "TrainConfig",
     "__version__",
     "clip_grad_norm",
     "cosine_lr",
@@ -48,9 +63,15 @@ __all__ = [
     "get_batch",
     "load_checkpoint",
     "param_groups_for_weight_decay",
+    "prepare_dataset",
+    "register",
     "save_checkpoint",
     "scaled_dot_product_attention",
     "softmax",
+    "split_documents",
+    "train",
     "train_bpe",
     "train_bpe_from_counts",
+    "train_step",
+    "train_tokenizer",
 ]

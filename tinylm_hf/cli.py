@@ -1,39 +1,80 @@
-"""The `tinylm` command line: a thin map from flags onto the package's functions."""
+"""The `tinylm` command line: a table from command name to its module in `tinylm_hf.commands`.
+
+Errors a user can fix (a bad flag value, a missing file, a used out-dir, a full disk) print one line
+saying what is wrong and exit 2; `--debug` shows the traceback instead. Ctrl-C exits 130.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import os
 import sys
 
-from .tokenization.tokenizer_cli import add_train_tokenizer_parser
+from .training.run_dir import RunInUseError
+from .training.step import NonFiniteLossError
+
+# command name -> module in tinylm_hf.commands
+COMMANDS = {
+    "train-tokenizer": "train_tokenizer",
+    "prepare": "prepare",
+    "train": "train",
+    "quickstart": "quickstart",
+    "generate": "generate",
+    "eval": "eval",
+    "push": "push",
+    "export-llama": "export_llama",
+    "lm-eval-tasks": "lm_eval_tasks",
+}
+USER_ERRORS = (ValueError, TypeError, OSError, ImportError, RunInUseError, NonFiniteLossError)
+EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tinylm", description=__doc__)
-    subparsers = parser.add_subparsers(dest="command", required=True)
-    from .evaluation.perplexity import add_eval_parser
-    from .export import add_export_parser
-    from .generation_cli import add_generate_parser
-    from .hub import add_push_parser
-    from .quickstart import add_quickstart_parser
-    from .training.data import add_prepare_parser
-    from .training.loop import add_train_parser
-
-    add_train_tokenizer_parser(subparsers)
-    add_prepare_parser(subparsers)
-    add_train_parser(subparsers)
-    add_quickstart_parser(subparsers)
-    add_generate_parser(subparsers)
-    add_eval_parser(subparsers)
-    add_push_parser(subparsers)
-    add_export_parser(subparsers)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", help="show the full traceback of an error")
+    parser = argparse.ArgumentParser(prog="tinylm", description="Train a small language model from scratch, "
+                                     "natively in Hugging Face.", parents=[common])
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, module_name in COMMANDS.items():
+        module = importlib.import_module(f".commands.{module_name}", __package__)
+        sub = subparsers.add_parser(name, help=module.HELP, description=module.__doc__, parents=[common])
+        module.add_arguments(sub)
+        sub.set_defaults(run=module.run)
     return parser
 
 
+def disable_progress_bars() -> None:
+    """Plain log lines, no progress bars (ours, datasets', transformers'), when output goes to a file or pipe."""
+    import datasets
+    import huggingface_hub
+    import transformers
+
+    os.environ["TQDM_DISABLE"] = "1"
+    datasets.disable_progress_bars()
+    huggingface_hub.utils.disable_progress_bars()
+    transformers.utils.logging.disable_progress_bar()
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    return int(args.func(args) or 0)
+    """Run one `tinylm` command; returns its exit code."""
+    args = build_parser().parse_args(argv)
+    if not sys.stdout.isatty():
+        disable_progress_bars()
+    try:
+        return int(args.run(args) or 0)
+    except KeyboardInterrupt:
+        print(f"tinylm {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except USER_ERRORS as err:
+        if args.debug:
+            raise
+        message = str(err) or type(err).__name__
+        if isinstance(err, OSError) and err.filename and str(err.filename) not in message:
+            message = f"{message}: {err.filename}"
+        print(f"tinylm {args.command}: error: {message} (--debug shows the traceback)", file=sys.stderr)
+        return EXIT_USER_ERROR
 
 
 if __name__ == "__main__":

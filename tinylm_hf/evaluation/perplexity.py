@@ -15,7 +15,6 @@ tokenizer, so models with different vocabularies compare.
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from collections.abc import Iterable, Sequence
@@ -25,9 +24,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from ..fileio import write_json_atomic
-
-DOCUMENT_SEPARATOR = "<|endoftext|>"
+from ..corpus.documents import split_documents
 
 
 def make_windows(n_tokens: int, *, context_length: int, stride: int) -> list[tuple[int, int, int]]:
@@ -108,7 +105,7 @@ def evaluate_perplexity(
     pad_id = eos_id if eos_id is not None else 0
     encoded = []
     for text in texts:
-        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        ids = tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
         encoded.append(torch.tensor(([prefix_id] if prefix_eos else []) + list(ids), dtype=torch.long))
     plans = [make_windows(len(ids), context_length=context_length, stride=stride) for ids in encoded]
     n_tokens = sum(n for plan in plans for _, _, n in plan)
@@ -133,15 +130,12 @@ def evaluate_perplexity(
     }
 
 
-def split_documents(text: str, separator: str = DOCUMENT_SEPARATOR) -> list[str]:
-    """Split a corpus file on its document separator lines, dropping empty documents."""
-    return [doc.strip("\n") for doc in text.split(separator) if doc.strip()]
-
-
 def load_texts(inputs: Sequence[str] | None, dataset: str | None, *, split_docs: bool, limit: int | None) -> list[str]:
     """Texts to evaluate from files (`--input`) or a `datasets` dataset with a `text` column."""
     if bool(inputs) == bool(dataset):
         raise ValueError("give exactly one of --input FILE(s) or --dataset NAME")
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be a positive number of documents, got {limit}")
     texts: list[str] = []
     if inputs:
         for name in inputs:
@@ -149,7 +143,7 @@ def load_texts(inputs: Sequence[str] | None, dataset: str | None, *, split_docs:
             if not path.is_file():
                 raise FileNotFoundError(f"input file {path} does not exist")
             text = path.read_text(encoding="utf-8")
-            texts += split_documents(text) if split_docs else [text]
+            texts += split_documents(text, rule="separator") if split_docs else [text]
     else:
         import datasets
 
@@ -163,40 +157,3 @@ def load_texts(inputs: Sequence[str] | None, dataset: str | None, *, split_docs:
             raise ValueError(f"dataset {name} has no 'text' column (columns: {data.column_names})")
         texts = [t for t in data["text"] if t.strip()]
     return texts[:limit] if limit else texts
-
-
-
-def _run_eval(args: argparse.Namespace) -> int:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    texts = load_texts(args.input, args.dataset, split_docs=not args.whole_file, limit=args.limit)
-    tokenizer = AutoTokenizer.from_pretrained(args.dir, trust_remote_code=True)
-    model = AutoModelForCausalLM.from_pretrained(args.dir, trust_remote_code=True)
-    summary = evaluate_perplexity(model, tokenizer, texts, stride=args.stride, batch_size=args.batch_size,
-                                  context_length=args.context_length)
-    summary["dataset"] = args.dataset or ", ".join(Path(p).name for p in args.input)
-    print(f"{'metric':<22}{'value':>16}")
-    for key in ("perplexity", "cross_entropy", "bits_per_byte", "total_loglikelihood", "tokens", "bytes", "texts"):
-        value = summary[key]
-        print(f"{key:<22}{value:>16.4f}" if isinstance(value, float) else f"{key:<22}{value:>16}")
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(args.out, {"model": str(args.dir), "stride": args.stride, "summary": summary})
-    return 0
-
-
-def add_eval_parser(subparsers: argparse._SubParsersAction) -> None:
-    """Register `tinylm eval DIR --input FILE(s) | --dataset NAME [--stride] [--batch-size] [--out]`."""
-    parser = subparsers.add_parser("eval", help="perplexity, cross-entropy and bits per byte over whole texts")
-    parser.add_argument("dir", help="model folder (or Hub id) loadable with the Auto classes")
-    parser.add_argument("--input", nargs="+", help="text file(s); documents split on <|endoftext|> lines")
-    parser.add_argument("--dataset", help="a `datasets` name or local data folder with a text column, optionally NAME:SPLIT "
-                        "(default split: validation, else test, else train)")
-    parser.add_argument("--stride", type=int, default=None, help="new tokens scored per window (default: context)")
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--context-length", type=int, default=None, help="window size (default: the model's)")
-    parser.add_argument("--limit", type=int, default=None, help="evaluate only the first N documents")
-    parser.add_argument("--whole-file", action="store_true", help="score each file as one text, unsplit")
-    parser.add_argument("--out", help="write the results as JSON here (name it eval_results.json in the "
-                        "model folder and `tinylm push` puts them in the card)")
-    parser.set_defaults(func=_run_eval)

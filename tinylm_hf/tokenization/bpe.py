@@ -8,7 +8,6 @@ and, for large inputs, `encode_batch` / `encode_file` over worker processes.
 from __future__ import annotations
 
 import gc
-import json
 import multiprocessing
 import os
 from array import array
@@ -19,7 +18,8 @@ from pathlib import Path
 
 import regex
 
-from .byte_unicode import token_to_unicode, unicode_to_token
+from .byte_unicode import token_to_unicode
+from .gpt2_files import load_merges_txt, load_vocab_json, write_gpt2_files
 from .pretokenize import (
     GPT2_PATTERN,
     check_special_tokens,
@@ -382,84 +382,3 @@ def _make_pool(tokenizer: BPETokenizer, workers: int, text: str | None = None):
             gc.unfreeze()
     state = (tokenizer.vocab, tokenizer.merges, tokenizer.special_tokens, tokenizer.pattern)
     return multiprocessing.get_context("spawn").Pool(workers, _init_worker, (state,))
-
-
-# ------------------------------------------------------------------------------------ file I/O
-def write_gpt2_files(
-    vocab: dict[str, int], merges: list[tuple[str, str]], directory: str | os.PathLike, *, prefix: str = ""
-) -> tuple[str, str]:
-    """Write GPT-2-format `vocab.json` and `merges.txt` (strings already in the byte-to-unicode form)."""
-    vocab_path = Path(directory) / f"{prefix}vocab.json"
-    merges_path = Path(directory) / f"{prefix}merges.txt"
-    ordered = dict(sorted(vocab.items(), key=lambda item: item[1]))
-    _write_atomic(vocab_path, json.dumps(ordered, ensure_ascii=False, indent=2) + "\n")
-    _write_atomic(merges_path, "\n".join(["#version: 0.2", *(f"{a} {b}" for a, b in merges)]) + "\n")
-    return str(vocab_path), str(merges_path)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def load_vocab_json(path: str | os.PathLike) -> dict[int, bytes]:
-    """Read a GPT-2 `vocab.json` (bytes-to-unicode string -> id) into id -> bytes."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"vocab file not found: {path}")
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg})") from exc
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not valid UTF-8 ({exc})") from exc
-    if not isinstance(raw, dict):
-        raise ValueError(f"{path}: expected a JSON object mapping token strings to ids")
-    vocab: dict[int, bytes] = {}
-    for text, idx in raw.items():
-        if not isinstance(idx, int) or isinstance(idx, bool) or idx < 0:
-            raise ValueError(f"{path}: token {text!r} has id {idx!r}, expected a non-negative integer")
-        if idx in vocab:
-            raise ValueError(f"{path}: id {idx} is used by two tokens")
-        try:
-            vocab[idx] = unicode_to_token(text)
-        except KeyError:
-            # Added tokens (e.g. "<|endoftext|>") are stored as their own text when not byte-mapped.
-            vocab[idx] = text.encode("utf-8")
-    return vocab
-
-
-def load_merges_txt(
-    path: str | os.PathLike, *, vocab: dict[int, bytes] | None = None
-) -> list[tuple[bytes, bytes]]:
-    """Read a GPT-2 `merges.txt` (optional `#version` header, one space-separated pair a line).
-
-    With `vocab`, each merge's two parts and their concatenation must be tokens of it.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"merges file not found: {path}")
-    known = None if vocab is None else set(vocab.values())
-    merges: list[tuple[bytes, bytes]] = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            line = line.rstrip("\r\n")
-            if (lineno == 1 and line.startswith("#version")) or not line.strip():
-                continue
-            parts = line.split(" ")
-            if len(parts) != 2 or not parts[0] or not parts[1]:
-                raise ValueError(f"{path}: line {lineno}: expected two space-separated tokens, got {line!r}")
-            try:
-                pair = (unicode_to_token(parts[0]), unicode_to_token(parts[1]))
-            except KeyError as exc:
-                raise ValueError(f"{path}: line {lineno}: character {exc.args[0]!r} is not in the byte map") from exc
-            if known is not None:
-                for token in (pair[0], pair[1], pair[0] + pair[1]):
-                    if token not in known:
-                        raise ValueError(
-                            f"{path}: line {lineno}: merge {line!r} uses token "
-                            f"{token_to_unicode(token)!r}, which is not in the vocab"
-                        )
-            merges.append(pair)
-    return merges

@@ -21,6 +21,8 @@ GPT4_PATTERN = (
     r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
 )
 PATTERNS = {"gpt2": GPT2_PATTERN, "gpt4": GPT4_PATTERN}
+# The end-of-text token: document separator in corpora, and eos/bos/unk/pad of TinyLM's tokenizers.
+EOS_TOKEN = "<|endoftext|>"
 
 
 def resolve_pattern(pattern: str) -> str:

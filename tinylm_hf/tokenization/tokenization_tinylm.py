@@ -17,7 +17,7 @@ from typing import Any
 from tokenizers import Tokenizer
 from transformers import PreTrainedTokenizer
 
-from .bpe import BPETokenizer, load_merges_txt, load_vocab_json, write_gpt2_files
+from .bpe import BPETokenizer
 from .byte_level_backend import (
     base_init_kwargs,
     build_byte_level_bpe,
@@ -25,10 +25,10 @@ from .byte_level_backend import (
     save_tokenizer_json,
 )
 from .byte_unicode import token_to_unicode, unicode_to_token
-from .pretokenize import split_on_special_tokens
+from .gpt2_files import MERGES_FILE, VOCAB_FILE, load_merges_txt, load_vocab_json, write_gpt2_files
+from .pretokenize import EOS_TOKEN, split_on_special_tokens
 
-VOCAB_FILES_NAMES = {"vocab_file": "vocab.json", "merges_file": "merges.txt"}
-ENDOFTEXT = "<|endoftext|>"
+VOCAB_FILES_NAMES = {"vocab_file": VOCAB_FILE, "merges_file": MERGES_FILE}
 
 
 class TinyLMTokenizer(PreTrainedTokenizer):
@@ -37,6 +37,8 @@ class TinyLMTokenizer(PreTrainedTokenizer):
     Args:
         vocab_file: path to `vocab.json` (bytes-to-unicode token string -> id).
         merges_file: path to `merges.txt` (`#version: 0.2` header, one merge a line).
+        vocab, merges: the same in memory (id -> bytes, byte pairs in rank order), e.g. straight from
+            `train_bpe`, instead of the two files.
         errors: how `decode` treats invalid UTF-8 (default "replace": U+FFFD, never an exception).
         pattern: pre-tokenization regex, "gpt2" (default), "gpt4" or a custom regex. Only "gpt2"
             can be mirrored by `tokenizer.json`; with another pattern no `tokenizer.json` is written.
@@ -47,19 +49,25 @@ class TinyLMTokenizer(PreTrainedTokenizer):
 
     def __init__(
         self,
-        vocab_file: str,
-        merges_file: str,
+        vocab_file: str | None = None,
+        merges_file: str | None = None,
         errors: str = "replace",
-        unk_token: str | None = ENDOFTEXT,
-        bos_token: str | None = ENDOFTEXT,
-        eos_token: str | None = ENDOFTEXT,
-        pad_token: str | None = ENDOFTEXT,
+        unk_token: str | None = EOS_TOKEN,
+        bos_token: str | None = EOS_TOKEN,
+        eos_token: str | None = EOS_TOKEN,
+        pad_token: str | None = EOS_TOKEN,
         pattern: str = "gpt2",
+        *,
+        vocab: dict[int, bytes] | None = None,
+        merges: list[tuple[bytes, bytes]] | None = None,
         **kwargs: Any,
     ) -> None:
         # The base __init__ calls get_vocab(), so the BPE model must exist before it.
-        vocab = load_vocab_json(vocab_file)
-        merges = load_merges_txt(merges_file)
+        if (vocab is None) != (merges is None) or (vocab is None and (vocab_file is None or merges_file is None)):
+            raise ValueError("TinyLMTokenizer needs vocab_file and merges_file, or vocab and merges (in memory)")
+        if vocab is None:
+            vocab = load_vocab_json(vocab_file)
+            merges = load_merges_txt(merges_file)
         self.bpe = BPETokenizer(vocab, merges, pattern=pattern)
         self.encoder: dict[str, int] = {token_to_unicode(tok): i for i, tok in self.bpe.vocab.items()}
         self.decoder: dict[int, str] = {i: s for s, i in self.encoder.items()}

@@ -17,25 +17,18 @@ from typing import Any
 from tokenizers import models
 from transformers import PreTrainedTokenizerFast
 
-from .bpe import write_gpt2_files
 from .byte_level_backend import base_init_kwargs, build_byte_level_bpe, check_fast_pattern
-
-ENDOFTEXT = "<|endoftext|>"
-
+from .gpt2_files import read_merges_txt, read_vocab_json, write_gpt2_files
+from .pretokenize import EOS_TOKEN
 
 def _read_vocab(vocab: dict[str, int] | str) -> dict[str, int]:
-    if isinstance(vocab, dict):
-        return vocab
-    with open(vocab, encoding="utf-8") as f:
-        return json.load(f)
+    return vocab if isinstance(vocab, dict) else read_vocab_json(vocab)
 
 
 def _read_merges(merges: list | str) -> list[tuple[str, str]]:
-    if not isinstance(merges, str):
-        return [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in merges]
-    with open(merges, encoding="utf-8") as f:
-        lines = [line.rstrip("\n") for line in f]
-    return [tuple(line.split(" ")) for line in lines if line and not line.startswith("#version")]
+    if isinstance(merges, str):
+        return read_merges_txt(merges)
+    return [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in merges]
 
 
 class TinyLMTokenizerFast(PreTrainedTokenizerFast):
@@ -57,10 +50,10 @@ class TinyLMTokenizerFast(PreTrainedTokenizerFast):
         vocab_file: str | None = None,
         merges_file: str | None = None,
         errors: str = "replace",
-        unk_token: str | None = ENDOFTEXT,
-        bos_token: str | None = ENDOFTEXT,
-        eos_token: str | None = ENDOFTEXT,
-        pad_token: str | None = ENDOFTEXT,
+        unk_token: str | None = EOS_TOKEN,
+        bos_token: str | None = EOS_TOKEN,
+        eos_token: str | None = EOS_TOKEN,
+        pad_token: str | None = EOS_TOKEN,
         pattern: str = "gpt2",
         **kwargs: Any,
     ) -> None:

@@ -1,17 +1,24 @@
-"""Training: our AdamW, schedule, clipping, loss, data, checkpoints and the loop."""
+"""Training: our AdamW, schedule, clipping, loss, batching, checkpoints, the step and the loop."""
 
 from __future__ import annotations
 
+from ..corpus import load_tokens, prepare_dataset
+from .batches import get_batch, iter_eval_batches
 from .checkpoint import load_checkpoint, save_checkpoint
 from .config import TrainConfig
-from .data import get_batch, iter_eval_batches, load_tokens, prepare_dataset
 from .functional import clip_grad_norm, cross_entropy
 from .loop import train
 from .optimizer import AdamW, param_groups_for_weight_decay
 from .schedule import cosine_lr
+from .step import NonFiniteLossError, StepResult, train_step
+from .summary import DataProvenance, RunSummary
 
 __all__ = [
     "AdamW",
+    "DataProvenance",
+    "NonFiniteLossError",
+    "RunSummary",
+    "StepResult",
     "TrainConfig",
     "clip_grad_norm",
     "cosine_lr",
@@ -24,4 +31,5 @@ __all__ = [
     "prepare_dataset",
     "save_checkpoint",
     "train",
+    "train_step",
 ]

@@ -1,12 +1,18 @@
 """Checkpoints: the raw (model, optimizer, iteration) triple, and full training state for exact resume.
 
-Files are written atomically (a temp file in the same folder, then `os.replace`), so a run killed
-mid-write leaves the previous checkpoint intact.
+Files are written atomically (a temp file in the same folder, fsynced, then `os.replace`), so a
+run killed mid-write leaves the previous checkpoint intact; orphaned temp files are removed on the
+next start. Every file is read with `torch.load(weights_only=True)`: a checkpoint is data, and a
+planted pickle payload cannot run (it fails to load with a clear error instead). Training states
+carry the run id of the run that wrote them, so a resume never continues another run.
 """
 
 from __future__ import annotations
 
+import errno
+import math
 import os
+import pickle
 import random
 import re
 from pathlib import Path
@@ -15,11 +21,18 @@ from typing import IO, Any, BinaryIO
 import numpy as np
 import torch
 
+from ..fileio import FILE_MODE
+
 CHECKPOINT_PATTERN = re.compile(r"^ckpt_(\d+)\.pt$")
+BEST_CHECKPOINT = "best.pt"
 
 
-def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
-    # DDP wraps in .module, torch.compile in ._orig_mod; state dicts are saved from the plain model.
+class CheckpointError(ValueError):
+    """A checkpoint file cannot be used: truncated, corrupt, unsafe, or of another run."""
+
+
+def unwrap_model(model: torch.nn.Module) -> torch.nn.Module:
+    """The plain model inside DDP (`.module`) and `torch.compile` (`._orig_mod`) wrappers."""
     while True:
         if hasattr(model, "module") and isinstance(model.module, torch.nn.Module):
             model = model.module
@@ -30,19 +43,61 @@ def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
 
 
 def atomic_torch_save(obj: Any, out: str | os.PathLike | BinaryIO | IO[bytes]) -> None:
-    """`torch.save` to a path via temp file + `os.replace`, or straight into a binary file object."""
-    if isinstance(out, (str, os.PathLike)):
-        path = Path(out)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
-            torch.save(obj, tmp)
-            os.replace(tmp, path)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
-    else:
+    """`torch.save` to a path via an fsynced temp file + `os.replace`, or straight into a binary file object.
+
+    A full disk raises `OSError` saying "no space left on <folder>", and the old file stays.
+    """
+    if not isinstance(out, (str, os.PathLike)):
         torch.save(obj, out)
+        return
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            torch.save(obj, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, FILE_MODE)
+        os.replace(tmp, path)
+    except OSError as err:
+        if err.errno == errno.ENOSPC:
+            raise OSError(errno.ENOSPC, f"no space left on {path.parent} while writing {path.name}; "
+                          "free some space, then continue with --resume") from err
+        raise
+    except RuntimeError as err:  # torch reports a failed write as RuntimeError ("... file write failed")
+        if "write" in str(err) and _disk_full(path.parent):
+            raise OSError(errno.ENOSPC, f"no space left on {path.parent} while writing {path.name}; "
+                          "free some space, then continue with --resume") from err
+        raise
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _disk_full(folder: Path) -> bool:
+    try:
+        return os.statvfs(folder).f_bavail == 0
+    except OSError:
+        return False
+
+
+def load_state(src: str | os.PathLike | BinaryIO | IO[bytes]) -> dict[str, Any]:
+    """`torch.load(weights_only=True)` on CPU; a corrupt, truncated or code-carrying file is a `CheckpointError`."""
+    name = os.fspath(src) if isinstance(src, (str, os.PathLike)) else getattr(src, "name", "checkpoint")
+    if isinstance(src, (str, os.PathLike)) and not Path(src).is_file():
+        raise FileNotFoundError(f"checkpoint {src} does not exist")
+    try:
+        state = torch.load(src, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        raise CheckpointError(
+            f"{name} holds objects a checkpoint never holds (it would run code to load them); refusing it. "
+            f"Detail: {str(err).splitlines()[0]}"
+        ) from None
+    except (RuntimeError, EOFError, OSError, ValueError) as err:
+        raise CheckpointError(f"{name} is truncated or corrupt ({str(err).splitlines()[0]})") from None
+    if not isinstance(state, dict) or "model" not in state:
+        raise CheckpointError(f"{name} is not a tinylm checkpoint (no model state)")
+    return state
 
 
 def save_checkpoint(
@@ -53,7 +108,7 @@ def save_checkpoint(
 ) -> None:
     """Save model weights, optimizer state and the iteration number to a path or binary file object."""
     atomic_torch_save(
-        {"model": _unwrap(model).state_dict(), "optimizer": optimizer.state_dict(), "iteration": int(iteration)},
+        {"model": unwrap_model(model).state_dict(), "optimizer": optimizer.state_dict(), "iteration": int(iteration)},
         out,
     )
 
@@ -64,10 +119,8 @@ def load_checkpoint(
     optimizer: torch.optim.Optimizer | None,
 ) -> int:
     """Restore `model` (and `optimizer` if given) from `save_checkpoint`'s output; returns the iteration."""
-    if isinstance(src, (str, os.PathLike)) and not Path(src).is_file():
-        raise FileNotFoundError(f"checkpoint {src} does not exist")
-    state = torch.load(src, map_location="cpu", weights_only=False)
-    _unwrap(model).load_state_dict(state["model"])
+    state = load_state(src)
+    unwrap_model(model).load_state_dict(state["model"])
     if optimizer is not None:
         optimizer.load_state_dict(state["optimizer"])
     return int(state["iteration"])
@@ -77,10 +130,15 @@ def load_checkpoint(
 
 
 def capture_rng_state(generator: torch.Generator | None = None) -> dict[str, Any]:
-    """Every random stream a training step touches: python, numpy, torch (CPU, CUDA) and the sampler."""
+    """Every random stream a training step touches: python, numpy, torch (CPU, CUDA) and the sampler.
+
+    Stored as tensors and plain lists only, so `torch.load(weights_only=True)` reads it back.
+    """
+    version, keys, gauss = random.getstate()
+    np_name, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state()
     state: dict[str, Any] = {
-        "python": random.getstate(),
-        "numpy": np.random.get_state(),
+        "python": [version, list(keys), gauss],
+        "numpy": [np_name, np_keys.tolist(), int(np_pos), int(np_has_gauss), float(np_gauss)],
         "torch": torch.get_rng_state(),
     }
     if torch.cuda.is_available():
@@ -92,8 +150,10 @@ def capture_rng_state(generator: torch.Generator | None = None) -> dict[str, Any
 
 def restore_rng_state(state: dict[str, Any], generator: torch.Generator | None = None) -> None:
     """Inverse of `capture_rng_state`."""
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    version, keys, gauss = state["python"]
+    random.setstate((version, tuple(keys), gauss))
+    name, np_keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, np.asarray(np_keys, dtype=np.uint32), pos, has_gauss, cached))
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
@@ -107,7 +167,7 @@ def checkpoint_path(directory: str | os.PathLike, iteration: int) -> Path:
 
 
 def list_checkpoints(directory: str | os.PathLike) -> list[Path]:
-    """Training checkpoints in `directory`, oldest first."""
+    """Training checkpoints in `directory`, oldest first (best.pt is not among them)."""
     d = Path(directory)
     if not d.is_dir():
         return []
@@ -119,6 +179,17 @@ def find_latest_checkpoint(directory: str | os.PathLike) -> Path | None:
     """The newest training checkpoint in `directory`, or None."""
     found = list_checkpoints(directory)
     return found[-1] if found else None
+
+
+def remove_orphaned_temp_files(directory: str | os.PathLike) -> list[Path]:
+    """Delete temp files that killed writes left in `directory`; returns what was removed."""
+    d = Path(directory)
+    if not d.is_dir():
+        return []
+    orphans = [p for p in d.iterdir() if p.name.startswith(".") and p.name.endswith(".tmp")]
+    for p in orphans:
+        p.unlink(missing_ok=True)
+    return orphans
 
 
 def save_training_state(
@@ -133,24 +204,46 @@ def save_training_state(
     metrics: list[dict[str, Any]],
     extra: dict[str, Any] | None = None,
     keep_last: int | None = None,
+    run_id: str | None = None,
+    path: str | os.PathLike | None = None,
 ) -> Path:
-    """Write a full training checkpoint for `iteration` and delete all but the newest `keep_last`."""
-    path = checkpoint_path(directory, iteration)
+    """Write a full training checkpoint for `iteration` and delete all but the newest `keep_last`.
+
+    Refuses (ValueError) to write weights that are not all finite: a checkpoint is always a state
+    worth resuming from. `path` overrides the file name (e.g. best.pt, which rotation never deletes).
+    """
+    plain = unwrap_model(model)
+    bad = [name for name, p in plain.named_parameters() if not torch.isfinite(p).all()]
+    if bad:
+        raise ValueError(f"refusing to checkpoint non-finite weights ({', '.join(bad[:3])}, ...)")
+    target = Path(path) if path is not None else checkpoint_path(directory, iteration)
     state = {
-        "model": _unwrap(model).state_dict(),
+        "model": plain.state_dict(),
         "optimizer": optimizer.state_dict(),
         "iteration": int(iteration),
+        "run_id": run_id,
         "rng": capture_rng_state(generator),
         "train_config": train_config,
-        "model_config": model_config,
+        "model_config": _plain(model_config),
         "metrics": metrics,
         "extra": extra or {},
     }
-    atomic_torch_save(state, path)
-    if keep_last is not None and keep_last > 0:
+    atomic_torch_save(state, target)
+    if path is None and keep_last is not None and keep_last > 0:
         for old in list_checkpoints(directory)[:-keep_last]:
             old.unlink(missing_ok=True)
-    return path
+    return target
+
+
+def _plain(value: Any) -> Any:
+    """Config values as JSON-like data (dtypes and other objects as strings) for the weights-only loader."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
 
 
 def load_training_state(
@@ -159,12 +252,47 @@ def load_training_state(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
     generator: torch.Generator | None = None,
+    run_id: str | None = None,
 ) -> dict[str, Any]:
-    """Restore model, optimizer and every RNG stream from `path`; returns the whole saved dict."""
-    if not Path(path).is_file():
-        raise FileNotFoundError(f"checkpoint {path} does not exist")
-    state = torch.load(path, map_location="cpu", weights_only=False)
-    _unwrap(model).load_state_dict(state["model"])
+    """Restore model, optimizer and every RNG stream from `path`; returns the whole saved dict.
+
+    With `run_id`, a checkpoint written by another run is a `CheckpointError` and nothing is restored.
+    """
+    state = load_state(path)
+    if run_id is not None and state.get("run_id") != run_id:
+        raise CheckpointError(f"{path} belongs to run {state.get('run_id')!r}, not to this run ({run_id!r})")
+    restore_training_state(state, model=model, optimizer=optimizer, generator=generator)
+    return state
+
+
+def newest_loadable_state(directory: str | os.PathLike, run_id: str | None) -> tuple[Path, dict[str, Any], list[str]]:
+    """The newest checkpoint of `run_id` in `directory` that loads, its state, and why newer ones were skipped.
+
+    Raises `FileNotFoundError` when no checkpoint of the run loads.
+    """
+    skipped: list[str] = []
+    for path in reversed(list_checkpoints(directory)):
+        try:
+            state = load_state(path)
+        except CheckpointError as err:
+            skipped.append(str(err))
+            continue
+        if run_id is not None and state.get("run_id") != run_id:
+            skipped.append(f"{path} belongs to run {state.get('run_id')!r}, not {run_id!r}")
+            continue
+        if not math.isfinite(float(state.get("extra", {}).get("loss", 0.0))):
+            skipped.append(f"{path} was saved with a non-finite loss")
+            continue
+        return path, state, skipped
+    detail = "; ".join(skipped) if skipped else "none found"
+    raise FileNotFoundError(f"no usable checkpoint of this run in {directory} ({detail})")
+
+
+def restore_training_state(
+    state: dict[str, Any], *, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+    generator: torch.Generator | None = None,
+) -> None:
+    """Apply an already loaded training state to the model, optimizer and RNG streams."""
+    unwrap_model(model).load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     restore_rng_state(state["rng"], generator)
-    return state

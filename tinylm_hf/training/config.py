@@ -1,35 +1,49 @@
-"""TrainConfig: every knob of a training run, one documented field each, from YAML/JSON or CLI flags."""
+"""TrainConfig: every knob of a training run, one documented field each, grouped in sections.
+
+Values come from Python, a YAML/JSON file or `tinylm train` flags (commands/train.py maps one flag
+per field, grouped by `SECTIONS`). Every field and every conflict between fields is checked when the
+config is made, before any data is read or model built.
+"""
 
 from __future__ import annotations
 
-import argparse
+import ast
 import dataclasses
+import inspect
 import json
+import math
 import os
-import typing
+import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+REPORT_TARGETS = ("none", "tensorboard", "trackio", "wandb")
+DTYPES = ("auto", "float32", "bfloat16")
 
 
 @dataclass
 class TrainConfig:
     """Settings of one `tinylm train` run. Field docstrings are the `--help` text of the CLI flags."""
 
+    # ---- data
     data_dir: str = ""
     """Folder made by `tinylm prepare` holding train.bin/val.bin and their JSON headers."""
     tokenizer_dir: str | None = None
-    """Tokenizer folder saved into the final HF folder (default: the one recorded in train.json)."""
+    """Tokenizer folder published with the model (default: the one recorded in train.json)."""
     out_dir: str = "runs/train"
-    """Output folder: checkpoints/, metrics.jsonl, loss.png and the Hugging Face folder hf/."""
+    """Output folder: checkpoints/, metrics.jsonl, loss.png, run.json (and hf/ once published)."""
 
+    # ---- model
     preset: str | None = None
     """Named TinyLMConfig preset (TinyLMConfig.from_preset); None uses TinyLMConfig's defaults."""
     model: dict[str, Any] = field(default_factory=dict)
     """TinyLMConfig field overrides, e.g. {hidden_size: 128, num_hidden_layers: 2}."""
     init_from: str | None = None
-    """Continue from a saved Hugging Face model folder (from_pretrained) instead of random weights."""
+    """Start from a saved Hugging Face model folder (from_pretrained) instead of random weights."""
 
+    # ---- optimisation
     batch_size: int = 32
     """Sequences per optimizer step, summed over gradient-accumulation steps and DDP ranks."""
     context_length: int = 256
@@ -37,14 +51,15 @@ class TrainConfig:
     grad_accum_steps: int = 1
     """Micro-batches per optimizer step (per-rank micro-batch = batch_size / (grad_accum_steps * world))."""
     max_iters: int = 1000
-    """Optimizer steps in the whole run."""
-
+    """Optimizer steps in the whole run (the cosine schedule's horizon)."""
+    time_budget_s: float | None = None
+    """Seconds of training: the first steps are timed and max_iters lowered to what fits (None: no limit)."""
     max_lr: float = 1e-3
     """Peak learning rate, reached at the end of warm-up."""
     min_lr: float = 1e-4
     """Learning rate at the end of the cosine decay and after it."""
     warmup_iters: int = 100
-    """Linear warm-up steps from 0 to max_lr."""
+    """Linear warm-up steps from 0 to max_lr (at most max_iters)."""
     cosine_cycle_iters: int | None = None
     """Step at which the cosine reaches min_lr (default: max_iters)."""
     weight_decay: float = 0.1
@@ -58,50 +73,85 @@ class TrainConfig:
     grad_clip: float | None = 1.0
     """Global gradient L2-norm limit; None or 0 turns clipping off."""
 
+    # ---- evaluation and checkpoints
     eval_every: int = 100
     """Evaluate on val.bin every this many steps (and at the end); 0 evaluates only at the end."""
     eval_iters: int | None = 20
-    """Validation batches per evaluation (None: the whole validation array, once)."""
+    """Validation batches per evaluation, at least 1 (None: the whole validation array, once)."""
     eval_batch_size: int | None = None
     """Sequences per validation batch (default: the per-rank micro-batch)."""
+    sample_prompt: str = "Once upon a time"
+    """Fixed prompt sampled from at each evaluation (plain text; shown in the log and metrics.jsonl)."""
+    sample_tokens: int = 24
+    """Tokens sampled greedily from sample_prompt at each evaluation (0: no samples)."""
     checkpoint_every: int = 100
     """Write a training checkpoint every this many steps (and at the end); 0 only at the end."""
     keep_last: int = 3
-    """Training checkpoints kept on disk (older ones are deleted)."""
-    hf_export_every: int = 0
-    """Also write the Hugging Face folder every this many steps (0: only at the end)."""
+    """Newest training checkpoints kept on disk (older ones are deleted; the best is kept apart)."""
+    keep_best: bool = True
+    """Also keep the checkpoint with the lowest validation loss (checkpoints/best.pt)."""
     log_every: int = 1
     """Append a metrics.jsonl line every this many steps."""
 
+    # ---- system
     device: str = "auto"
     """Torch device: auto (cuda when present, else cpu), cpu, cuda, cuda:N, mps."""
     dtype: str = "auto"
     """Compute dtype: float32, or bfloat16 autocast; auto = bfloat16 on CUDA when supported, else float32."""
     compile: bool = False
     """Wrap the model in torch.compile (worth it on a GPU)."""
+    threads: int | None = None
+    """CPU threads for torch (default: the machine's physical cores)."""
     seed: int = 1337
     """Seed for the weights' initialisation and the batch sampler."""
     resume: bool = False
-    """Continue from the newest checkpoint in out_dir/checkpoints (exactly, bitwise on CPU)."""
+    """Continue this out_dir's run from its newest intact checkpoint (exactly, bitwise on CPU)."""
+    overwrite: bool = False
+    """Start afresh in a used out_dir, deleting the previous run's checkpoints, metrics and hf/."""
     progress: bool = True
-    """Show a tqdm bar with loss, learning rate and tokens/s."""
+    """Show a progress bar on a terminal (plain log lines otherwise)."""
     plot: bool = True
     """Write loss.png (train and validation loss against tokens) beside metrics.jsonl."""
+    report_to: str = "none"
+    """Experiment tracker for the metrics: none, tensorboard, trackio or wandb (that library must be installed)."""
 
     def __post_init__(self) -> None:
-        positive = ("batch_size", "context_length", "grad_accum_steps", "max_iters", "log_every")
-        for name in positive:
-            if int(getattr(self, name)) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("warmup_iters", "eval_every", "checkpoint_every", "hf_export_every", "keep_last"):
-            if int(getattr(self, name)) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.min_lr < 0 or self.max_lr <= 0 or self.min_lr > self.max_lr:
-            raise ValueError(f"need 0 <= min_lr <= max_lr and max_lr > 0, got {self.min_lr}, {self.max_lr}")
-        if self.dtype not in ("auto", "float32", "bfloat16"):
-            raise ValueError(f"dtype must be auto, float32 or bfloat16, got {self.dtype!r}")
+        for name in ("batch_size", "context_length", "grad_accum_steps", "max_iters", "log_every"):
+            _check_int(self, name, minimum=1)
+        for name in ("warmup_iters", "eval_every", "checkpoint_every", "keep_last", "sample_tokens"):
+            _check_int(self, name, minimum=0)
+        for name in ("eval_iters", "eval_batch_size", "cosine_cycle_iters", "threads"):
+            if getattr(self, name) is not None:
+                _check_int(self, name, minimum=1)
+        for name in ("max_lr", "min_lr", "weight_decay", "eps", "beta1", "beta2"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        if self.max_lr <= 0 or self.min_lr > self.max_lr:
+            raise ValueError(f"need 0 <= min_lr <= max_lr and max_lr > 0, got min_lr={self.min_lr}, max_lr={self.max_lr}")
+        if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
+            raise ValueError(f"beta1 and beta2 must be in [0, 1), got {self.beta1}, {self.beta2}")
+        if self.grad_clip is not None and (not math.isfinite(self.grad_clip) or self.grad_clip < 0):
+            raise ValueError(f"grad_clip must be a finite number >= 0 or None, got {self.grad_clip!r}")
+        if self.time_budget_s is not None and (not math.isfinite(self.time_budget_s) or self.time_budget_s <= 0):
+            raise ValueError(f"time_budget_s must be a positive number of seconds, got {self.time_budget_s!r}")
+        if self.warmup_iters > self.max_iters:
+            raise ValueError(
+                f"warmup_iters ({self.warmup_iters}) is larger than max_iters ({self.max_iters}): the learning "
+                "rate would never reach max_lr; lower --warmup-iters or raise --max-iters"
+            )
+        if self.batch_size % self.grad_accum_steps:
+            raise ValueError(f"batch_size {self.batch_size} must be divisible by grad_accum_steps {self.grad_accum_steps}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        if self.report_to not in REPORT_TARGETS:
+            raise ValueError(f"report_to must be one of {', '.join(REPORT_TARGETS)}, got {self.report_to!r}")
         if not isinstance(self.model, dict):
             raise TypeError(f"model must be a mapping of TinyLMConfig overrides, got {type(self.model).__name__}")
+        if self.resume and self.overwrite:
+            raise ValueError("resume and overwrite contradict each other: pass one of them")
+        if not self.data_dir:
+            raise ValueError("data_dir is required: the folder made by `tinylm prepare`")
 
     @property
     def cycle_iters(self) -> int:
@@ -127,68 +177,49 @@ class TrainConfig:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"config file {path} does not exist")
-        text = path.read_text()
-        if path.suffix.lower() in (".yaml", ".yml"):
-            import yaml
+        text = path.read_text(encoding="utf-8")
+        try:
+            if path.suffix.lower() in (".yaml", ".yml"):
+                import yaml
 
-            values = yaml.safe_load(text) or {}
-        else:
-            values = json.loads(text)
+                values = yaml.safe_load(text) or {}
+            else:
+                values = json.loads(text)
+        except Exception as err:  # yaml.YAMLError, json.JSONDecodeError
+            raise ValueError(f"config file {path} does not parse: {err}") from None
         if not isinstance(values, dict):
             raise ValueError(f"config file {path} must hold a mapping, got {type(values).__name__}")
         return cls.from_dict({**values, **overrides})
 
 
-def _field_docs() -> dict[str, str]:
-    # attribute docstrings are not kept at runtime; read them from this file's source.
-    import ast
-    import inspect
-
-    tree = ast.parse(inspect.getsource(TrainConfig))
-    body = tree.body[0].body  # type: ignore[attr-defined]
-    docs: dict[str, str] = {}
-    for node, nxt in zip(body, body[1:]):
-        if isinstance(node, ast.AnnAssign) and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant):
-            docs[node.target.id] = str(nxt.value.value)  # type: ignore[union-attr]
-    return docs
+def _check_int(config: TrainConfig, name: str, *, minimum: int) -> None:
+    value = getattr(config, name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
 
 
-def _parse_bool(text: str) -> bool:
-    if text.lower() in ("1", "true", "yes", "on"):
-        return True
-    if text.lower() in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true/false, got {text!r}")
+@lru_cache(maxsize=1)
+def field_docs() -> dict[str, str]:
+    """Each field's docstring (attribute docstrings are not kept at run time: read from the source)."""
+    body = ast.parse(inspect.getsource(TrainConfig)).body[0].body  # type: ignore[attr-defined]
+    return {
+        node.target.id: str(nxt.value.value)  # type: ignore[union-attr]
+        for node, nxt in zip(body, body[1:])
+        if isinstance(node, ast.AnnAssign) and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)
+    }
 
 
-def _parse_optional(kind: type) -> Any:
-    def parse(text: str) -> Any:
-        return None if text.lower() in ("none", "null") else kind(text)
-
-    return parse
-
-
-def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    """One `--flag` per TrainConfig field (dashes for underscores); unset flags stay out of the namespace."""
-    docs = _field_docs()
-    hints = typing.get_type_hints(TrainConfig)
-    for f in dataclasses.fields(TrainConfig):
-        flag = "--" + f.name.replace("_", "-")
-        hint = hints[f.name]
-        args = typing.get_args(hint)
-        base = next((a for a in args if a is not type(None)), hint) if args else hint
-        if f.name == "model":
-            parser.add_argument(flag, type=json.loads, default=argparse.SUPPRESS, help=docs.get(f.name, "") + " (JSON)")
-        elif base is bool:
-            parser.add_argument(flag, type=_parse_bool, default=argparse.SUPPRESS, nargs="?", const=True,
-                                help=docs.get(f.name, ""))
-        else:
-            parser.add_argument(flag, type=_parse_optional(base), default=argparse.SUPPRESS, help=docs.get(f.name, ""))
+@lru_cache(maxsize=1)
+def field_sections() -> dict[str, list[str]]:
+    """Section title -> field names, in the order of the `# ---- section` comments in TrainConfig."""
+    sections: dict[str, list[str]] = {}
+    current = "other"
+    for line in inspect.getsource(TrainConfig).splitlines():
+        if line.startswith("    # ---- "):
+            current = line.removeprefix("    # ---- ").strip()
+        elif match := _FIELD_LINE.match(line):
+            sections.setdefault(current, []).append(match.group(1))
+    return sections
 
 
-def config_from_args(args: argparse.Namespace, config_file: str | None = None) -> TrainConfig:
-    """TrainConfig from an optional YAML/JSON file with the flags that were given on top."""
-    overrides = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig) if hasattr(args, f.name)}
-    if config_file:
-        return TrainConfig.from_file(config_file, **overrides)
-    return TrainConfig.from_dict(overrides)
+_FIELD_LINE = re.compile(r"^    (\w+): [^=]+ = ")

@@ -1,37 +1,47 @@
-"""The training loop (`tinylm train`): nanoGPT's order, with exact resume, DDP and a Hugging Face folder at the end.
+"""The training loop (`tinylm train`): nanoGPT's order, exact resume, DDP, and a `RunSummary` at the end.
 
-Each step: learning rate from `cosine_lr` -> micro-batches from `get_batch`'s sampler (gradient
-accumulation) -> forward, our `cross_entropy` -> backward -> `clip_grad_norm` -> our AdamW step ->
-evaluation every N steps -> checkpoint every N steps. Under `torchrun` every rank draws the same
-global batch from the same seeded sampler and keeps its own slice, so N ranks see different rows
-and together compute exactly the gradient of a 1-process run with the same global batch.
+Each step: learning rate from `cosine_lr` -> micro-batches from the seeded sampler -> `train_step`
+(forward, backward, clip, AdamW) -> evaluation every N steps -> checkpoint every N steps. Under
+`torchrun` every rank draws the same global batch from the same seeded sampler and keeps its own
+slice, so N ranks together compute exactly the gradient of a 1-process run with the same batch.
+The loop ends at a checkpoint and a summary; publishing (the Hugging Face folder, the card, the
+Hub, exports) is `tinylm_hf.publish`'s job and reads the summary.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import json
-import math
 import os
 import signal
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
-from ..fileio import write_text_atomic
-from .checkpoint import find_latest_checkpoint, load_training_state, save_training_state
-from .config import TrainConfig, add_config_arguments, config_from_args
-from .data import batch_from_starts, iter_eval_batches, load_tokens, read_header, sample_starts
-from .functional import clip_grad_norm, cross_entropy
+from ..corpus.token_files import load_tokens, read_header
+from ..runtime import autocast_context, resolve_device, set_threads
+from .batches import batch_from_starts, sample_starts
+from .checkpoint import (
+    BEST_CHECKPOINT,
+    find_latest_checkpoint,
+    newest_loadable_state,
+    remove_orphaned_temp_files,
+    restore_training_state,
+    save_training_state,
+)
+from .config import TrainConfig
+from .metrics import Console, MetricsLog, Tracker, plot_losses, rewrite_metrics
 from .optimizer import AdamW, param_groups_for_weight_decay
+from .run_dir import RunDirectory
 from .schedule import cosine_lr
+from .step import NonFiniteLossError, train_step
+from .summary import DataProvenance, RunSummary
+from .validation import evaluate, sample_completion
 
-
-class NonFiniteLossError(RuntimeError):
-    """The training loss became NaN or infinite; the last good checkpoint is left untouched."""
+CALIBRATION_STEPS = 4  # steps timed (after one warm-up step) to fit max_iters into time_budget_s
 
 
 # ----------------------------------------------------------------------------- setup
@@ -45,35 +55,45 @@ def _distributed() -> tuple[int, int, int]:
     import torch.distributed as dist
 
     if not dist.is_initialized():
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
-        dist.init_process_group(backend=backend)
+        dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
     return dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0"))
 
 
-def _resolve_device(name: str, local_rank: int) -> torch.device:
-    if name == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda", local_rank)
-        return torch.device("cpu")
-    device = torch.device(name)
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", local_rank)
-    return device
+@dataclass
+class TrainingData:
+    """The prepared token arrays and what their headers say."""
+
+    train: np.ndarray
+    val: np.ndarray
+    provenance: DataProvenance
+    vocab_size: int
+    eos_id: int | None
+    bytes_per_token: float | None
 
 
-def _autocast(device: torch.device, dtype: str) -> contextlib.AbstractContextManager:
-    if dtype == "auto":
-        bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
-    else:
-        bf16 = dtype == "bfloat16"
-    if bf16:
-        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-    return contextlib.nullcontext()
+def open_data(config: TrainConfig) -> TrainingData:
+    """Open train.bin/val.bin and check they can feed `config` (before any model is built)."""
+    data_dir = Path(config.data_dir)
+    if not data_dir.is_dir():
+        raise FileNotFoundError(f"data folder {data_dir} does not exist; make it with `tinylm prepare`")
+    train, val = load_tokens(data_dir / "train.bin"), load_tokens(data_dir / "val.bin")
+    train_header, val_header = read_header(data_dir / "train.bin"), read_header(data_dir / "val.bin")
+    if train_header.get("tokenizer_fingerprint") != val_header.get("tokenizer_fingerprint"):
+        raise ValueError(f"train.bin and val.bin in {data_dir} were made by different tokenizers; re-run prepare")
+    for name, array in (("train.bin", train), ("val.bin", val)):
+        if len(array) <= config.context_length:
+            raise ValueError(
+                f"{data_dir / name} has {len(array)} tokens, too few for context_length {config.context_length}: "
+                "lower --context-length or prepare more text"
+            )
+    bytes_per_token = val_header.get("bytes", 0) / max(int(val_header["count"]), 1) or None
+    return TrainingData(train, val, DataProvenance.from_headers(train_header, val_header),
+                        int(train_header.get("vocab_size", 0)), train_header.get("eos_id"), bytes_per_token)
 
 
 def build_model(config: TrainConfig, vocab_size: int, eos_id: int | None) -> torch.nn.Module:
     """A TinyLMForCausalLM from `init_from`, or a preset/overrides sized to the tokenizer and context."""
-    from tinylm_hf.modeling import TinyLMConfig, TinyLMForCausalLM
+    from ..modeling import TinyLMConfig, TinyLMForCausalLM
 
     if config.init_from:
         if not Path(config.init_from).is_dir():
@@ -85,210 +105,109 @@ def build_model(config: TrainConfig, vocab_size: int, eos_id: int | None) -> tor
         if eos_id is not None:
             overrides.setdefault("eos_token_id", eos_id)
             overrides.setdefault("bos_token_id", eos_id)
+        overrides.setdefault("max_position_embeddings", config.context_length)
         if config.preset:
             model_config = TinyLMConfig.from_preset(config.preset, **overrides)
         else:
             model_config = TinyLMConfig(**overrides)
-        if model_config.max_position_embeddings < config.context_length:
+        if model_config.max_position_embeddings < config.context_length and "max_position_embeddings" not in config.model:
             model_config.max_position_embeddings = config.context_length
         model = TinyLMForCausalLM(model_config)
     if model.config.vocab_size < vocab_size:
         raise ValueError(f"model vocab_size {model.config.vocab_size} is smaller than the data's {vocab_size}")
     if model.config.max_position_embeddings < config.context_length:
         raise ValueError(
-            f"context_length {config.context_length} exceeds max_position_embeddings "
-            f"{model.config.max_position_embeddings} of {config.init_from}"
+            f"context_length {config.context_length} exceeds the model's max_position_embeddings "
+            f"{model.config.max_position_embeddings}; lower --context-length or raise max_position_embeddings"
         )
     return model
 
 
-# ----------------------------------------------------------------------------- evaluation
+def _load_sample_tokenizer(provenance: DataProvenance, config: TrainConfig) -> Any:
+    tokenizer_dir = config.tokenizer_dir or provenance.tokenizer_dir
+    if not config.sample_tokens or not tokenizer_dir or not Path(tokenizer_dir).is_dir():
+        return None
+    from ..corpus.prepare import load_tokenizer
 
-
-@torch.no_grad()
-def evaluate(
-    model: torch.nn.Module,
-    data: Any,
-    batch_size: int,
-    context_length: int,
-    device: torch.device,
-    max_batches: int | None = None,
-    bytes_per_token: float | None = None,
-    autocast: contextlib.AbstractContextManager | None = None,
-) -> dict[str, float]:
-    """Mean loss over (the first `max_batches` of) the sequential validation batches, with perplexity and bits/byte."""
-    was_training = model.training
-    model.eval()
-    total, count = 0.0, 0
-    for i, (x, y) in enumerate(iter_eval_batches(data, batch_size, context_length)):
-        if max_batches is not None and i >= max_batches:
-            break
-        x, y = x.to(device), y.to(device)
-        with autocast or contextlib.nullcontext():
-            logits = model(input_ids=x).logits
-        total += float(cross_entropy(logits, y, reduction="sum"))
-        count += y.numel()
-    model.train(was_training)
-    loss = total / max(count, 1)
-    out = {"val_loss": loss, "val_perplexity": math.exp(min(loss, 700.0))}
-    if bytes_per_token:
-        out["val_bpb"] = loss / math.log(2) / bytes_per_token
-    return out
-
-
-# ----------------------------------------------------------------------------- outputs
-
-
-def _append_jsonl(path: Path, record: dict[str, Any]) -> None:
-    with open(path, "a") as fh:
-        fh.write(json.dumps(record) + "\n")
-
-
-def _rewrite_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
-    write_text_atomic(path, "".join(json.dumps(r) + "\n" for r in records))
-
-
-def plot_losses(metrics: list[dict[str, Any]], path: str | os.PathLike) -> None:
-    """Training and validation loss against tokens seen, as a PNG (matplotlib, Agg backend)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    train = [(m["tokens"], m["loss"]) for m in metrics if "loss" in m]
-    val = [(m["tokens"], m["val_loss"]) for m in metrics if "val_loss" in m]
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    if train:
-        ax.plot(*zip(*train), label="train", linewidth=1)
-    if val:
-        ax.plot(*zip(*val), "o-", label="validation")
-    ax.set_xlabel("tokens")
-    ax.set_ylabel("loss (nats/token)")
-    ax.set_title("TinyLM training")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    fig.savefig(tmp, format="png", dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    os.replace(tmp, path)
-
-
-def _model_card(
-    folder: Path, config: TrainConfig, summary: dict[str, Any], model: torch.nn.Module, source: Any
-) -> str:
-    try:  # the ecosystem's filler, when present, renders repo-top model_card.md
-        from tinylm_hf.hub import render_model_card  # type: ignore[attr-defined]
-
-        card = render_model_card(folder, model=model, training=summary, train_config=config.to_dict(),
-                                 data_source=source)
-        return str(card)
-    except (ImportError, OSError, KeyError, TypeError, ValueError):
-        pass
-    n_params = sum(p.numel() for p in model.parameters())
-    val = summary.get("final_val_loss")
-    val_text = f"{val:.4f}" if isinstance(val, float) else "n/a"
-    return (
-        "---\nlibrary_name: transformers\ntags:\n- tinylm\n- causal-lm\n- from-scratch\n---\n\n"
-        "# TinyLM\n\nA small Llama-style language model trained from scratch with "
-        "[tinylm_hf](https://github.com/) (hand-written BPE tokenizer, model, AdamW and training loop).\n\n"
-        "## Training\n\n"
-        f"- training data: `{json.dumps(source)}`\n"
-        f"- parameters: {n_params:,}\n"
-        f"- steps: {summary.get('iterations')}\n"
-        f"- tokens seen: {summary.get('tokens'):,}\n"
-        f"- batch size x context: {config.batch_size} x {config.context_length}\n"
-        f"- learning rate: {config.max_lr} -> {config.min_lr} (cosine, {config.warmup_iters} warm-up steps)\n"
-        f"- final validation loss: {val_text}\n\n"
-        "## Use\n\n```python\nimport tinylm_hf  # registers TinyLM with the Auto classes\n"
-        "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
-        "tok = AutoTokenizer.from_pretrained(PATH)\nmodel = AutoModelForCausalLM.from_pretrained(PATH)\n```\n"
-    )
-
-
-def export_hf(
-    model: torch.nn.Module, tokenizer_dir: str | None, out: Path, config: TrainConfig, summary: dict[str, Any],
-    source: Any,
-) -> Path:
-    """Write a Hugging Face folder: model + tokenizer `save_pretrained`, generation_config.json, README.md."""
-    from transformers import AutoTokenizer, GenerationConfig
-
-    import tinylm_hf  # noqa: F401  (registers the tokenizer class with AutoTokenizer)
-
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
-    eos = model.config.eos_token_id
-    if tokenizer_dir and Path(tokenizer_dir).is_dir():
-        tok = AutoTokenizer.from_pretrained(tokenizer_dir)
-        tok.save_pretrained(out)
-        eos = tok.eos_token_id if tok.eos_token_id is not None else eos
-    GenerationConfig(
-        bos_token_id=model.config.bos_token_id, eos_token_id=eos, pad_token_id=eos,
-        do_sample=True, temperature=0.8, top_k=50, max_new_tokens=200,
-    ).save_pretrained(out)
-    write_text_atomic(out / "README.md", _model_card(out, config, summary, model, source))
-    return out
+    return load_tokenizer(tokenizer_dir)
 
 
 # ----------------------------------------------------------------------------- the loop
 
 
-def train(config: TrainConfig) -> dict[str, Any]:
-    """Run (or resume) a training run; returns a summary (iterations, tokens, final losses, paths)."""
+def train(config: TrainConfig) -> RunSummary:
+    """Run (or resume) a training run; returns its `RunSummary` (also written to out_dir/summary.json)."""
     rank, world, local_rank = _distributed()
     master = rank == 0
-    device = _resolve_device(config.device, local_rank)
+    device = resolve_device(config.device, local_rank)
+    set_threads(config.threads)
     if device.type == "cuda":
         torch.cuda.set_device(device)
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-    autocast = _autocast(device, config.dtype)
-
-    per_step = config.grad_accum_steps * world
-    if config.batch_size % per_step:
-        raise ValueError(
-            f"batch_size {config.batch_size} must be divisible by grad_accum_steps * world_size = {per_step}"
-        )
+    autocast = autocast_context(device, config.dtype)
+    if config.batch_size % (config.grad_accum_steps * world):
+        raise ValueError(f"batch_size {config.batch_size} must be divisible by grad_accum_steps * world_size = "
+                         f"{config.grad_accum_steps * world}")
     micro_global = config.batch_size // config.grad_accum_steps  # rows per micro-step over all ranks
     micro = micro_global // world  # rows per micro-step on this rank
+    data = open_data(config)
 
-    data_dir = Path(config.data_dir)
-    train_data = load_tokens(data_dir / "train.bin")
-    val_data = load_tokens(data_dir / "val.bin")
-    train_header, val_header = read_header(data_dir / "train.bin"), read_header(data_dir / "val.bin")
-    bytes_per_token = val_header.get("bytes", 0) / max(val_header["count"], 1) or None
-    tokenizer_dir = config.tokenizer_dir or train_header.get("tokenizer")
+    run = RunDirectory(config.out_dir)
+    if master:
+        run.lock()
+    try:
+        if master:
+            run_id, resuming = run.start(resume=config.resume, overwrite=config.overwrite)
+            remove_orphaned_temp_files(run.checkpoints)
+        if world > 1:
+            torch.distributed.barrier()
+        if not master:
+            run_id, resuming = run.run_id(), config.resume
+        return _train(config, data, run, run_id, resuming, device, autocast, micro_global, micro, rank, world)
+    finally:
+        run.unlock()
 
+
+def _train(config: TrainConfig, data: TrainingData, run: RunDirectory, run_id: str | None, resuming: bool,
+           device: torch.device, autocast: contextlib.AbstractContextManager, micro_global: int, micro: int,
+           rank: int, world: int) -> RunSummary:
+    master = rank == 0
     torch.manual_seed(config.seed)
-    model = build_model(config, int(train_header.get("vocab_size", 0)), train_header.get("eos_id"))
-    model.to(device)
-    optimizer = AdamW(
-        param_groups_for_weight_decay(model, config.weight_decay),
-        lr=config.max_lr, betas=(config.beta1, config.beta2), eps=config.eps, weight_decay=config.weight_decay,
-    )
+    model = build_model(config, data.vocab_size, data.eos_id).to(device)
+    optimizer = AdamW(param_groups_for_weight_decay(model, config.weight_decay), lr=config.max_lr,
+                      betas=(config.beta1, config.beta2), eps=config.eps, weight_decay=config.weight_decay)
     sampler = torch.Generator().manual_seed(config.seed)
+    tokenizer = _load_sample_tokenizer(data.provenance, config) if master else None
 
-    out_dir = Path(config.out_dir)
-    ckpt_dir = out_dir / "checkpoints"
-    metrics_path = out_dir / "metrics.jsonl"
+    start_iter, tokens_seen, metrics, best_val = 0, 0, [], float("inf")
+    max_iters, warmup_iters, cycle_iters = config.max_iters, config.warmup_iters, config.cycle_iters
+    if resuming:
+        path, state, skipped = newest_loadable_state(run.checkpoints, run_id)
+        extra = state["extra"]
+        fingerprint = extra.get("tokenizer_fingerprint")
+        if fingerprint and data.provenance.tokenizer_fingerprint and fingerprint != data.provenance.tokenizer_fingerprint:
+            raise ValueError(
+                f"the data in {config.data_dir} was made by another tokenizer than the run in {run.path} was "
+                f"trained on (fingerprint {data.provenance.tokenizer_fingerprint} vs {fingerprint}); resume with the "
+                "same data, or start a new run"
+            )
+        restore_training_state(state, model=model, optimizer=optimizer, generator=sampler)
+        start_iter = int(state["iteration"])
+        metrics = [m for m in state["metrics"] if m.get("iter", 0) <= start_iter]
+        tokens_seen = int(extra.get("tokens", start_iter * config.batch_size * config.context_length))
+        best_val = float(extra.get("best_val_loss", float("inf")))
+        if config.time_budget_s is not None and "budget_schedule" in extra:  # keep the plan the budget made
+            max_iters, warmup_iters, cycle_iters = extra["budget_schedule"]
+        if master:
+            for reason in skipped:
+                print(f"skipped a checkpoint: {reason}")
+            print(f"resumed from {path} at iteration {start_iter} (run {run_id})")
+    metrics_path = run.path / "metrics.jsonl"
     if master:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    metrics: list[dict[str, Any]] = []
-    start_iter, tokens_seen = 0, 0
-    if config.resume:
-        latest = find_latest_checkpoint(ckpt_dir)
-        if latest is None:
-            if master:
-                print(f"no checkpoint in {ckpt_dir}: starting from scratch")
-        else:
-            state = load_training_state(latest, model=model, optimizer=optimizer, generator=sampler)
-            start_iter = int(state["iteration"])
-            metrics = [m for m in state["metrics"] if m.get("iter", 0) <= start_iter]
-            tokens_seen = int(state["extra"].get("tokens", start_iter * config.batch_size * config.context_length))
-            if master:
-                print(f"resumed from {latest} at iteration {start_iter}")
-    if master:
-        _rewrite_jsonl(metrics_path, metrics)
+        rewrite_metrics(metrics_path, metrics)
+    tracker = Tracker(config.report_to, run.path, run_id or "run", config.to_dict()) if master else None
+    log = MetricsLog(metrics_path, metrics, tracker)
 
     raw_model = model
     if config.compile:
@@ -298,99 +217,101 @@ def train(config: TrainConfig) -> dict[str, Any]:
 
         model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
 
-    interrupted = {"flag": False}
+    def all_reduce_mean(t: torch.Tensor) -> torch.Tensor:
+        torch.distributed.all_reduce(t)
+        return t / world
 
-    def on_sigint(signum: int, frame: Any) -> None:
-        interrupted["flag"] = True
-
-    previous_handler = None
-    with contextlib.suppress(ValueError):  # not in the main thread: leave SIGINT alone
-        previous_handler = signal.signal(signal.SIGINT, on_sigint)
-
-    def save(iteration: int) -> Path | None:
+    def save(iteration: int, *, best: bool = False) -> Path | None:
         if not master:
             return None
+        extra = {"tokens": tokens_seen, "world_size": world, "best_val_loss": best_val, "loss": step_loss,
+                 "tokenizer_fingerprint": data.provenance.tokenizer_fingerprint}
+        if config.time_budget_s is not None:
+            extra["budget_schedule"] = [max_iters, warmup_iters, cycle_iters]
         return save_training_state(
-            ckpt_dir, model=raw_model, optimizer=optimizer, iteration=iteration, generator=sampler,
-            train_config=config.to_dict(), model_config=raw_model.config.to_dict(), metrics=metrics,
-            extra={"tokens": tokens_seen, "world_size": world}, keep_last=config.keep_last,
+            run.checkpoints, model=raw_model, optimizer=optimizer, iteration=iteration, generator=sampler,
+            train_config=config.to_dict(), model_config=raw_model.config.to_dict(), metrics=log.records,
+            extra=extra, keep_last=config.keep_last, run_id=run_id,
+            path=run.checkpoints / BEST_CHECKPOINT if best else None,
         )
 
     def barrier() -> None:
         if world > 1:
             torch.distributed.barrier()
 
-    from tqdm.auto import tqdm
+    interrupted = {"flag": False}
+    previous_handler = None
+    with contextlib.suppress(ValueError):  # not in the main thread: leave SIGINT alone
+        previous_handler = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.update(flag=True))
 
-    bar = tqdm(total=config.max_iters, initial=start_iter, desc="train", unit="step",
-               disable=not (master and config.progress), dynamic_ncols=True)
+    console = Console(max_iters, start_iter, enabled=master and config.progress)
     eval_bs = config.eval_batch_size or micro
-    last_eval: dict[str, float] = {}
-    last_loss = float("nan")
+    last_eval: dict[str, Any] = {}
+    step_loss = None
+    stopped_by_budget = False
     t_start = time.perf_counter()
+    step_times: list[float] = []
     it = start_iter
     model.train()
     try:
-        while it < config.max_iters:
+        while it < max_iters:
             t0 = time.perf_counter()
-            lr = cosine_lr(it, config.max_lr, config.min_lr, config.warmup_iters, config.cycle_iters)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            loss_sum = torch.zeros((), device=device)
-            for m in range(config.grad_accum_steps):
-                starts = sample_starts(len(train_data), micro_global, config.context_length, sampler)
-                x, y = batch_from_starts(train_data, starts[rank * micro : (rank + 1) * micro],
-                                         config.context_length, device)
-                sync = contextlib.nullcontext()
-                if world > 1 and m < config.grad_accum_steps - 1:
-                    sync = model.no_sync()
-                with sync:
-                    with autocast:
-                        logits = model(input_ids=x).logits
-                    loss = cross_entropy(logits, y) / config.grad_accum_steps
-                    loss.backward()
-                loss_sum += loss.detach()
-            if world > 1:
-                torch.distributed.all_reduce(loss_sum)
-                loss_sum /= world
-            step_loss = float(loss_sum)
-            if not math.isfinite(step_loss):
-                latest = find_latest_checkpoint(ckpt_dir)
-                raise NonFiniteLossError(
-                    f"loss is {step_loss} at iteration {it + 1}: stopping without updating the weights. "
-                    f"Last good checkpoint: {latest or 'none'}. Try a lower max_lr, a grad_clip, or float32."
+            lr = cosine_lr(it, config.max_lr, config.min_lr, warmup_iters, cycle_iters)
+            batches = []
+            for _ in range(config.grad_accum_steps):
+                starts = sample_starts(len(data.train), micro_global, config.context_length, sampler)
+                batches.append(batch_from_starts(data.train, starts[rank * micro : (rank + 1) * micro],
+                                                 config.context_length, device))
+            try:
+                result = train_step(
+                    model, optimizer, batches, lr=lr, grad_clip=config.grad_clip, autocast=autocast,
+                    no_sync=model.no_sync if world > 1 else None, all_reduce=all_reduce_mean if world > 1 else None,
+                    parameters=list(raw_model.parameters()),
                 )
-            grad_norm = None
-            if config.grad_clip:
-                grad_norm = float(clip_grad_norm(raw_model.parameters(), config.grad_clip))
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            except NonFiniteLossError as err:
+                latest = find_latest_checkpoint(run.checkpoints)
+                raise NonFiniteLossError(
+                    f"{err} at iteration {it + 1}: stopped without updating the weights. Last good checkpoint "
+                    f"(all saved weights are finite): {latest or 'none yet'}. Try a lower max_lr, a grad_clip, "
+                    "or float32, then --resume."
+                ) from None
             it += 1
             tokens_seen += config.batch_size * config.context_length
-            last_loss = step_loss
+            step_loss = result.loss
             dt = time.perf_counter() - t0
-            tok_s = config.batch_size * config.context_length / max(dt, 1e-9)
-            if it % config.log_every == 0 or it == config.max_iters:
-                record = {"iter": it, "tokens": tokens_seen, "loss": step_loss, "lr": lr, "tok_per_s": tok_s}
-                if grad_norm is not None:
-                    record["grad_norm"] = grad_norm
-                metrics.append(record)
-                if master:
-                    _append_jsonl(metrics_path, record)
-            bar.update(1)
-            bar.set_postfix(loss=f"{step_loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{tok_s:,.0f}")
+            record = {"iter": it, "tokens": tokens_seen, "loss": step_loss, "lr": lr,
+                      "grad_norm": result.grad_norm, "tok_per_s": config.batch_size * config.context_length / max(dt, 1e-9)}
+            log.add(record, write=master and (it % config.log_every == 0 or it == max_iters))
+            console.step(record)
 
-            last = it == config.max_iters
+            if config.time_budget_s is not None:
+                step_times.append(dt)
+                if len(step_times) == CALIBRATION_STEPS + 1 and not resuming:
+                    # the first step pays for allocator warm-up: plan with the median of the next ones
+                    step_s = float(np.median(step_times[1:]))
+                    fit = it + int((config.time_budget_s - (time.perf_counter() - t_start)) / (step_s * 1.05))
+                    if fit < max_iters:
+                        max_iters = max(it + 1, fit)
+                        warmup_iters = min(warmup_iters, round(config.warmup_iters * max_iters / config.max_iters))
+                        cycle_iters = min(cycle_iters, max_iters)
+                        if master:
+                            console.write(f"{step_s:.3f}s a step: {max_iters} steps fit in the "
+                                          f"{config.time_budget_s:.0f}s budget")
+                stopped_by_budget = time.perf_counter() - t_start > config.time_budget_s and it < max_iters
+
+            last = it == max_iters or stopped_by_budget
             if (config.eval_every and it % config.eval_every == 0) or last:
                 if master:
-                    last_eval = evaluate(raw_model, val_data, eval_bs, config.context_length, device,
-                                         config.eval_iters, bytes_per_token, autocast)
-                    record = {"iter": it, "tokens": tokens_seen, **last_eval}
-                    metrics.append(record)
-                    _append_jsonl(metrics_path, record)
-                    bar.write(f"iter {it}: val loss {last_eval['val_loss']:.4f}, "
-                              f"ppl {last_eval['val_perplexity']:.2f}" +
-                              (f", bpb {last_eval['val_bpb']:.3f}" if "val_bpb" in last_eval else ""))
+                    last_eval = evaluate(raw_model, data.val, eval_bs, config.context_length, device,
+                                         config.eval_iters, data.bytes_per_token, autocast)
+                    if tokenizer is not None:
+                        last_eval["sample"] = sample_completion(raw_model, tokenizer, config.sample_prompt,
+                                                                config.sample_tokens)
+                    log.add({"iter": it, "tokens": tokens_seen, **last_eval})
+                    console.write(_eval_line(it, last_eval, config.sample_prompt))
+                    if config.keep_best and last_eval["val_loss"] < best_val:
+                        best_val = last_eval["val_loss"]
+                        save(it, best=True)
                 barrier()
             stop = interrupted["flag"]
             if world > 1:
@@ -400,56 +321,42 @@ def train(config: TrainConfig) -> dict[str, Any]:
             if (config.checkpoint_every and it % config.checkpoint_every == 0) or last or stop:
                 save(it)
                 barrier()
-            if config.hf_export_every and it % config.hf_export_every == 0 and not last and master:
-                export_hf(raw_model, tokenizer_dir, out_dir / "hf", config,
-                          {"iterations": it, "tokens": tokens_seen, **_final(last_eval)}, train_header.get("source"))
             if stop:
                 if master:
-                    bar.write(f"interrupted: checkpoint saved at iteration {it}; continue with --resume")
+                    console.write(f"interrupted: checkpoint saved at iteration {it}; continue with --resume")
+                break
+            if stopped_by_budget:
                 break
     finally:
-        bar.close()
+        console.close()
+        if tracker is not None:
+            tracker.close()
         if previous_handler is not None:
             signal.signal(signal.SIGINT, previous_handler)
 
-    summary = {
-        "iterations": it,
-        "tokens": tokens_seen,
-        "final_train_loss": last_loss,
-        **_final(last_eval),
-        "interrupted": interrupted["flag"],
-        "elapsed_s": time.perf_counter() - t_start,
-        "out_dir": str(out_dir),
-        "world_size": world,
-    }
-    if master and not interrupted["flag"] and it >= config.max_iters:
-        summary["hf_dir"] = str(export_hf(raw_model, tokenizer_dir, out_dir / "hf", config, summary,
-                                          train_header.get("source")))
-    if master and config.plot and metrics:
-        plot_losses(metrics, out_dir / "loss.png")
-    if world > 1:
-        torch.distributed.barrier()
+    best_path = run.checkpoints / BEST_CHECKPOINT
+    summary = RunSummary(
+        run_id=run_id or "", out_dir=str(run.path), iterations=it, tokens=tokens_seen,
+        context_length=config.context_length, batch_size=config.batch_size, loss=step_loss,
+        val_loss=last_eval.get("val_loss"), val_perplexity=last_eval.get("val_perplexity"),
+        val_bpb=last_eval.get("val_bpb"), best_val_loss=best_val if best_val < float("inf") else None,
+        checkpoint=str(find_latest_checkpoint(run.checkpoints)) if master else None,
+        best_checkpoint=str(best_path) if best_path.is_file() else None,
+        interrupted=interrupted["flag"], elapsed_s=time.perf_counter() - t_start, world_size=world,
+        data=data.provenance, train_config=config.to_dict(),
+    )
+    if master:
+        summary.save()
+        if config.plot and log.records:
+            plot_losses(log.records, run.path / "loss.png")
+    barrier()
     return summary
 
 
-def _final(last_eval: dict[str, float]) -> dict[str, float]:
-    return {("final_" + k if k == "val_loss" else k): v for k, v in last_eval.items()}
-
-
-# ----------------------------------------------------------------------------- CLI
-
-
-def add_train_parser(subparsers: Any) -> None:
-    """`tinylm train --config FILE.yaml [--flag value ...]`."""
-    p = subparsers.add_parser("train", help="train a TinyLM model on data made by `tinylm prepare`")
-    p.add_argument("--config", default=None, help="YAML or JSON file of TrainConfig fields")
-    add_config_arguments(p)
-    p.set_defaults(func=_run_train)
-
-
-def _run_train(args: argparse.Namespace) -> int:
-    config = config_from_args(args, args.config)
-    summary = train(config)
-    if int(os.environ.get("RANK", "0")) == 0:
-        print(json.dumps(summary, indent=2))
-    return 0
+def _eval_line(it: int, result: dict[str, Any], prompt: str) -> str:
+    line = f"iter {it}: val loss {result['val_loss']:.4f}, ppl {result['val_perplexity']:.2f}"
+    if "val_bpb" in result:
+        line += f", bpb {result['val_bpb']:.3f}"
+    if "sample" in result:
+        line += f"\n  sample: {prompt}{result['sample']!r}"
+    return line

@@ -22,17 +22,16 @@ its rolling log-likelihood equals `evaluate_perplexity(...)["total_loglikelihood
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 from pathlib import Path
 
+from ...corpus.documents import split_documents
 from ...fileio import write_text_atomic
 
 TASKS_DIR = Path(__file__).resolve().parent
 ROLLING_DATA = TASKS_DIR / "tinystories_valid_sample.jsonl"
 CLOZE_DATA = TASKS_DIR / "tinystories_cloze.jsonl"
-DOCUMENT_SEPARATOR = "<|endoftext|>"
 
 ROLLING_YAML = """task: {task}
 dataset_path: json
@@ -78,7 +77,7 @@ metadata:
 
 def text_file_to_jsonl(text_file: Path, out: Path) -> Path:
     """Write the `<|endoftext|>`-separated documents of a text file as JSONL `{"text": ...}` rows."""
-    docs = [d.strip("\n") for d in text_file.read_text(encoding="utf-8").split(DOCUMENT_SEPARATOR) if d.strip()]
+    docs = split_documents(text_file.read_text(encoding="utf-8"), rule="separator")
     if not docs:
         raise ValueError(f"{text_file} holds no documents")
     write_text_atomic(out, "".join(json.dumps({"text": d}, ensure_ascii=False) + "\n" for d in docs))
@@ -111,15 +110,3 @@ def write_tasks(
     write_text_atomic(directory / f"{rolling_task}.yaml", ROLLING_YAML.format(task=rolling_task, data_file=json.dumps(str(data))))
     write_text_atomic(directory / f"{cloze_task}.yaml", CLOZE_YAML.format(task=cloze_task, data_file=json.dumps(str(cloze))))
     return directory
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m tinylm_hf.evaluation.lm_eval_tasks OUT_DIR [--data-file F] [--cloze-file F]`."""
-    parser = argparse.ArgumentParser(description="write tinylm's lm-eval task YAMLs with absolute data paths")
-    parser.add_argument("out_dir")
-    parser.add_argument("--data-file", default=None, help="rolling-task data (.jsonl with 'text', or .txt)")
-    parser.add_argument("--cloze-file", default=None, help="multiple-choice data (.jsonl)")
-    args = parser.parse_args(argv)
-    print(write_tasks(args.out_dir, data_file=args.data_file, cloze_file=args.cloze_file))
-    return 0
-

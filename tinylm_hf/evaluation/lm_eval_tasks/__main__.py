@@ -1,5 +1,7 @@
-"""`python -m tinylm_hf.evaluation.lm_eval_tasks OUT_DIR`: write the lm-eval task YAMLs."""
+"""`python -m tinylm_hf.evaluation.lm_eval_tasks OUT_DIR`: the same as `tinylm lm-eval-tasks OUT_DIR`."""
 
-from . import main
+import sys
 
-raise SystemExit(main())
+from ...cli import main
+
+raise SystemExit(main(["lm-eval-tasks", *sys.argv[1:]]))

@@ -9,7 +9,6 @@ into a temporary sibling and renamed into place, so a failed export leaves nothi
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -17,7 +16,21 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..fileio import seal_folder
+from ..registration import register
+from ..tokenization.byte_level_backend import build_byte_level_bpe
+from ..tokenization.gpt2_files import MERGES_FILE, VOCAB_FILE, read_merges_txt, read_vocab_json
+from .folder import check_folder_files
+
 PROBE_TEXT = "Once upon a time, a little cat said: \"Hello!\" 123 <|endoftext|> The end.\n\n  Ünïcode ✓"
+
+
+def check_output_outside(src: Path, out: Path) -> None:
+    """Refuse an output that is the input folder or contains it (replacing it would delete the input)."""
+    src_resolved, out_resolved = src.resolve(), out.resolve()
+    if out_resolved == src_resolved or out_resolved in src_resolved.parents:
+        raise ValueError(f"output {out} contains the input folder {src}: writing there would delete the input; "
+                         "choose an output outside it")
 
 
 def llama_config_from(config: dict[str, Any]) -> Any:
@@ -88,21 +101,18 @@ def build_llama_model(src: Path) -> Any:
     return model.to(dtype).eval()
 
 
-def build_plain_tokenizer(src: Path) -> Any:
+def build_plain_tokenizer(src: Path, *, trust_remote_code: bool = False) -> Any:
     """A plain `PreTrainedTokenizerFast` equivalent to the folder's tokenizer (same ids, same specials)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from tokenizers import Tokenizer
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-    source = AutoTokenizer.from_pretrained(src, trust_remote_code=True)
+    register()
+    source = AutoTokenizer.from_pretrained(src, trust_remote_code=trust_remote_code)
     if (src / "tokenizer.json").is_file():
         backend = Tokenizer.from_file(str(src / "tokenizer.json"))
-    elif (src / "vocab.json").is_file() and (src / "merges.txt").is_file():
-        vocab = json.loads((src / "vocab.json").read_text(encoding="utf-8"))
-        lines = (src / "merges.txt").read_text(encoding="utf-8").splitlines()
-        merges = [tuple(line.split(" ")) for line in lines if line and not line.startswith("#version")]
-        backend = Tokenizer(models.BPE(vocab=vocab, merges=merges))
-        backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-        backend.decoder = decoders.ByteLevel()
+    elif (src / VOCAB_FILE).is_file() and (src / MERGES_FILE).is_file():
+        backend = build_byte_level_bpe(read_vocab_json(src / VOCAB_FILE), read_merges_txt(src / MERGES_FILE),
+                                       source.added_tokens_decoder)
     else:
         raise FileNotFoundError(f"{src} has neither tokenizer.json nor vocab.json + merges.txt")
     specials = {name: getattr(source, name) for name in ("bos_token", "eos_token", "unk_token", "pad_token")}
@@ -118,43 +128,31 @@ def build_plain_tokenizer(src: Path) -> Any:
     return plain
 
 
-def export_llama(src_dir: str | os.PathLike, out_dir: str | os.PathLike, *, overwrite: bool = False) -> Path:
+def export_llama(
+    src_dir: str | os.PathLike, out_dir: str | os.PathLike, *, overwrite: bool = False, trust_remote_code: bool = False
+) -> Path:
     """Write a plain `LlamaForCausalLM` folder (config, safetensors, fast tokenizer) for a TinyLM folder.
 
     The result loads with `AutoModelForCausalLM` / `AutoTokenizer` without `trust_remote_code`
     and without tinylm_hf, and gives the same logits and token ids.
     """
     src, out = Path(src_dir), Path(out_dir)
-    if not src.is_dir():
-        raise FileNotFoundError(f"model folder {src} does not exist")
-    if out.exists() and not overwrite and any(out.iterdir()):
+    check_folder_files(src)
+    check_output_outside(src, out)
+    if out.exists() and not overwrite and (out.is_file() or any(out.iterdir())):
         raise FileExistsError(f"{out} already exists and is not empty (pass overwrite=True / --overwrite)")
     model = build_llama_model(src)
-    tokenizer = build_plain_tokenizer(src)
+    tokenizer = build_plain_tokenizer(src, trust_remote_code=trust_remote_code)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
     try:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         if out.exists():
-            shutil.rmtree(out)
+            shutil.rmtree(out) if out.is_dir() else out.unlink()
+        seal_folder(tmp)
         os.replace(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
-
-
-def _run_export(args: argparse.Namespace) -> int:
-    out = export_llama(args.dir, args.out, overwrite=args.overwrite)
-    print(f"wrote a LlamaForCausalLM folder to {out}: {', '.join(sorted(p.name for p in out.iterdir()))}")
-    return 0
-
-
-def add_export_parser(subparsers: argparse._SubParsersAction) -> None:
-    """Register `tinylm export-llama DIR OUT`."""
-    parser = subparsers.add_parser("export-llama", help="write a plain LlamaForCausalLM folder (no remote code)")
-    parser.add_argument("dir", help="TinyLM folder written by save_pretrained")
-    parser.add_argument("out", help="output folder (must not exist or be empty)")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
-    parser.set_defaults(func=_run_export)

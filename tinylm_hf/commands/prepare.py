@@ -1,0 +1,37 @@
+"""`tinylm prepare`: tokenize text files or a `datasets` dataset into train.bin / val.bin."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..corpus import prepare_dataset
+
+HELP = "tokenize a corpus into train.bin / val.bin for training"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tokenizer", required=True, help="folder of a saved tokenizer (AutoTokenizer)")
+    src = parser.add_mutually_exclusive_group(required=True)
+    src.add_argument("--input", nargs="+", help="UTF-8 text files, or .jsonl files with a text column")
+    src.add_argument("--dataset", help="a `datasets` name or local data folder")
+    parser.add_argument("--val-input", nargs="+", default=None, help="validation files (else carved off by size)")
+    parser.add_argument("--split", default=None, help="dataset split (with --dataset)")
+    parser.add_argument("--text-column", default="text", help="column holding the text (default: text)")
+    parser.add_argument("--val-fraction", type=float, default=0.05, help="share of the text for validation")
+    parser.add_argument("--num-proc", type=int, default=None, help="tokenizing processes")
+    parser.add_argument("--out", required=True, help="output folder")
+
+
+def run(args: argparse.Namespace) -> int:
+    headers = prepare_dataset(
+        args.tokenizer, args.out, input_files=args.input, dataset=args.dataset, split=args.split,
+        text_column=args.text_column, val_fraction=args.val_fraction, num_proc=args.num_proc,
+        val_files=args.val_input,
+    )
+    for name, h in headers.items():
+        how = ", ".join(f"{n:,} cut at {rule.replace('_', ' ')}" for rule, n in h.get("split_rules", {}).items())
+        print(f"{name}: {h['count']:,} tokens ({h['dtype']}), {h['documents']:,} documents" + (f" ({how})" if how else ""))
+    if "val_carved" in headers["train"]["source"]:
+        print(f"validation: the last {headers['train']['source']['val_carved']:.0%} of the text, by size")
+    print(f"wrote {args.out}/train.bin and val.bin")
+    return 0

@@ -1,0 +1,31 @@
+"""`tinylm quickstart`: tokenizer + data + a small model on the bundled TinyStories slice (CPU); no arguments needed."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..quickstart import quickstart
+
+HELP = "tokenizer + data + a small model on bundled TinyStories (CPU)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", default="runs/quickstart", help="output folder (default: runs/quickstart)")
+    parser.add_argument("--train-file", default=None, help="training text (default: bundled TinyStories slice)")
+    parser.add_argument("--val-file", default=None, help="validation text (default: bundled TinyStories valid slice)")
+    parser.add_argument("--vocab-size", type=int, default=2048, help="BPE vocabulary size (default: 2048)")
+    parser.add_argument("--max-iters", type=int, default=None,
+                        help="training steps (default: as many as fit in --time-budget seconds)")
+    parser.add_argument("--time-budget", "--train-budget", dest="time_budget", type=float, default=360.0,
+                        help="seconds of training when --max-iters is unset (default: 360)")
+    parser.add_argument("--batch-size", type=int, default=16, help="sequences per step (default: 16)")
+    parser.add_argument("--context-length", type=int, default=128, help="tokens per sequence (default: 128)")
+    parser.add_argument("--max-new-tokens", type=int, default=120, help="tokens generated per story")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
+
+
+def run(args: argparse.Namespace) -> int:
+    quickstart(args.out, train_file=args.train_file, val_file=args.val_file, vocab_size=args.vocab_size,
+               max_iters=args.max_iters, train_budget_s=args.time_budget, batch_size=args.batch_size,
+               context_length=args.context_length, max_new_tokens=args.max_new_tokens, threads=args.threads)
+    return 0

@@ -1,0 +1,205 @@
+"""`prepare_dataset`: tokenize a corpus with `datasets` into `train.bin` / `val.bin` (see token_files.py).
+
+Documents come from structure, never from text content: JSON-lines records, `datasets` rows, or
+plain-text files cut by `split_documents` (separator lines, else blank lines, else fixed-size
+pieces). Document text is tokenized as plain text (a literal `<|endoftext|>` inside it is not the
+control token); the eos id is appended after every document. Outputs are staged in a temporary
+folder and moved into place at the end, so a failed run (a full disk, a kill) leaves earlier
+outputs intact and no partial files.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..tokenization.pretokenize import EOS_TOKEN
+from .documents import choose_split_rule, split_documents
+from .token_files import header_path, token_dtype, tokenizer_fingerprint, write_tokens
+
+SPLITS = ("train", "val")
+_TOKENIZERS: dict[str, Any] = {}
+
+
+def load_tokenizer(tokenizer_dir: str | os.PathLike) -> Any:
+    """`AutoTokenizer` for a local folder with tinylm_hf's classes registered; never runs the folder's code."""
+    tokenizer_dir = str(tokenizer_dir)
+    if tokenizer_dir not in _TOKENIZERS:  # one per (worker) process: datasets pickles the map function only
+        from transformers import AutoTokenizer
+
+        from .. import registration  # noqa: F401  (TinyLM's tokenizer classes for AutoTokenizer)
+
+        if not Path(tokenizer_dir).is_dir():
+            raise FileNotFoundError(f"tokenizer folder {tokenizer_dir} does not exist")
+        _TOKENIZERS[tokenizer_dir] = AutoTokenizer.from_pretrained(tokenizer_dir, trust_remote_code=False)
+    return _TOKENIZERS[tokenizer_dir]
+
+
+def _split_text_file(batch: dict[str, list], column: str) -> dict[str, list]:
+    docs, rules = [], []
+    for text in batch[column]:
+        rule = choose_split_rule(text)
+        parts = split_documents(text, rule=rule)
+        docs += parts
+        rules += [rule] * len(parts)
+    return {"text": docs, "split_rule": rules}
+
+
+def _tokenize(batch: dict[str, list], tokenizer_dir: str, column: str, eos_id: int) -> dict[str, list]:
+    tok = load_tokenizer(tokenizer_dir)
+    texts = batch[column]
+    ids = tok(texts, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+    ids = [doc + [eos_id] for doc in ids]
+    return {"ids": ids, "n_tokens": [len(d) for d in ids], "n_bytes": [len(t.encode("utf-8")) for t in texts]}
+
+
+def _load_files(files: Sequence[str], text_column: str) -> tuple[Any, str]:
+    """A `datasets.Dataset` of documents from text or JSON-lines files, and its text column."""
+    from datasets import load_dataset
+
+    for f in files:
+        if not Path(f).is_file():
+            raise FileNotFoundError(f"input file {f} does not exist")
+    suffixes = {Path(f).suffix.lower() for f in files}
+    if suffixes <= {".json", ".jsonl"}:
+        ds = load_dataset("json", data_files=list(files), split="train")
+        _check_column(ds, text_column, files)
+        return ds, text_column
+    if suffixes & {".json", ".jsonl"}:
+        raise ValueError(f"mix of JSON and text inputs {list(files)}: prepare them separately")
+    for f in files:
+        try:
+            with open(f, encoding="utf-8") as fh:
+                while fh.read(1 << 20):
+                    pass
+        except UnicodeDecodeError as err:
+            raise ValueError(f"input file {f} is not UTF-8 text ({err}); convert it to UTF-8") from None
+    # "text" is line-based; with sample_by="document" each file is one row, cut into documents here.
+    raw = load_dataset("text", data_files=list(files), sample_by="document", split="train")
+    docs = raw.map(_split_text_file, batched=True, batch_size=1, remove_columns=raw.column_names,
+                   fn_kwargs={"column": "text"}, desc="splitting documents")
+    return docs, "text"
+
+
+def _check_column(ds: Any, column: str, source: Any) -> None:
+    if column not in ds.column_names:
+        raise ValueError(
+            f"text column {column!r} is not in {source} (columns: {ds.column_names}); pass --text-column"
+        )
+
+
+def _carve_validation(ds: Any, column: str, val_fraction: float) -> tuple[Any, Any]:
+    """The trailing documents holding about `val_fraction` of the characters become validation."""
+    if len(ds) < 2:
+        raise ValueError(
+            "the input holds a single document: nothing to carve a validation split from; "
+            "give --val-input, or more text"
+        )
+    lengths = np.fromiter((len(t) for t in ds[column]), dtype=np.int64, count=len(ds))
+    from_end = np.cumsum(lengths[::-1])
+    n_val = int(np.searchsorted(from_end, val_fraction * from_end[-1])) + 1
+    n_val = min(max(n_val, 1), len(ds) - 1)
+    return ds.select(range(len(ds) - n_val)), ds.select(range(len(ds) - n_val, len(ds)))
+
+
+def _id_chunks(tokenized: Any, rows: int = 1024) -> Iterator[np.ndarray]:
+    for first in range(0, len(tokenized), rows):
+        ids = tokenized[first : first + rows]["ids"]
+        yield np.fromiter((t for doc in ids for t in doc), dtype=np.int64)
+
+
+def _no_space(err: OSError, where: Path) -> OSError:
+    if err.errno == errno.ENOSPC:
+        return OSError(errno.ENOSPC, f"no space left on {where}: free some space and run prepare again")
+    return err
+
+
+def prepare_dataset(
+    tokenizer_dir: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    input_files: Sequence[str | os.PathLike] | None = None,
+    dataset: str | None = None,
+    split: str | None = None,
+    text_column: str = "text",
+    val_fraction: float = 0.05,
+    num_proc: int | None = None,
+    val_files: Sequence[str | os.PathLike] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Tokenize a corpus into `out_dir/{train,val}.bin` with JSON headers; returns the two headers.
+
+    The text comes from `input_files` (plain UTF-8 text, or JSON lines with a `text_column`) or a
+    `datasets` dataset name. `val_files` (or the dataset's own validation split) become `val.bin`;
+    otherwise the trailing documents holding `val_fraction` of the characters are carved off.
+    Each header says how the documents were found (`split_rules`) and where the text came from.
+    """
+    from datasets import DatasetDict, load_dataset
+
+    if (input_files is None) == (dataset is None):
+        raise ValueError("give exactly one of input_files or dataset")
+    if not 0.0 < val_fraction < 1.0:
+        raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
+    tokenizer_dir = str(tokenizer_dir)
+    tok = load_tokenizer(tokenizer_dir)
+    eos_id = tok.eos_token_id if tok.eos_token_id is not None else tok.convert_tokens_to_ids(EOS_TOKEN)
+    if eos_id is None or eos_id == tok.unk_token_id and tok.eos_token is None:
+        raise ValueError(f"tokenizer in {tokenizer_dir} has no eos token (or {EOS_TOKEN!r}) to end documents with")
+    num_proc = num_proc or max(1, min(4, os.cpu_count() or 1))
+
+    val_ds = None
+    if input_files is not None:
+        files = [str(f) for f in input_files]
+        train_ds, column = _load_files(files, text_column)
+        source: dict[str, Any] = {"input_files": [Path(f).name for f in files]}
+        if val_files:
+            val_ds, _ = _load_files([str(f) for f in val_files], text_column)
+            source["val_files"] = [Path(str(f)).name for f in val_files]
+    else:
+        loaded = load_dataset(dataset, split=split)
+        source = {"dataset": dataset, "split": split}
+        if isinstance(loaded, DatasetDict):
+            train_ds = loaded["train"]
+            val_ds = next((loaded[n] for n in ("validation", "valid", "val", "test") if n in loaded), None)
+        else:
+            train_ds = loaded
+        column = text_column
+        _check_column(train_ds, column, dataset)
+    if val_ds is None:
+        train_ds, val_ds = _carve_validation(train_ds, column, val_fraction)
+        source["val_carved"] = val_fraction
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    dtype = token_dtype(max(tok.get_vocab().values()))
+    base = {"tokenizer": os.path.abspath(tokenizer_dir), "tokenizer_fingerprint": tokenizer_fingerprint(tok),
+            "vocab_size": len(tok), "eos_id": int(eos_id), "source": source}
+    stage = Path(tempfile.mkdtemp(dir=out, prefix=".prepare-"))
+    try:
+        headers = {}
+        for name, ds in zip(SPLITS, (train_ds, val_ds)):
+            tokenized = ds.map(
+                _tokenize, batched=True, num_proc=min(num_proc, max(1, len(ds))), remove_columns=ds.column_names,
+                fn_kwargs={"tokenizer_dir": tokenizer_dir, "column": column, "eos_id": int(eos_id)},
+                desc=f"tokenizing {name}",
+            )
+            header = {**base, "split": name, "documents": len(ds), "bytes": int(sum(tokenized["n_bytes"]))}
+            if "split_rule" in ds.column_names:
+                header["split_rules"] = dict(Counter(ds["split_rule"]))
+            total = int(sum(tokenized["n_tokens"]))
+            headers[name] = write_tokens(_id_chunks(tokenized), stage / f"{name}.bin", dtype, total, header)
+        for name in SPLITS:  # data first, headers last: a header never describes a missing array
+            os.replace(stage / f"{name}.bin", out / f"{name}.bin")
+        for name in SPLITS:
+            os.replace(header_path(stage / f"{name}.bin"), header_path(out / f"{name}.bin"))
+    except OSError as err:
+        raise _no_space(err, out) from err
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return headers

@@ -1,0 +1,103 @@
+"""The prepared-data format: one flat token array per split (`train.bin`, `val.bin`) and a JSON header.
+
+The array is raw little-endian uint16 or uint32 (the narrowest that holds the largest id the
+tokenizer can produce). The header beside it (`train.json`) records the dtype, the token count,
+the UTF-8 byte count of the text (for bits per byte), the document count, the tokenizer (folder and
+fingerprint, so a run never mixes data of two tokenizers) and where the text came from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..fileio import FILE_MODE, write_json_atomic
+
+HEADER_SUFFIX = ".json"
+
+
+def header_path(path: str | os.PathLike) -> Path:
+    """`train.bin` -> `train.json`."""
+    return Path(path).with_suffix(HEADER_SUFFIX)
+
+
+def read_header(path: str | os.PathLike) -> dict[str, Any]:
+    """The JSON header beside a `.bin` token file."""
+    header = header_path(path)
+    if not header.is_file():
+        raise FileNotFoundError(f"no header {header} beside {path}; make the data with `tinylm prepare`")
+    try:
+        return json.loads(header.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"header {header} is corrupt ({err}); re-run `tinylm prepare`") from None
+
+
+def load_tokens(path: str | os.PathLike) -> np.memmap:
+    """Open a prepared `.bin` token file as a read-only `np.memmap`, checking it against its header."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"token file {path} does not exist; make it with `tinylm prepare`")
+    header = read_header(path)
+    dtype, count = np.dtype(header["dtype"]), int(header["count"])
+    if path.stat().st_size != count * dtype.itemsize:
+        raise ValueError(
+            f"token file {path} has {path.stat().st_size} bytes but its header promises {count} {dtype.name} "
+            "tokens: it is truncated or from another run; re-run `tinylm prepare`"
+        )
+    if count == 0:
+        return np.zeros(0, dtype=dtype)
+    return np.memmap(path, dtype=dtype, mode="r", shape=(count,))
+
+
+def token_dtype(max_id: int) -> np.dtype:
+    """The narrowest unsigned dtype that holds every id up to `max_id`."""
+    if max_id < 0:
+        raise ValueError(f"max_id must be >= 0, got {max_id}")
+    return np.dtype(np.uint16) if max_id < 1 << 16 else np.dtype(np.uint32)
+
+
+def tokenizer_fingerprint(tokenizer: Any) -> str:
+    """A short hash of a tokenizer's class and full vocabulary (added tokens included).
+
+    Data, checkpoints and runs record it, so that data made by one tokenizer is never trained on
+    with (or shipped beside) another.
+    """
+    vocab = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
+    payload = json.dumps([type(tokenizer).__name__.removesuffix("Fast"), vocab], ensure_ascii=False)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+
+
+def write_tokens(
+    chunks: Any, path: Path, dtype: np.dtype, total: int, header: dict[str, Any]
+) -> dict[str, Any]:
+    """Write `total` ids from an iterable of int arrays to `path` (via a temp file), then its header.
+
+    Every id is checked against `dtype` before it is stored, so ids never wrap silently.
+    """
+    limit = np.iinfo(dtype).max
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    written = 0
+    try:
+        with open(tmp, "wb") as out:
+            for ids in chunks:
+                ids = np.asarray(ids, dtype=np.int64)
+                if ids.size and (ids.min() < 0 or ids.max() > limit):
+                    raise ValueError(f"token id {int(ids.max())} does not fit {dtype.name}; this is a bug in prepare")
+                out.write(ids.astype(dtype).tobytes())
+                written += ids.size
+            out.flush()
+            os.fsync(out.fileno())
+        if written != total:
+            raise RuntimeError(f"wrote {written} tokens to {path}, expected {total}")
+        os.chmod(tmp, FILE_MODE)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    header = {**header, "dtype": dtype.name, "count": total}
+    write_json_atomic(header_path(path), header)
+    return header

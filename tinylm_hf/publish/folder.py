@@ -1,0 +1,149 @@
+"""Reading and checking a saved model folder (config, safetensors, tokenizer) before anything uses it.
+
+Push, the model card and the exports call these first, so a missing, truncated or mismatched file is
+a clear error naming it before anything is written or sent. Folders are loaded with the installed
+TinyLM classes (`tinylm_hf.registration`), never with the folder's own code, unless the caller
+passes `trust_remote_code=True`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+from pathlib import Path
+from typing import Any
+
+from ..tokenization.gpt2_files import MERGES_FILE, VOCAB_FILE
+
+TOKENIZER_FILES = ("tokenizer.json", VOCAB_FILE, "vocab.txt", "tokenizer.model")
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A JSON object from `path`; invalid JSON is a ValueError naming the file."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path.name} in {path.parent} is not valid JSON ({err})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{path.name} in {path.parent} must hold a JSON object")
+    return value
+
+
+def read_safetensors_header(path: Path) -> dict[str, Any]:
+    """Parse a safetensors header and check the file holds every byte the header promises."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        prefix = f.read(8)
+        if len(prefix) < 8:
+            raise ValueError(f"{path.name} is truncated: {size} bytes, too short for a safetensors header")
+        (header_len,) = struct.unpack("<Q", prefix)
+        if header_len > size - 8:
+            raise ValueError(f"{path.name} is truncated or corrupt: header of {header_len} bytes in a {size}-byte file")
+        try:
+            header = json.loads(f.read(header_len))
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise ValueError(f"{path.name} is corrupt: its header is not valid JSON ({err})") from None
+    data_end = max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"), default=0)
+    if 8 + header_len + data_end > size:
+        raise ValueError(
+            f"{path.name} is truncated: the header needs {8 + header_len + data_end} bytes, the file has {size}"
+        )
+    return header
+
+
+def weight_files(folder: Path) -> list[Path]:
+    """The folder's safetensors files (every shard an index names must exist)."""
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"{folder} has no *.safetensors weights (save the model with save_pretrained)")
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        for name in sorted(set(read_json(index).get("weight_map", {}).values())):
+            if not (folder / name).is_file():
+                raise FileNotFoundError(f"{folder} lacks the weight shard {name} named in {index.name}")
+    return files
+
+
+def count_parameters(folder: str | os.PathLike) -> int:
+    """Number of stored weights in the folder's safetensors files (tied weights counted once)."""
+    total = 0
+    for path in weight_files(Path(folder)):
+        for key, tensor in read_safetensors_header(path).items():
+            if key != "__metadata__":
+                total += math.prod(tensor["shape"])
+    return total
+
+
+def check_folder_files(folder: str | os.PathLike) -> dict[str, Any]:
+    """Check config.json, the weights and the tokenizer files are present and intact; return the config."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"model folder {folder} does not exist")
+    if not (folder / "config.json").is_file():
+        raise FileNotFoundError(f"{folder} has no config.json (is it a folder written by save_pretrained?)")
+    config = read_json(folder / "config.json")
+    if "vocab_size" not in config:
+        raise ValueError(f"{folder}/config.json has no vocab_size")
+    for path in weight_files(folder):
+        read_safetensors_header(path)
+    if not (folder / "tokenizer_config.json").is_file() or not any((folder / f).is_file() for f in TOKENIZER_FILES):
+        raise FileNotFoundError(
+            f"{folder} lacks tokenizer files (tokenizer_config.json and one of {', '.join(TOKENIZER_FILES)}); "
+            "save the tokenizer into the same folder"
+        )
+    if (folder / VOCAB_FILE).is_file() and not (folder / "tokenizer.json").is_file() and not (folder / MERGES_FILE).is_file():
+        raise FileNotFoundError(f"{folder} has {VOCAB_FILE} but no {MERGES_FILE}: the tokenizer is incomplete")
+    return config
+
+
+def load_folder(folder: str | os.PathLike, *, trust_remote_code: bool = False) -> tuple[Any, Any]:
+    """(model, tokenizer) of a saved folder through the Auto classes, checked against each other.
+
+    The tokenizer's vocabulary must fit the model's embedding; a folder whose code would have to run
+    (a model type tinylm_hf does not provide) needs `trust_remote_code=True`.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ..registration import register
+
+    register()
+    folder = Path(folder)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=trust_remote_code)
+        model = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=trust_remote_code)
+    except ValueError as err:
+        if "trust_remote_code" in str(err):
+            raise ValueError(
+                f"{folder} needs its own Python code to load; that code runs only if you pass "
+                "--trust-remote-code (read the folder's *.py files first)"
+            ) from None
+        raise
+    check_tokenizer_fits(tokenizer, model.config.vocab_size, folder)
+    return model, tokenizer
+
+
+def check_tokenizer_fits(tokenizer: Any, vocab_size: int, where: Any) -> None:
+    """Every id the tokenizer can produce must be a row of the model's embedding."""
+    largest = max(tokenizer.get_vocab().values(), default=-1)
+    if largest >= vocab_size:
+        raise ValueError(
+            f"the tokenizer in {where} has {len(tokenizer)} tokens (ids up to {largest}) but the model's vocab_size "
+            f"is {vocab_size}: token ids would fall outside the embedding (tokenizer and model do not match)"
+        )
+
+
+def validate_folder(folder: str | os.PathLike, *, load: bool = True, trust_remote_code: bool = False) -> dict[str, Any]:
+    """Check a saved model folder is complete and (with `load`) loads and gives finite logits; return its config."""
+    config = check_folder_files(folder)
+    if load:
+        import torch
+
+        model, tokenizer = load_folder(folder, trust_remote_code=trust_remote_code)
+        ids = tokenizer("Once upon a time", add_special_tokens=False, return_tensors="pt")["input_ids"]
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits
+        if logits.shape[-1] != config["vocab_size"] or not torch.isfinite(logits).all():
+            raise ValueError(f"the model in {folder} gives non-finite or mis-shaped logits {tuple(logits.shape)}")
+    return config

@@ -1,0 +1,82 @@
+"""`publish_run`: turn a finished run (its `RunSummary` and checkpoint) into a Hugging Face model folder.
+
+The folder holds the model (`save_pretrained`: config, safetensors, the remote code), the tokenizer
+that made the data, `generation_config.json` and the model card. It is built in a temporary sibling
+and renamed into place, so a failure leaves the previous folder (if any) intact.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Literal
+
+from ..fileio import seal_folder
+from ..training.checkpoint import load_state
+from ..training.summary import RunSummary
+from .folder import check_tokenizer_fits
+from .model_card import write_model_card
+
+HF_DIR = "hf"
+
+
+def model_from_checkpoint(path: str | os.PathLike) -> Any:
+    """A `TinyLMForCausalLM` holding a training checkpoint's weights (loaded weights-only)."""
+    from ..modeling import TinyLMConfig, TinyLMForCausalLM
+
+    state = load_state(path)
+    if "model_config" not in state:
+        raise ValueError(f"{path} has no model config: it is not a training checkpoint of `tinylm train`")
+    config = {k: v for k, v in state["model_config"].items() if k not in ("architectures", "auto_map", "dtype", "torch_dtype")}
+    model = TinyLMForCausalLM(TinyLMConfig(**config))
+    model.load_state_dict(state["model"])
+    return model.eval()
+
+
+def publish_run(
+    summary: RunSummary,
+    out: str | os.PathLike | None = None,
+    *,
+    checkpoint: Literal["last", "best"] = "last",
+    tokenizer_dir: str | os.PathLike | None = None,
+) -> Path:
+    """Write the run's Hugging Face folder (default: out_dir/hf) from its last (or best) checkpoint."""
+    from transformers import AutoTokenizer, GenerationConfig
+
+    from ..registration import register
+
+    register()
+    source = summary.best_checkpoint if checkpoint == "best" else summary.checkpoint
+    if not source:
+        raise FileNotFoundError(f"the run in {summary.out_dir} has no {checkpoint} checkpoint to publish")
+    tokenizer_dir = tokenizer_dir or summary.train_config.get("tokenizer_dir") or summary.data.tokenizer_dir
+    if not tokenizer_dir or not Path(tokenizer_dir).is_dir():
+        raise FileNotFoundError(
+            f"the tokenizer folder {tokenizer_dir} recorded for this run is missing; pass tokenizer_dir / --tokenizer-dir"
+        )
+    model = model_from_checkpoint(source)
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir, trust_remote_code=False)
+    check_tokenizer_fits(tokenizer, model.config.vocab_size, tokenizer_dir)
+    out = Path(out) if out is not None else Path(summary.out_dir) / HF_DIR
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else model.config.eos_token_id
+        GenerationConfig(
+            bos_token_id=model.config.bos_token_id, eos_token_id=eos, pad_token_id=eos,
+            do_sample=True, temperature=0.8, top_k=50, max_new_tokens=200,
+        ).save_pretrained(tmp)
+        name = Path(summary.out_dir).resolve().name
+        write_model_card(tmp, summary, model=model, model_name=name, repo_id=f"your-name/{name}")
+        seal_folder(tmp)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out

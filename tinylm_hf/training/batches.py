@@ -1,0 +1,77 @@
+"""Runtime batching over prepared token arrays: seeded random training windows and a sequential eval walk."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import torch
+
+
+def _check_batch_args(n_tokens: int, batch_size: int, context_length: int) -> None:
+    if batch_size <= 0 or context_length <= 0:
+        raise ValueError(f"batch_size and context_length must be positive, got {batch_size}, {context_length}")
+    if n_tokens <= context_length:
+        raise ValueError(
+            f"data has {n_tokens} tokens, need more than context_length={context_length} to draw a batch"
+        )
+
+
+def sample_starts(
+    n_tokens: int, batch_size: int, context_length: int, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """Uniform random window starts in `[0, n_tokens - context_length)` (every valid start reachable)."""
+    _check_batch_args(n_tokens, batch_size, context_length)
+    return torch.randint(0, n_tokens - context_length, (batch_size,), generator=generator)
+
+
+def batch_from_starts(
+    data: np.ndarray, starts: Sequence[int] | torch.Tensor, context_length: int, device: str | torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cut `(x, y)` windows of `context_length` tokens at `starts`; `y` is `x` shifted by one."""
+    rows = np.stack([np.asarray(data[int(s) : int(s) + context_length + 1], dtype=np.int64) for s in starts])
+    xy = torch.from_numpy(rows)  # (B, T + 1)
+    x, y = xy[:, :-1], xy[:, 1:]
+    if torch.device(device).type == "cuda" and torch.cuda.is_available():
+        return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
+    return x.to(device), y.to(device)
+
+
+def get_batch(
+    data: np.ndarray,
+    batch_size: int,
+    context_length: int,
+    device: str | torch.device,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Draw `batch_size` random windows from the 1-D token array `data`.
+
+    Returns `(x, y)`, long tensors of shape `(batch_size, context_length)` on `device`, with
+    `y[i] = data[s_i + 1 : s_i + context_length + 1]`. Pass a seeded `torch.Generator` for a
+    reproducible stream (its state is what a training checkpoint saves as the sampler state).
+    """
+    if getattr(data, "ndim", 1) != 1:
+        raise ValueError(f"data must be a 1-D token array, got shape {getattr(data, 'shape', None)}")
+    starts = sample_starts(len(data), batch_size, context_length, generator)
+    return batch_from_starts(data, starts, context_length, device)
+
+
+def iter_eval_batches(
+    data: np.ndarray, batch_size: int, context_length: int
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Walk `data` once in order: every token after the first is a target exactly once.
+
+    Windows start at `0, T, 2T, ...`; full windows come `batch_size` at a time (the last batch may
+    hold fewer rows) and a final shorter window, if any tokens are left, comes as its own batch.
+    Tensors are long and on the CPU.
+    """
+    n = len(data)
+    _check_batch_args(n, batch_size, context_length)
+    n_full = (n - 1) // context_length
+    for first in range(0, n_full, batch_size):
+        starts = range(first * context_length, min(first + batch_size, n_full) * context_length, context_length)
+        yield batch_from_starts(data, list(starts), context_length, "cpu")
+    tail_start = n_full * context_length
+    if n - 1 - tail_start > 0:
+        tail = torch.from_numpy(np.asarray(data[tail_start:], dtype=np.int64))[None]  # (1, r + 1)
+        yield tail[:, :-1], tail[:, 1:]

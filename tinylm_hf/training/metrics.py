@@ -1,0 +1,165 @@
+"""Run metrics: metrics.jsonl, the console (a progress bar on a terminal, plain lines elsewhere),
+experiment trackers (TensorBoard, Trackio, W&B when installed) and the loss plot.
+
+One vocabulary end to end: `iter`, `tokens`, `loss`, `lr`, `grad_norm`, `tok_per_s` for training
+steps; `val_loss`, `val_perplexity`, `val_bpb` and `sample` for evaluations. `RunSummary` and the
+model card use the same names.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..fileio import FILE_MODE, write_text_atomic
+
+TRACKER_PACKAGES = {"tensorboard": "tensorboard", "trackio": "trackio", "wandb": "wandb"}
+
+
+def rewrite_metrics(path: Path, records: list[dict[str, Any]]) -> None:
+    """Replace metrics.jsonl with `records` (on resume: the lines up to the checkpoint's step)."""
+    write_text_atomic(path, "".join(json.dumps(r) + "\n" for r in records))
+
+
+class Tracker:
+    """A thin adapter over an experiment tracker's `log(metrics, step)`; `none` logs nothing."""
+
+    def __init__(self, kind: str, out_dir: Path, run_id: str, config: dict[str, Any]) -> None:
+        self.kind = kind
+        self._writer: Any = None
+        if kind == "none":
+            return
+        try:
+            if kind == "tensorboard":
+                from torch.utils.tensorboard import SummaryWriter
+
+                self._writer = SummaryWriter(log_dir=str(out_dir / "tensorboard"))
+            elif kind == "trackio":
+                import trackio
+
+                trackio.init(project="tinylm", name=run_id, config=config)
+                self._writer = trackio
+            elif kind == "wandb":
+                import wandb
+
+                self._writer = wandb.init(project="tinylm", name=run_id, id=run_id, resume="allow",
+                                          config=config, dir=str(out_dir))
+        except ImportError as err:
+            raise ImportError(
+                f"report_to={kind} needs the {TRACKER_PACKAGES[kind]} package: pip install {TRACKER_PACKAGES[kind]} "
+                f"({err})"
+            ) from None
+
+    def log(self, record: dict[str, Any]) -> None:
+        """Send the numeric entries of one metrics record, at its `iter`."""
+        if self._writer is None:
+            return
+        step = int(record["iter"])
+        numbers = {k: v for k, v in record.items() if k != "iter" and isinstance(v, (int, float))}
+        if self.kind == "tensorboard":
+            for key, value in numbers.items():
+                self._writer.add_scalar(key, value, step)
+        else:
+            self._writer.log(numbers, step=step)
+
+    def close(self) -> None:
+        """Flush and close the tracker."""
+        if self._writer is None:
+            return
+        if self.kind == "tensorboard":
+            self._writer.close()
+        elif self.kind == "wandb":
+            self._writer.finish()
+        else:
+            self._writer.finish()
+
+
+class Console:
+    """Progress for people: a tqdm bar on a terminal, one plain line every `every` steps otherwise."""
+
+    def __init__(self, total: int, initial: int, *, enabled: bool, every: int = 50) -> None:
+        self.enabled = enabled
+        self.every = every
+        self.bar = None
+        if enabled and sys.stdout.isatty():
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, initial=initial, desc="train", unit="step", dynamic_ncols=True)
+
+    def step(self, record: dict[str, Any]) -> None:
+        """Report one finished step."""
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix(loss=f"{record['loss']:.3f}", lr=f"{record['lr']:.2e}",
+                                 tok_s=f"{record['tok_per_s']:,.0f}")
+        elif record["iter"] % self.every == 0:
+            print(f"iter {record['iter']}: loss {record['loss']:.4f}, lr {record['lr']:.2e}, "
+                  f"{record['tok_per_s']:,.0f} tok/s", flush=True)
+
+    def write(self, message: str) -> None:
+        """A line that stays (evaluations, checkpoints, warnings)."""
+        if self.bar is not None:
+            self.bar.write(message)
+        else:
+            print(message, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+class MetricsLog:
+    """Appends each record to metrics.jsonl (and the tracker) as it happens, so a killed run keeps its log."""
+
+    def __init__(self, path: Path, records: list[dict[str, Any]], tracker: Tracker | None = None) -> None:
+        self.path = path
+        self.records = records
+        self.tracker = tracker
+
+    def add(self, record: dict[str, Any], *, write: bool = True) -> None:
+        """Keep `record`; with `write`, append it to the file and send it to the tracker."""
+        self.records.append(record)
+        if not write:
+            return
+        new = not self.path.exists()
+        with open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record) + "\n")
+        if new:
+            os.chmod(self.path, FILE_MODE)
+        if self.tracker is not None:
+            self.tracker.log(record)
+
+
+def plot_losses(metrics: list[dict[str, Any]], path: str | os.PathLike) -> None:
+    """Training and validation loss against tokens seen, as a PNG (matplotlib, Agg backend)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    train = [(m["tokens"], m["loss"]) for m in metrics if "loss" in m]
+    val = [(m["tokens"], m["val_loss"]) for m in metrics if "val_loss" in m]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    if train:
+        ax.plot(*zip(*train), label="train", linewidth=1)
+    if val:
+        ax.plot(*zip(*val), "o-", label="validation")
+    ax.set_xlabel("tokens")
+    ax.set_ylabel("loss (nats/token)")
+    ax.set_title("TinyLM training")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        fig.savefig(tmp, format="png", dpi=100, bbox_inches="tight")
+        os.chmod(tmp, FILE_MODE)
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        tmp.unlink(missing_ok=True)

@@ -1,0 +1,74 @@
+"""One optimizer step, shared by the training loop, the quickstart's calibration and the benchmarks.
+
+forward (our cross-entropy) -> backward, once per micro-batch (gradient accumulation) -> gradient
+norm and clipping -> finiteness check -> our AdamW step. A non-finite loss or gradient norm raises
+before the weights change, so the model and optimizer stay as they were after the last good step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from .functional import clip_grad_norm, cross_entropy
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss or gradient norm became NaN or infinite; the weights were not updated."""
+
+
+@dataclass
+class StepResult:
+    """What one optimizer step measured."""
+
+    loss: float
+    """Mean training loss over the step's micro-batches (and DDP ranks)."""
+    grad_norm: float
+    """Global gradient L2 norm before clipping."""
+
+
+def train_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    micro_batches: Sequence[tuple[torch.Tensor, torch.Tensor]],
+    *,
+    lr: float,
+    grad_clip: float | None = None,
+    autocast: contextlib.AbstractContextManager | None = None,
+    no_sync: Callable[[], contextlib.AbstractContextManager] | None = None,
+    all_reduce: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    parameters: Sequence[torch.nn.Parameter] | None = None,
+) -> StepResult:
+    """Accumulate gradients over `micro_batches` of `(x, y)`, clip, check, and step at learning rate `lr`.
+
+    Args:
+        no_sync: DDP's `model.no_sync`, entered for every micro-batch but the last.
+        all_reduce: averages the loss over DDP ranks (identity for one process).
+        parameters: the unwrapped model's parameters, for the gradient norm (default: `model`'s).
+    """
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    loss_sum = None
+    for i, (x, y) in enumerate(micro_batches):
+        sync = no_sync() if no_sync is not None and i < len(micro_batches) - 1 else contextlib.nullcontext()
+        with sync:
+            with autocast or contextlib.nullcontext():
+                logits = model(input_ids=x).logits
+            loss = cross_entropy(logits, y) / len(micro_batches)
+            loss.backward()
+        loss_sum = loss.detach() if loss_sum is None else loss_sum + loss.detach()
+    if all_reduce is not None:
+        loss_sum = all_reduce(loss_sum)
+    params = list(parameters if parameters is not None else model.parameters())
+    grad_norm = float(clip_grad_norm(params, grad_clip if grad_clip else math.inf))
+    step_loss = float(loss_sum)
+    if not (math.isfinite(step_loss) and math.isfinite(grad_norm)):
+        optimizer.zero_grad(set_to_none=True)
+        raise NonFiniteLossError(f"loss {step_loss}, gradient norm {grad_norm}")
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return StepResult(step_loss, grad_norm)

@@ -1,0 +1,125 @@
+"""RunSummary: the typed record a training run hands to the next stage (publishing, the quickstart, the CLI)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..fileio import write_json_atomic
+
+SUMMARY_FILE = "summary.json"
+
+
+@dataclass
+class DataProvenance:
+    """Where the training text came from, as recorded by `tinylm prepare` (file names, never paths)."""
+
+    input_files: list[str] = field(default_factory=list)
+    """Training text files (base names)."""
+    val_files: list[str] = field(default_factory=list)
+    """Validation text files (base names); empty when validation was carved off the training text."""
+    dataset: str | None = None
+    """A `datasets` name, when the text came from one."""
+    split: str | None = None
+    """The dataset split used."""
+    train_tokens: int = 0
+    """Tokens in train.bin."""
+    val_tokens: int = 0
+    """Tokens in val.bin."""
+    documents: int = 0
+    """Training documents."""
+    tokenizer_dir: str | None = None
+    """The tokenizer folder that made the data."""
+    tokenizer_fingerprint: str | None = None
+    """`tokenizer_fingerprint` of that tokenizer."""
+
+    @classmethod
+    def from_headers(cls, train: dict[str, Any], val: dict[str, Any]) -> DataProvenance:
+        """Build from the JSON headers of train.bin and val.bin."""
+        source = train.get("source") or {}
+        return cls(
+            input_files=[os.path.basename(str(f)) for f in source.get("input_files", [])],
+            val_files=[os.path.basename(str(f)) for f in source.get("val_files", [])],
+            dataset=source.get("dataset"), split=source.get("split"),
+            train_tokens=int(train.get("count", 0)), val_tokens=int(val.get("count", 0)),
+            documents=int(train.get("documents", 0)), tokenizer_dir=train.get("tokenizer"),
+            tokenizer_fingerprint=train.get("tokenizer_fingerprint"),
+        )
+
+    @property
+    def name(self) -> str:
+        """A human name for the data: the dataset, else the file names, else "unknown"."""
+        if self.dataset:
+            return self.dataset + (f" ({self.split})" if self.split else "")
+        return ", ".join(self.input_files) or "unknown"
+
+
+@dataclass
+class RunSummary:
+    """What `train` did: progress, final metrics (metrics.jsonl's names), where its outputs are."""
+
+    run_id: str
+    """Identifies the run; every checkpoint of it carries this id."""
+    out_dir: str
+    """The run's output folder."""
+    iterations: int
+    """Optimizer steps done."""
+    tokens: int
+    """Training tokens seen."""
+    context_length: int
+    """Tokens per training sequence."""
+    batch_size: int
+    """Sequences per optimizer step."""
+    loss: float | None
+    """Training loss of the last step."""
+    val_loss: float | None = None
+    """Validation loss (nats/token) of the last evaluation."""
+    val_perplexity: float | None = None
+    """exp(val_loss)."""
+    val_bpb: float | None = None
+    """Validation bits per UTF-8 byte."""
+    best_val_loss: float | None = None
+    """Lowest validation loss of the run."""
+    checkpoint: str | None = None
+    """The newest checkpoint (the final weights)."""
+    best_checkpoint: str | None = None
+    """The checkpoint with the lowest validation loss."""
+    interrupted: bool = False
+    """True when Ctrl-C or the time budget stopped the run before max_iters."""
+    elapsed_s: float = 0.0
+    """Wall-clock seconds of this process's training."""
+    world_size: int = 1
+    """Data-parallel processes."""
+    data: DataProvenance = field(default_factory=DataProvenance)
+    """The training data."""
+    train_config: dict[str, Any] = field(default_factory=dict)
+    """TrainConfig.to_dict() of the run."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> RunSummary:
+        """Inverse of `to_dict`."""
+        values = dict(values)
+        values["data"] = DataProvenance(**values.get("data", {}))
+        return cls(**values)
+
+    def save(self, path: str | os.PathLike | None = None) -> Path:
+        """Write as JSON (default: out_dir/summary.json)."""
+        return write_json_atomic(path or Path(self.out_dir) / SUMMARY_FILE, self.to_dict())
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> RunSummary:
+        """Read a summary written by `save` (a file, or a run folder holding summary.json)."""
+        path = Path(path)
+        if path.is_dir():
+            path = path / SUMMARY_FILE
+        if not path.is_file():
+            raise FileNotFoundError(f"no run summary at {path}: is this a finished `tinylm train` out-dir?")
+        return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))

@@ -1,0 +1,67 @@
+"""Evaluation during training: validation loss, perplexity and bits per byte, and a sample from a fixed prompt."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from .batches import iter_eval_batches
+from .functional import cross_entropy
+
+
+@torch.no_grad()
+def evaluate(
+    model: torch.nn.Module,
+    data: np.ndarray,
+    batch_size: int,
+    context_length: int,
+    device: torch.device,
+    max_batches: int | None = None,
+    bytes_per_token: float | None = None,
+    autocast: contextlib.AbstractContextManager | None = None,
+) -> dict[str, float]:
+    """Mean loss over (the first `max_batches` of) the sequential validation batches: `val_loss`,
+    `val_perplexity` and, given the data's bytes per token, `val_bpb`."""
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    for i, (x, y) in enumerate(iter_eval_batches(data, batch_size, context_length)):
+        if max_batches is not None and i >= max_batches:
+            break
+        x, y = x.to(device), y.to(device)
+        with autocast or contextlib.nullcontext():
+            logits = model(input_ids=x).logits
+        total += float(cross_entropy(logits, y, reduction="sum"))
+        count += y.numel()
+    model.train(was_training)
+    loss = total / max(count, 1)
+    out = {"val_loss": loss, "val_perplexity": math.exp(min(loss, 700.0))}
+    if bytes_per_token:
+        out["val_bpb"] = loss / math.log(2) / bytes_per_token
+    return out
+
+
+@torch.no_grad()
+def sample_completion(model: torch.nn.Module, tokenizer: Any, prompt: str, max_new_tokens: int) -> str:
+    """Greedy continuation of `prompt` (plain text: special-token text is not special), cut to the context."""
+    ids = tokenizer(prompt, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+    if not ids:
+        return ""
+    context = model.config.max_position_embeddings
+    ids = ids[-(context - 1):]
+    max_new_tokens = min(max_new_tokens, context - len(ids))
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    x = torch.tensor([ids], device=device)
+    for _ in range(max_new_tokens):
+        next_id = model(input_ids=x).logits[0, -1].argmax()
+        x = torch.cat([x, next_id.view(1, 1)], dim=1)
+        if tokenizer.eos_token_id is not None and int(next_id) == tokenizer.eos_token_id:
+            break
+    model.train(was_training)
+    return tokenizer.decode(x[0, len(ids):].tolist(), skip_special_tokens=True)
