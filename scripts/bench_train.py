@@ -40,7 +40,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tinylm_hf.training import AdamW, clip_grad_norm, cross_entropy, param_groups_for_weight_decay  # noqa: E402
+from tinylm_hf.training import AdamW, param_groups_for_weight_decay, train_step  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -125,16 +125,13 @@ def bench_optimizers(quick: bool = False, device: str = "cpu") -> list[dict]:
 
 def prepare_corpus(work: Path, vocab_size: int = 1024) -> Path:
     """Train a small BPE on the bundled TinyStories sample and tokenize it; returns the data folder."""
-    from tinylm_hf.tokenization import BPETokenizer, TinyLMTokenizer, train_bpe
-    from tinylm_hf.training.data import prepare_dataset
+    from tinylm_hf.corpus import prepare_dataset
+    from tinylm_hf.tokenization import train_tokenizer
 
-    eos = "<|endoftext|>"
     train_file = REPO / "tinylm_hf" / "data" / "tinystories_train_small.txt"
     val_file = REPO / "tinylm_hf" / "data" / "tinystories_valid_small.txt"
-    vocab, merges = train_bpe(train_file, vocab_size, [eos], progress=False)
-    vocab_path, merges_path = BPETokenizer(vocab, merges, [eos]).save(work / "bpe")
     tok_dir = work / "tokenizer"
-    TinyLMTokenizer(vocab_file=str(vocab_path), merges_file=str(merges_path)).save_pretrained(tok_dir)
+    train_tokenizer([train_file], vocab_size, progress=False).save_pretrained(tok_dir)
     prepare_dataset(tok_dir, work / "data", input_files=[train_file], val_files=[val_file], num_proc=1)
     return work / "data"
 
@@ -175,9 +172,11 @@ def run_trainer(config, data_dir: Path, eval_batches: int, eval_bs: int) -> list
     from torch.utils.data import Dataset, SequentialSampler
     from transformers import LlamaForCausalLM, Trainer, TrainerCallback, TrainingArguments
 
-    from tinylm_hf.export import llama_config_from
-    from tinylm_hf.training.data import load_tokens, read_header, sample_starts
-    from tinylm_hf.training.loop import build_model, evaluate
+    from tinylm_hf.corpus import load_tokens, read_header
+    from tinylm_hf.publish.export_llama import llama_config_from
+    from tinylm_hf.training.batches import sample_starts
+    from tinylm_hf.training.loop import build_model
+    from tinylm_hf.training.validation import evaluate
 
     train_data, val_data = load_tokens(data_dir / "train.bin"), load_tokens(data_dir / "val.bin")
     header = read_header(data_dir / "train.bin")
@@ -251,6 +250,7 @@ def bench_time_to_loss(quick: bool = False) -> list[dict]:
             batch_size=32, context_length=64, max_iters=steps, max_lr=3e-3, min_lr=3e-4,
             warmup_iters=steps // 10, weight_decay=0.1, grad_clip=1.0, eval_every=eval_every,
             checkpoint_every=0, log_every=10, device="cpu", dtype="float32", progress=False, plot=False,
+            sample_tokens=0, overwrite=True, threads=torch.get_num_threads(),
         )  # fmt: skip
         # the sides take turns, twice each: the faster repeat is the one least hit by machine load
         runs: dict[str, list[list[tuple[float, float]]]] = {"ours (tinylm_hf train)": [],
@@ -296,11 +296,7 @@ def preset_child(preset: str, batch: int, seq: int, steps: int) -> None:
     y = torch.randint(0, config.vocab_size, (batch, seq), generator=gen)
 
     def step() -> None:
-        loss = cross_entropy(model(input_ids=x).logits, y)
-        loss.backward()
-        clip_grad_norm(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        train_step(model, optimizer, [(x, y)], lr=1e-3, grad_clip=1.0)
 
     reset_peak_rss()
     base = psutil.Process().memory_info().rss

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from tinylm_hf.training.checkpoint import (
+    CheckpointError,
     find_latest_checkpoint,
     list_checkpoints,
     load_checkpoint,
@@ -112,3 +113,66 @@ def test_training_state_restores_rng_and_keeps_last_k(tmp_path):
     _assert_same(model, opt, model2, opt2)
     assert torch.equal(torch.rand(3), expected_global)  # the global stream continues from the save point
     assert find_latest_checkpoint(tmp_path / "empty") is None
+
+
+class _Payload:
+    """What a malicious checkpoint carries: unpickling it would run `touch MARKER`."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_planted_payload_never_runs(tmp_path):
+    marker = tmp_path / "pwned"
+    path = tmp_path / "ckpt_00000001.pt"
+    torch.save({"model": {}, "optimizer": {}, "iteration": 1, "extra": _Payload(str(marker))}, path)
+    model, opt = _fresh_pair()
+    with pytest.raises(CheckpointError, match="would run code"):
+        load_checkpoint(path, model, opt)
+    with pytest.raises(CheckpointError, match="would run code"):
+        load_training_state(path, model=model, optimizer=opt)
+    assert not marker.exists()
+
+
+def test_checkpoint_of_another_run_is_refused(tmp_path):
+    model, opt = _trained_pair()
+    path = save_training_state(tmp_path, model=model, optimizer=opt, iteration=3, generator=None, train_config={},
+                               model_config={}, metrics=[], run_id="run-a")
+    with pytest.raises(CheckpointError, match="belongs to run 'run-a'"):
+        load_training_state(path, model=model, optimizer=opt, run_id="run-b")
+
+
+def test_non_finite_weights_are_never_saved(tmp_path):
+    model, opt = _trained_pair()
+    with torch.no_grad():
+        model[0].weight[0, 0] = float("nan")
+    with pytest.raises(ValueError, match="non-finite weights"):
+        save_training_state(tmp_path, model=model, optimizer=opt, iteration=1, generator=None, train_config={},
+                            model_config={}, metrics=[])
+    assert list_checkpoints(tmp_path) == []
+
+
+def test_full_disk_names_the_folder_and_keeps_the_old_file(tmp_path, monkeypatch):
+    import errno
+
+    model, opt = _trained_pair()
+    save_checkpoint(model, opt, 1, tmp_path / "c.pt")
+    before = (tmp_path / "c.pt").read_bytes()
+
+    def no_space(obj, f, *a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", no_space)
+    with pytest.raises(OSError, match=f"no space left on {tmp_path}"):
+        save_checkpoint(model, opt, 2, tmp_path / "c.pt")
+    assert (tmp_path / "c.pt").read_bytes() == before
+    assert sorted(os.listdir(tmp_path)) == ["c.pt"]
+
+
+def test_checkpoint_files_are_world_readable(tmp_path):
+    model, opt = _trained_pair()
+    save_checkpoint(model, opt, 1, tmp_path / "c.pt")
+    assert (tmp_path / "c.pt").stat().st_mode & 0o777 == 0o644

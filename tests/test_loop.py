@@ -14,55 +14,12 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import PACKAGE_DATA, REPO_ROOT
+from conftest import REPO_ROOT
+from tiny_runs import byte_data, losses, tiny_config  # noqa: F401  (byte_data is a fixture)
 from tinylm_hf.training import step as step_module
 from tinylm_hf.training.checkpoint import list_checkpoints
 from tinylm_hf.training.config import TrainConfig
 from tinylm_hf.training.loop import NonFiniteLossError, train
-
-TINY_MODEL = {"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2}
-
-
-def write_byte_dataset(out: Path, n_bytes: int = 120_000) -> Path:
-    """train.bin/val.bin holding the UTF-8 bytes of real stories, with headers, and the byte tokenizer
-    (BPE without merges: id = byte value, eos 256) that reads them."""
-    from tinylm_hf import EOS_TOKEN
-    from tinylm_hf.corpus import tokenizer_fingerprint
-    from tinylm_hf.tokenization import build_hf_tokenizer
-
-    out.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_hf_tokenizer({i: bytes([i]) for i in range(256)}, [], [EOS_TOKEN])
-    tokenizer.save_pretrained(out / "tokenizer")
-    raw = (PACKAGE_DATA / "tinystories_valid_small.txt").read_bytes()[:n_bytes]
-    arr = np.frombuffer(raw, dtype=np.uint8).astype(np.uint16)
-    cut = int(len(arr) * 0.9)
-    for name, part in (("train", arr[:cut]), ("val", arr[cut:])):
-        part.tofile(out / f"{name}.bin")
-        (out / f"{name}.json").write_text(json.dumps(
-            {"dtype": "uint16", "count": len(part), "bytes": len(part), "vocab_size": len(tokenizer), "eos_id": 256,
-             "tokenizer": str(out / "tokenizer"), "tokenizer_fingerprint": tokenizer_fingerprint(tokenizer),
-             "source": {"input_files": ["tinystories_valid_small.txt"]}}))
-    return out
-
-
-
-@pytest.fixture(scope="module")
-def byte_data(tmp_path_factory) -> Path:
-    return write_byte_dataset(tmp_path_factory.mktemp("bytes"))
-
-
-def tiny_config(data: Path, out: Path, **kw) -> TrainConfig:
-    values = dict(data_dir=str(data), out_dir=str(out), model=dict(TINY_MODEL), batch_size=4, context_length=16,
-                  max_iters=12, warmup_iters=2, max_lr=3e-3, min_lr=3e-4, eval_every=6, eval_iters=4,
-                  checkpoint_every=4, keep_last=2, progress=False, plot=False, device="cpu", seed=7, threads=1,
-                  sample_tokens=4)
-    values.update(kw)
-    return TrainConfig(**values)
-
-
-def losses(out: Path) -> dict[int, float]:
-    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    return {r["iter"]: r["loss"] for r in rows if "loss" in r}
 
 
 def test_outputs_exist_and_published_folder_loads(byte_data, tmp_path):

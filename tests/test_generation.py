@@ -1,4 +1,5 @@
-"""`tinylm generate`: greedy output equals model.generate, streaming, eos stop, prompt-length errors."""
+"""`generate_text` and `tinylm generate`: greedy output equals model.generate, streaming, eos stop,
+prompt-length errors, sliding past the context, plain-text prompts."""
 
 from __future__ import annotations
 
@@ -66,3 +67,37 @@ def test_stops_at_eos(folder, loaded):
 def test_prompt_longer_than_context_is_a_clear_error(folder, capsys):
     long_prompt = "word " * 200
     assert re.search("context is 32 tokens", run_cli_error(["generate", str(folder), "--prompt", long_prompt, "--max-new-tokens", "4"], capsys))
+
+
+def test_greedy_beyond_the_context_continues_from_the_last_half_window(loaded):
+    model, tok = loaded
+    ids = tok(PROMPT, add_special_tokens=False)["input_ids"]
+    context = model.config.max_position_embeddings
+    notices: list[str] = []
+    new_ids, _ = generate_text(model, tok, PROMPT, max_new_tokens=context, temperature=0, notify=notices.append)
+    first = new_ids[: context - len(ids)]
+    expected_first = model.generate(torch.tensor([ids]), max_new_tokens=context - len(ids), do_sample=False,
+                                    pad_token_id=tok.eos_token_id)[0, len(ids):].tolist()
+    assert first == expected_first
+    assert len(new_ids) == context and tok.eos_token_id not in new_ids  # these weights never pick eos greedily
+    assert len(notices) >= 1 and f"context of {context} tokens full: sliding the window" in notices[0]
+
+
+def test_special_token_text_in_a_prompt_is_plain_unless_allowed(loaded):
+    model, tok = loaded
+    prompt = "Hi<|endoftext|>"
+    seen = []
+    real_generate = model.generate
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["input_ids"][0].tolist())
+        return real_generate(*args, **kwargs)
+
+    model.generate = spy
+    try:
+        generate_text(model, tok, prompt, max_new_tokens=1, temperature=0)
+        generate_text(model, tok, prompt, max_new_tokens=1, temperature=0, allow_special=True)
+    finally:
+        del model.generate
+    plain, special = seen
+    assert tok.eos_token_id not in plain and special[-1] == tok.eos_token_id

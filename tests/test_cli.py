@@ -1,0 +1,107 @@
+"""The `tinylm` command line: one-line user errors (exit 2), --debug, and no code run from a folder by default."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli_error
+from tiny_folders import make_tiny_folder
+from tiny_runs import byte_data  # noqa: F401  (a fixture)
+from tinylm_hf.cli import main
+
+PAYLOAD = "import pathlib\npathlib.Path({marker!r}).write_text('ran')\n"
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    return make_tiny_folder(tmp_path_factory.mktemp("cli") / "model")
+
+
+def plant(folder: Path, marker: Path) -> None:
+    """Append a payload to every *.py file of a saved folder (what a malicious download would hold)."""
+    for path in folder.glob("*.py"):
+        path.write_text(path.read_text(encoding="utf-8") + PAYLOAD.format(marker=str(marker)), encoding="utf-8")
+
+
+@pytest.fixture()
+def planted(folder, tmp_path) -> tuple[Path, Path]:
+    import shutil
+
+    copy = Path(shutil.copytree(folder, tmp_path / "downloaded"))
+    marker = tmp_path / "payload-ran"
+    plant(copy, marker)
+    return copy, marker
+
+
+@pytest.mark.parametrize("argv", [
+    ["generate", "{dir}", "--prompt", "Once", "--max-new-tokens", "2", "--temperature", "0"],
+    ["eval", "{dir}", "--input", "{text}"],
+    ["export-llama", "{dir}", "{out}"],
+    ["push", "{dir}", "--repo-id", "alice/x", "--dry-run"],
+], ids=["generate", "eval", "export-llama", "push"])
+def test_a_tinylm_folder_loads_with_installed_code_not_its_own(planted, tmp_path, argv):
+    folder, marker = planted
+    (tmp_path / "t.txt").write_text("Once upon a time there was a cat.", encoding="utf-8")
+    args = [a.format(dir=folder, text=tmp_path / "t.txt", out=tmp_path / "llama") for a in argv]
+    assert main(args) == 0
+    assert not marker.exists()
+
+
+def test_foreign_code_runs_only_with_the_flag(planted, tmp_path, capsys):
+    folder, marker = planted
+    config = json.loads((folder / "config.json").read_text())
+    config["model_type"] = "evil"
+    (folder / "config.json").write_text(json.dumps(config))
+    err = run_cli_error(["generate", str(folder), "--prompt", "Once"], capsys)
+    assert "--trust-remote-code" in err and not marker.exists()
+    try:  # the foreign model type may not load in the end: what matters is that its code ran
+        main(["generate", str(folder), "--prompt", "Once", "--max-new-tokens", "1", "--trust-remote-code"])
+    except Exception:
+        pass
+    assert marker.exists()  # the flag really opts in
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["generate", "{dir}", "--prompt", "Hi", "--temperature", "-1"], "temperature must be a finite number >= 0"),
+    (["generate", "{dir}", "--prompt", "Hi", "--temperature", "nan"], "temperature must be a finite number"),
+    (["generate", "{dir}", "--prompt", "Hi", "--temperature", "inf"], "temperature must be a finite number"),
+    (["generate", "{dir}", "--prompt", "Hi", "--top-p", "1.5"], r"top_p must be in \(0, 1\]"),
+    (["generate", "{dir}", "--prompt", "Hi", "--top-p", "0"], r"top_p must be in \(0, 1\]"),
+    (["eval", "{dir}", "--input", "{text}", "--limit", "-1"], "limit must be a positive number"),
+    (["eval", "{dir}", "--input", "{text}", "--context-length", "100000"], "context-length must be in"),
+    (["train-tokenizer", "--input", "{text}", "--vocab-size", "300", "--out", "{text}"], "is a file, not a folder"),
+    (["quickstart", "--time-budget", "-5", "--out", "{out}"], "budget must be a positive number"),
+    (["push", "{dir}", "--repo-id", "a/b.git"], "not a valid 'owner/name' Hub id"),
+    (["export-llama", "{dir}", "{parent}", "--overwrite"], "contains the input folder"),
+], ids=lambda v: v if isinstance(v, str) else " ".join(v[:2]))
+def test_user_errors_are_one_line_and_exit_2(folder, tmp_path, capsys, argv, message):
+    (tmp_path / "t.txt").write_text("Once upon a time.", encoding="utf-8")
+    args = [a.format(dir=folder, text=tmp_path / "t.txt", out=tmp_path / "qs", parent=folder.parent) for a in argv]
+    assert re.search(message, run_cli_error(args, capsys))
+    assert folder.is_dir() and (folder / "config.json").is_file()
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--eval-iters", "0"], "eval_iters must be an integer >= 1"),
+    (["--device", "cuda"], "no CUDA GPU"),
+    (["--warmup-iters", "50", "--max-iters", "10"], "warmup_iters .* larger than max_iters"),
+    (["--context-length", "4096", "--model", '{"max_position_embeddings": 64}'], "exceeds the model's max_position_embeddings"),
+], ids=["eval-iters-0", "cuda-without-gpu", "warmup-over-max", "context-over-model"])
+def test_train_flag_errors(byte_data, tmp_path, capsys, flags, message, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    args = ["train", "--data-dir", str(byte_data), "--out-dir", str(tmp_path / "run"), "--threads", "1",
+            "--model", '{"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2}',
+            "--max-iters", "2", "--warmup-iters", "1", "--context-length", "16", "--batch-size", "2", *flags]
+    assert re.search(message, run_cli_error(args, capsys))
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_debug_shows_the_traceback(folder):
+    with pytest.raises(ValueError, match="temperature"):
+        main(["generate", str(folder), "--prompt", "Hi", "--temperature", "-1", "--debug"])

@@ -1,0 +1,110 @@
+"""`prepare_dataset` on the text a new user has: any UTF-8, JSONL, hostile text, a full disk."""
+
+from __future__ import annotations
+
+import errno
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import PACKAGE_DATA, shared_file
+from tinylm_hf import EOS_TOKEN, prepare_dataset
+from tinylm_hf.corpus import load_tokens, read_header, token_files
+from tinylm_hf.tokenization import build_hf_tokenizer, train_tokenizer
+
+
+@pytest.fixture(scope="module")
+def tok_dir(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("tok")
+    train_tokenizer([PACKAGE_DATA / "tinystories_valid_small.txt"], 320, progress=False).save_pretrained(d)
+    return d
+
+
+def _ids(tok_dir: Path, text: str) -> list[int]:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tok_dir)(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+
+
+def test_plain_text_without_separators_is_split_at_blank_lines(tmp_path, tok_dir):
+    src = shared_file("tiny_shakespeare.txt")
+    text = src.read_text(encoding="utf-8")[:40_000]
+    (tmp_path / "shakespeare.txt").write_text(text, encoding="utf-8")
+    headers = prepare_dataset(tok_dir, tmp_path / "out", input_files=[tmp_path / "shakespeare.txt"], num_proc=1)
+    assert headers["train"]["split_rules"] == {"blank_lines": headers["train"]["documents"]}
+    assert headers["train"]["documents"] > 100
+    assert headers["train"]["source"] == {"input_files": ["shakespeare.txt"], "val_carved": 0.05}
+    total = headers["train"]["bytes"] + headers["val"]["bytes"]
+    assert 0.05 <= headers["val"]["bytes"] / total < 0.07  # carved by size
+
+
+def test_one_huge_line_becomes_fixed_size_pieces(tmp_path, tok_dir):
+    line = " ".join(["the cat sat on the mat"] * 20_000)  # 460 KB, no newline
+    (tmp_path / "line.txt").write_text(line, encoding="utf-8")
+    headers = prepare_dataset(tok_dir, tmp_path / "out", input_files=[tmp_path / "line.txt"], num_proc=1)
+    assert set(headers["train"]["split_rules"]) == {"fixed_size"}
+    assert headers["train"]["documents"] + headers["val"]["documents"] >= 25
+
+
+def test_document_text_is_plain_text_not_control_tokens(tmp_path, tok_dir):
+    rows = [{"text": "A story that spells <|endoftext|> in the middle."}, {"text": "Another one."}]
+    (tmp_path / "a.jsonl").write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
+    (tmp_path / "v.jsonl").write_text(json.dumps({"text": "Held out <|endoftext|> too."}), encoding="utf-8")
+    prepare_dataset(tok_dir, tmp_path / "out", input_files=[tmp_path / "a.jsonl"], val_files=[tmp_path / "v.jsonl"],
+                    num_proc=1)
+    eos = read_header(tmp_path / "out" / "train.bin")["eos_id"]
+    train = load_tokens(tmp_path / "out" / "train.bin").tolist()
+    assert train == _ids(tok_dir, rows[0]["text"]) + [eos] + _ids(tok_dir, rows[1]["text"]) + [eos]
+    assert train.count(eos) == 2  # one per document: the spelled token is not one
+
+
+def test_missing_text_column_is_an_error(tmp_path, tok_dir):
+    (tmp_path / "a.jsonl").write_text(json.dumps({"story": "x"}) + "\n" + json.dumps({"story": "y"}), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"text column 'text'.*story"):
+        prepare_dataset(tok_dir, tmp_path / "out", input_files=[tmp_path / "a.jsonl"], num_proc=1)
+
+
+def test_undecodable_input_is_an_error(tmp_path, tok_dir):
+    (tmp_path / "latin1.txt").write_bytes("caf\xe9 au lait\n\nmore\n".encode("latin-1"))
+    with pytest.raises(ValueError, match="latin1.txt is not UTF-8"):
+        prepare_dataset(tok_dir, tmp_path / "out", input_files=[tmp_path / "latin1.txt"], num_proc=1)
+
+
+def test_dtype_follows_the_largest_id_not_the_token_count(tmp_path):
+    # 258 tokens, but the merged token " t" has id 70000: uint16 would wrap it silently
+    vocab = {i: bytes([i]) for i in range(256)} | {70000: b" t"}
+    tok = build_hf_tokenizer(vocab, [(b" ", b"t")], [EOS_TOKEN])
+    tok.save_pretrained(tmp_path / "tok")
+    (tmp_path / "a.txt").write_text("a t\n\nt t t\n\nat\n", encoding="utf-8")
+    prepare_dataset(tmp_path / "tok", tmp_path / "out", input_files=[tmp_path / "a.txt"], num_proc=1)
+    train = load_tokens(tmp_path / "out" / "train.bin")
+    assert train.dtype == np.uint32 and 70000 in train.tolist()
+    assert len(tok) < 65536
+
+
+def test_full_disk_keeps_earlier_outputs_and_leaves_no_partial_files(tmp_path, tok_dir, monkeypatch):
+    (tmp_path / "a.txt").write_text("one story\n\nanother story\n\na third\n", encoding="utf-8")
+    out = tmp_path / "out"
+    prepare_dataset(tok_dir, out, input_files=[tmp_path / "a.txt"], num_proc=1)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    class FullDisk:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(token_files, "open", FullDisk, raising=False)
+    (tmp_path / "b.txt").write_text("new text\n\nmore new text\n", encoding="utf-8")
+    with pytest.raises(OSError, match=f"no space left on {out}"):
+        prepare_dataset(tok_dir, out, input_files=[tmp_path / "b.txt"], num_proc=1)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before

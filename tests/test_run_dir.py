@@ -1,0 +1,119 @@
+"""A run's out-dir: one run per folder, resume only that run, one process at a time, no mixed data."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import REPO_ROOT
+from tiny_runs import byte_data, losses, tiny_config, write_byte_dataset  # noqa: F401  (byte_data is a fixture)
+from tinylm_hf.training import train
+from tinylm_hf.training.checkpoint import list_checkpoints
+from tinylm_hf.training.run_dir import RunDirectory, RunInUseError
+
+
+def test_training_into_a_used_folder_without_resume_refuses(byte_data, tmp_path):
+    train(tiny_config(byte_data, tmp_path / "run", max_iters=4))
+    before = sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir())
+    with pytest.raises(FileExistsError, match="--resume.*--overwrite"):
+        train(tiny_config(byte_data, tmp_path / "run", max_iters=4))
+    assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir()) == before
+
+
+def test_overwrite_starts_a_new_run_without_old_checkpoints(byte_data, tmp_path):
+    first = train(tiny_config(byte_data, tmp_path / "run", max_iters=8))
+    second = train(tiny_config(byte_data, tmp_path / "run", max_iters=4, overwrite=True))
+    assert second.run_id != first.run_id
+    assert [p.name for p in list_checkpoints(tmp_path / "run" / "checkpoints")] == ["ckpt_00000004.pt"]
+    assert max(losses(tmp_path / "run")) == 4
+
+
+def test_resume_never_picks_a_checkpoint_of_another_run(byte_data, tmp_path):
+    train(tiny_config(byte_data, tmp_path / "a", max_iters=8))
+    train(tiny_config(byte_data, tmp_path / "b", max_iters=4))
+    # a stale checkpoint of run a, newer than b's, lands in b's folder
+    (tmp_path / "b" / "checkpoints" / "ckpt_00000008.pt").write_bytes(
+        (tmp_path / "a" / "checkpoints" / "ckpt_00000008.pt").read_bytes())
+    resumed = train(tiny_config(byte_data, tmp_path / "b", max_iters=6, resume=True))
+    assert resumed.iterations == 6  # continued b from 4, not a from 8
+
+
+def test_resume_falls_back_past_a_truncated_newest_checkpoint(byte_data, tmp_path, capsys):
+    train(tiny_config(byte_data, tmp_path / "full", cosine_cycle_iters=12))
+    train(tiny_config(byte_data, tmp_path / "cut", cosine_cycle_iters=12, max_iters=8))
+    newest = tmp_path / "cut" / "checkpoints" / "ckpt_00000008.pt"
+    newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
+    (tmp_path / "cut" / "checkpoints" / ".ckpt_00000009.pt.123.tmp").write_bytes(b"half a write")
+    train(tiny_config(byte_data, tmp_path / "cut", cosine_cycle_iters=12, resume=True))
+    out = capsys.readouterr().out
+    assert "skipped a checkpoint" in out and "truncated or corrupt" in out and "ckpt_00000004.pt" in out
+    assert losses(tmp_path / "cut") == losses(tmp_path / "full")
+    assert not list((tmp_path / "cut" / "checkpoints").glob("*.tmp"))
+
+
+def test_resume_on_data_of_another_tokenizer_refuses(byte_data, tmp_path):
+    train(tiny_config(byte_data, tmp_path / "run", max_iters=4))
+    other = write_byte_dataset(tmp_path / "other")
+    for name in ("train.json", "val.json"):
+        header = json.loads((other / name).read_text())
+        header["tokenizer_fingerprint"] = "0123456789abcdef"
+        (other / name).write_text(json.dumps(header))
+    with pytest.raises(ValueError, match="another tokenizer"):
+        train(tiny_config(other, tmp_path / "run", max_iters=8, resume=True))
+
+
+def test_a_second_process_on_the_same_folder_is_refused(tmp_path):
+    first = RunDirectory(tmp_path / "run")
+    first.lock()
+    try:
+        code = (f"from tinylm_hf.training.run_dir import RunDirectory\n"
+                f"RunDirectory({str(tmp_path / 'run')!r}).lock()")
+        proc = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True)
+        assert proc.returncode != 0 and "RunInUseError" in proc.stderr and f"pid" in proc.stderr
+        with pytest.raises(RunInUseError):
+            RunDirectory(tmp_path / "run").lock()  # a second handle in this process too
+    finally:
+        first.unlock()
+    RunDirectory(tmp_path / "run").lock()  # free again once released
+
+
+def test_nan_guard_names_a_finite_checkpoint(byte_data, tmp_path, monkeypatch):
+    from tinylm_hf.training import step as step_module
+
+    real = step_module.clip_grad_norm
+    calls = {"n": 0}
+
+    def exploding(params, max_norm):
+        calls["n"] += 1
+        norm = real(params, max_norm)
+        return norm * float("inf") if calls["n"] == 7 else norm  # the 7th step's gradients overflow
+
+    monkeypatch.setattr(step_module, "clip_grad_norm", exploding)
+    with pytest.raises(step_module.NonFiniteLossError, match=r"gradient norm inf at iteration 7.*ckpt_00000004\.pt"):
+        train(tiny_config(byte_data, tmp_path / "run", eval_every=0))
+    state = torch.load(tmp_path / "run" / "checkpoints" / "ckpt_00000004.pt", weights_only=True)
+    assert all(torch.isfinite(t).all() for t in state["model"].values())
+    assert [p.name for p in list_checkpoints(tmp_path / "run" / "checkpoints")] == ["ckpt_00000004.pt"]
+
+
+def test_config_conflicts_are_caught_before_any_model(tmp_path):
+    from tinylm_hf import TrainConfig
+
+    with pytest.raises(ValueError, match="warmup_iters .* larger than max_iters"):
+        TrainConfig(data_dir="d", max_iters=10, warmup_iters=20)
+    with pytest.raises(ValueError, match="max_lr must be a finite number"):
+        TrainConfig(data_dir="d", max_lr=float("inf"))
+    with pytest.raises(ValueError, match="eval_iters must be an integer >= 1"):
+        TrainConfig(data_dir="d", eval_iters=0)
+    with pytest.raises(ValueError, match="resume and overwrite"):
+        TrainConfig(data_dir="d", resume=True, overwrite=True)
+
+
+def test_validation_data_shorter_than_the_context_fails_up_front(byte_data, tmp_path):
+    with pytest.raises(ValueError, match="val.bin has .* too few for context_length 20000"):
+        train(tiny_config(byte_data, tmp_path / "run", context_length=20000))
+    assert not (tmp_path / "run" / "checkpoints").exists()
