@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ MODEL_TYPES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}
 UNMERGEABLE_CHARS = frozenset("\t\x00\u2585")
 
 _WORD = regex.compile(f"{SPACE_SYMBOL}[^{SPACE_SYMBOL}]*|[^{SPACE_SYMBOL}]+")
+_LINE_WORD = re.compile(f"{SPACE_SYMBOL}[^{SPACE_SYMBOL}\n]*")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -69,16 +71,17 @@ def split_words(metaspace_text: str) -> list[str]:
 def split_metaspace_words(text: str) -> list[str]:
     """The words sentencepiece trains on: each line gets the dummy prefix and is cut before each `▁`.
 
-    Lines are split at "\\n" only (as sentencepiece reads a file), empty lines give nothing.
+    Lines are split at "\\n" only (as sentencepiece reads a file); empty lines give nothing.
 
     >>> split_metaspace_words("The cat  sat.\\nIt ran")
     ['▁The', '▁cat', '▁', '▁sat.', '▁It', '▁ran']
     """
-    words: list[str] = []
-    for line in text.split("\n"):
-        if line:
-            words += _WORD.findall(SPACE_SYMBOL + line.replace(" ", SPACE_SYMBOL))
-    return words
+    if "\n\n" in text or text.startswith("\n") or text.endswith("\n"):
+        text = "\n".join(line for line in text.split("\n") if line)
+    if not text:
+        return []
+    # Every line starts with the dummy prefix, so every word starts with "▁".
+    return _LINE_WORD.findall(SPACE_SYMBOL + text.replace(" ", SPACE_SYMBOL).replace("\n", "\n" + SPACE_SYMBOL))
 
 
 def from_metaspace(pieces_text: str, *, add_dummy_prefix: bool = True) -> str:
@@ -209,6 +212,42 @@ def is_valid_piece(piece: str, max_length: int = MAX_PIECE_LENGTH) -> bool:
             return False
         previous = script
     return True
+
+
+# What `is_valid_piece` needs to know of a valid piece to judge it joined to another:
+# (length, starts with "▁", script of its first non-combining character, script it ends in).
+PieceShape = tuple[int, bool, "str | None", "str | None"]
+
+
+def piece_shape(piece: str) -> PieceShape:
+    """The shape of a valid piece (see `join_shapes`)."""
+    first = last = None
+    for char in piece:
+        if char == SPACE_SYMBOL:
+            continue
+        script = script_of(char)
+        if script == "Inherited":
+            continue
+        if first is None:
+            first = script
+        last = script
+    return len(piece), piece.startswith(SPACE_SYMBOL), first, last
+
+
+def join_shapes(left: PieceShape, right: PieceShape, max_length: int = MAX_PIECE_LENGTH) -> PieceShape | None:
+    """Shape of left+right, or None when `is_valid_piece(left + right)` is False (both valid).
+
+    Equal to the full check because only the junction can break it: `▁` must not start the right
+    part, and the script the left part ends in must be the right part's first script.
+    """
+    length = left[0] + right[0]
+    if length > max_length or right[1]:
+        return None
+    if left[3] is not None and right[2] is not None and left[3] != right[2]:
+        return None
+    first = left[2] if left[2] is not None else right[2]
+    last = right[3] if right[3] is not None else left[3]
+    return length, left[1], first, last
 
 
 # ---------------------------------------------------------------------------------------------
