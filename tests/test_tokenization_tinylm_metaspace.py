@@ -9,7 +9,7 @@ import pytest
 import sentencepiece as spm
 from transformers import AutoTokenizer
 
-from sentencepiece_models import TRAIN, head_lines, sample_lines, train_spm
+from sentencepiece_models import TRAIN, head_lines, sample_lines
 from tiny_folders import run_fresh
 from tinylm_hf.tokenization import (
     TinyLMSentencePieceBPETokenizer,

@@ -14,13 +14,11 @@ from collections.abc import Iterable, Sequence
 from itertools import chain
 
 from .metaspace import (
-    BYTE,
     BYTE_PIECES,
     CONTROL,
     NORMAL,
     SPACE_SYMBOL,
     UNKNOWN,
-    UNUSED,
     USER_DEFINED,
     SentencePieceModel,
     decode_pieces,
@@ -182,14 +180,13 @@ class MetaspaceTokenizer:
             )
         if not model.escape_whitespaces:
             raise ValueError(f"{what} does not escape whitespace as ▁; it cannot be loaded")
-        types = [UNUSED if kind == UNUSED else kind for _, _, kind in model.pieces]
         return cls(
             [(p, s) for p, s, _ in model.pieces],
             unk_token=model.unk_piece(),
             byte_fallback=model.byte_fallback,
             add_dummy_prefix=model.add_dummy_prefix,
             remove_extra_whitespaces=model.remove_extra_whitespaces,
-            types=types,
+            types=[kind for _, _, kind in model.pieces],
         )
 
     def to_sentencepiece_model(self) -> SentencePieceModel:
