@@ -42,7 +42,7 @@ def test_words_are_cut_before_each_space_symbol_line_by_line():
 
 
 @given(TEXT)
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 def test_fast_word_counting_equals_the_word_split(text):
     per_line = [w for line in text.split("\n") if line for w in split_words(to_metaspace(line))]
     assert split_metaspace_words(text) == per_line
@@ -58,7 +58,7 @@ def test_piece_rules_follow_sentencepiece():
 
 
 @given(st.text(alphabet=st.sampled_from(list("ab1,▁Жω\u0301あ漢")), min_size=1, max_size=9), st.text(alphabet=st.sampled_from(list("ab1,▁Жω\u0301あ漢")), min_size=1, max_size=9))
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=200, deadline=None)
 def test_joining_shapes_equals_checking_the_joined_piece(left, right):
     if is_valid_piece(left) and is_valid_piece(right):
         joined = join_shapes(piece_shape(left), piece_shape(right))
