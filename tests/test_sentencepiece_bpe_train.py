@@ -1,0 +1,71 @@
+"""train_sentencepiece_bpe: the same vocabulary as sentencepiece's BPE trainer."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from sentencepiece_models import TRAIN, head_lines, train_spm
+from tinylm_hf.tokenization.metaspace import read_sentencepiece_model
+from tinylm_hf.tokenization.metaspace_train import count_metaspace_words
+from tinylm_hf.tokenization.sentencepiece_bpe import SentencePieceBPETokenizer
+from tinylm_hf.tokenization.sentencepiece_bpe_train import (
+    train_sentencepiece_bpe,
+    train_sentencepiece_bpe_from_counts,
+    train_sentencepiece_bpe_from_iterator,
+)
+
+
+def test_hand_checked_ties_go_to_fewer_characters_then_smaller_bytes():
+    # ▁a (4), aa (4), ▁aa... : (▁,a) 3+1=4 and (a,a) 2+2=4 tie; both 2 characters; "aa" < "▁a" in UTF-8.
+    pieces = train_sentencepiece_bpe_from_counts({"▁aaa": 2, "▁a": 1, "▁ab": 1}, 9, byte_fallback=False)
+    assert [p for p, _ in pieces][3:5] == ["aa", "▁a"]
+    assert [s for _, s in pieces] == [0.0, 0.0, 0.0, -0.0, -1.0, -2.0, -3.0, -4.0, -5.0]
+
+
+@pytest.mark.parametrize(
+    ("vocab_size", "byte_fallback", "specials"),
+    [(1000, True, None), (3000, False, ["<pad>", "<mask>"])],
+    ids=["byte-fallback-1000", "specials-3000"],
+)
+def test_vocabulary_equals_sentencepiece_on_the_bundled_corpus(tmp_path, vocab_size, byte_fallback, specials):
+    reference = train_spm(tmp_path, TRAIN, "bpe", vocab_size, byte_fallback=byte_fallback, control_symbols=specials or [])
+    expected = [(p, s) for p, s, _ in read_sentencepiece_model(reference).pieces]
+    assert train_sentencepiece_bpe(TRAIN, vocab_size, specials, byte_fallback=byte_fallback, progress=False) == expected
+
+
+def test_summed_shard_counts_equal_the_concatenated_text(tmp_path):
+    lines = TRAIN.read_text(encoding="utf-8").splitlines(keepends=True)[:3000]
+    first, second = "".join(lines[:1000]), "".join(lines[1000:])
+    (tmp_path / "all.txt").write_text(first + second, encoding="utf-8")
+    counts = count_metaspace_words([first]) + count_metaspace_words([second])
+    whole = train_sentencepiece_bpe(tmp_path / "all.txt", 700, progress=False)
+    assert train_sentencepiece_bpe_from_counts(counts, 700) == whole
+    assert train_sentencepiece_bpe_from_iterator(iter(lines), 700, progress=False) == whole
+
+
+def test_trained_pieces_encode_with_byte_fallback(tmp_path):
+    corpus = head_lines(TRAIN, 100_000, tmp_path / "c.txt")
+    tok = SentencePieceBPETokenizer(train_sentencepiece_bpe(corpus, 500, progress=False))
+    text = "Once upon a time 漢 😀"
+    assert tok.decode(tok.encode(text)) == text
+    assert "<0xE6>" in [tok.id_to_piece(i) for i in tok.encode("漢")]
+
+
+def test_bad_input_is_a_clear_error(tmp_path):
+    corpus = head_lines(TRAIN, 20_000, tmp_path / "c.txt")
+    with pytest.raises(ValueError, match="too small"):
+        train_sentencepiece_bpe(corpus, 100, progress=False)
+    with pytest.raises(ValueError, match="too large"):
+        train_sentencepiece_bpe(corpus, 100_000, progress=False)
+    (tmp_path / "empty.txt").write_bytes(b"")
+    with pytest.raises(ValueError, match="empty"):
+        train_sentencepiece_bpe(tmp_path / "empty.txt", 400, progress=False)
+    (tmp_path / "latin1.txt").write_bytes("café\n".encode("latin-1"))
+    with pytest.raises(ValueError, match="UTF-8"):
+        train_sentencepiece_bpe(tmp_path / "latin1.txt", 400, progress=False)
+    with pytest.raises(ValueError, match="non-negative"):
+        train_sentencepiece_bpe_from_counts(Counter({"▁a": -1}), 400)
+    with pytest.raises(TypeError, match="single string"):
+        train_sentencepiece_bpe_from_iterator("some text", 400)

@@ -1,0 +1,71 @@
+"""train_unigram: sentencepiece's recipe; quality within 1% of sentencepiece's trainer."""
+
+from __future__ import annotations
+
+import pytest
+import sentencepiece as spm
+
+from sentencepiece_models import TRAIN, VALID, head_lines, train_spm
+from tinylm_hf.tokenization.metaspace_train import count_metaspace_words
+from tinylm_hf.tokenization.unigram import UnigramTokenizer
+from tinylm_hf.tokenization.unigram_train import (
+    _digamma,
+    train_unigram,
+    train_unigram_from_counts,
+    train_unigram_from_iterator,
+)
+
+
+@pytest.fixture(scope="module")
+def small_corpus(tmp_path_factory):
+    return head_lines(TRAIN, 200_000, tmp_path_factory.mktemp("unigram") / "c.txt")
+
+
+def test_pieces_keep_every_character_and_fixed_ids(small_corpus):
+    pieces = train_unigram(small_corpus, 500, ["<pad>"], progress=False)
+    names = [p for p, _ in pieces]
+    assert len(pieces) == 500 and names[:4] == ["<unk>", "<s>", "</s>", "<pad>"]
+    chars = set(small_corpus.read_text(encoding="utf-8")) - {"\n", " "} | {"▁"}
+    assert chars <= set(names)
+    scores = [s for _, s in pieces[4:]]
+    assert scores == sorted(scores, reverse=True) and all(s < 0 for s in scores)
+    tok = UnigramTokenizer(pieces)
+    assert tok.decode(tok.encode("Once upon a time, Lily smiled.")) == "Once upon a time, Lily smiled."
+
+
+def test_summed_shard_counts_equal_the_concatenated_text(small_corpus):
+    lines = small_corpus.read_text(encoding="utf-8").splitlines(keepends=True)
+    first, second = "".join(lines[: len(lines) // 2]), "".join(lines[len(lines) // 2 :])
+    whole = train_unigram(small_corpus, 400, progress=False)
+    counts = count_metaspace_words([first]) + count_metaspace_words([second])
+    assert train_unigram_from_counts(counts, 400) == whole
+    assert train_unigram_from_iterator(iter(lines), 400, progress=False) == whole
+
+
+def test_digamma_matches_its_series():
+    # digamma(1) = -Euler-Mascheroni; digamma(x + 1) = digamma(x) + 1/x.
+    values = _digamma(__import__("numpy").array([1.0, 2.5, 3.5]))
+    assert abs(values[0] + 0.5772156649) < 1e-9 and abs(values[2] - values[1] - 1 / 2.5) < 1e-9
+
+
+def test_bad_input_is_a_clear_error(small_corpus, tmp_path):
+    with pytest.raises(ValueError, match="too small"):
+        train_unigram(small_corpus, 20, progress=False)
+    with pytest.raises(ValueError, match="shrinking_factor"):
+        train_unigram(small_corpus, 400, shrinking_factor=1.5, progress=False)
+    (tmp_path / "bad.txt").write_bytes(b"\xff\xfe\n")
+    with pytest.raises(ValueError, match="UTF-8"):
+        train_unigram(tmp_path / "bad.txt", 400, progress=False)
+    with pytest.raises(ValueError, match="no text"):
+        train_unigram_from_iterator(["", "\n"], 400, progress=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("vocab_size", [2000, 5000])
+def test_tokens_per_byte_within_one_percent_of_sentencepiece(tmp_path, vocab_size):
+    reference = spm.SentencePieceProcessor(model_file=str(train_spm(tmp_path, TRAIN, "unigram", vocab_size)))
+    ours = UnigramTokenizer(train_unigram(TRAIN, vocab_size, progress=False))
+    lines = VALID.read_text(encoding="utf-8").split("\n")
+    theirs = sum(map(len, reference.encode(lines)))
+    mine = sum(len(ours.encode(line)) for line in lines)
+    assert abs(mine / theirs - 1) <= 0.01, (mine, theirs)

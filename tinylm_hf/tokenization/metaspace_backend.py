@@ -1,0 +1,68 @@
+"""Build a `tokenizers.Tokenizer` equal to a `UnigramTokenizer` or `SentencePieceBPETokenizer`.
+
+The `tokenizer.json` twin of the sentencepiece-style HF classes: a normaliser that does what
+`to_metaspace` does (`▁` prefix on every text segment, spaces to `▁`), a Metaspace pre-tokenizer
+that cuts before each `▁` when no piece can cross such a cut, the Unigram or BPE model (BPE merges
+derived from the pieces' scores, sentencepiece's merge priority), byte fallback, and a decoder
+that undoes it all. Control and unknown pieces are special added tokens.
+
+This file imports only same-folder siblings: transformers copies it flat for `trust_remote_code`.
+"""
+
+from __future__ import annotations
+
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
+
+from .metaspace import CONTROL, SPACE_SYMBOL, UNKNOWN
+from .metaspace_tokenizer import MetaspaceTokenizer
+
+
+def build_metaspace_backend(core: MetaspaceTokenizer) -> Tokenizer:
+    """The `tokenizers` twin of `core` (ids equal on any text)."""
+    if core.model_type == "unigram":
+        model = models.Unigram(list(zip(core.pieces, core.scores)), unk_id=core.unk_id, byte_fallback=core.byte_fallback)
+    elif core.model_type == "bpe":
+        model = models.BPE(
+            vocab=dict(core.piece_to_id),
+            merges=bpe_merges(core),
+            unk_token=core.unk_token,
+            byte_fallback=core.byte_fallback,
+            fuse_unk=not core.byte_fallback,
+        )
+    else:
+        raise ValueError(f"no tokenizers twin for model type {core.model_type!r}")
+    tokenizer = Tokenizer(model)
+    steps = []
+    if core.remove_extra_whitespaces:
+        steps += [normalizers.Replace(Regex("^ +| +$"), ""), normalizers.Replace(Regex(" {2,}"), " ")]
+    if core.add_dummy_prefix:
+        steps.append(normalizers.Prepend(SPACE_SYMBOL))
+    steps.append(normalizers.Replace(" ", SPACE_SYMBOL))
+    tokenizer.normalizer = normalizers.Sequence(steps)
+    if not any(SPACE_SYMBOL in piece[1:] for piece in core.normal):
+        tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SPACE_SYMBOL, prepend_scheme="never", split=True)
+    tokenizer.decoder = decoders.Sequence(
+        [decoders.Replace(SPACE_SYMBOL, " "), decoders.ByteFallback(), decoders.Fuse()]
+        + ([decoders.Strip(content=" ", left=1, right=0)] if core.add_dummy_prefix else [])
+    )
+    specials = [AddedToken(p, special=True, normalized=False) for p, t in zip(core.pieces, core.types) if t in (CONTROL, UNKNOWN)]
+    tokenizer.add_special_tokens(specials)
+    return tokenizer
+
+
+def bpe_merges(core: MetaspaceTokenizer) -> list[tuple[str, str]]:
+    """Merges for `tokenizers`' BPE: every split of every piece into two pieces, best score first.
+
+    sentencepiece joins any adjacent pair whose concatenation is a piece, preferring higher scores;
+    a merge list ordered by the joined piece's score (then id) gives the same priority.
+    """
+    normal = core.normal
+    ranked = sorted((i for p, i in normal.items() if len(p) > 1), key=lambda i: (-core.scores[i], i))
+    merges = []
+    for index in ranked:
+        piece = core.pieces[index]
+        splits = [(piece[:k], piece[k:]) for k in range(1, len(piece))]
+        splits = [(a, b) for a, b in splits if a in normal and b in normal]
+        merges += sorted(splits, key=lambda ab: (normal[ab[0]], normal[ab[1]]))
+    return merges
+

@@ -1,0 +1,126 @@
+"""What the sentencepiece-style trainers (Unigram, SentencePiece BPE) share before their algorithms.
+
+Word counting from a file, an iterable of strings or given counts (bounded memory: only the Counter
+of distinct words grows), the id layout sentencepiece uses (`<unk>`, `<s>`, `</s>`, then special
+tokens, then byte pieces), the alphabet of characters in sentencepiece's order, and the vocabulary
+size check.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+
+from .metaspace import BYTE_PIECES, META_TOKENS, SPACE_SYMBOL, UNMERGEABLE_CHARS, split_words
+from .pretokenize import check_special_tokens
+
+# Bytes of text counted at a time when reading a file (whole lines).
+READ_CHUNK_BYTES = 1 << 20
+
+
+def read_line_chunks(path: str | os.PathLike) -> Iterator[str]:
+    """Yield a UTF-8 text file as strings of whole lines, about 1 MiB at a time.
+
+    Raises ValueError (naming the file) for a missing-in-spirit input: empty or not UTF-8.
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"training file not found: {path!r}")
+    if os.path.getsize(path) == 0:
+        raise ValueError(f"training file {path!r} is empty")
+    with open(path, encoding="utf-8", errors="strict", newline="\n") as handle:
+        try:
+            while True:
+                lines = handle.readlines(READ_CHUNK_BYTES)
+                if not lines:
+                    return
+                yield "".join(lines)
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"training file {path!r} is not valid UTF-8 ({exc}); re-encode it as UTF-8") from exc
+
+
+def count_metaspace_words(texts: Iterable[str]) -> Counter[str]:
+    """Count sentencepiece words (those of `split_metaspace_words`) over many texts.
+
+    Fast path: with empty lines dropped, the words of a text are "▁" + each part of the text split
+    at spaces and newlines; parts holding a literal "▁" are cut again afterwards.
+    """
+    if isinstance(texts, (str, bytes)):
+        raise TypeError("texts must be an iterable of strings, not a single string; wrap it in a list")
+    parts: Counter[str] = Counter()
+    for text in texts:
+        if not isinstance(text, str):
+            raise TypeError(f"the iterator must yield str, got {type(text).__name__}")
+        if "\n\n" in text or text.startswith("\n") or text.endswith("\n"):
+            text = "\n".join(line for line in text.split("\n") if line)
+        if text:
+            parts.update(text.replace("\n", " ").split(" "))
+    counts: Counter[str] = Counter()
+    for part, count in parts.items():
+        if SPACE_SYMBOL in part:
+            for word in split_words(SPACE_SYMBOL + part):
+                counts[word] += count
+        else:
+            counts[SPACE_SYMBOL + part] += count
+    return counts
+
+
+def check_word_counts(counts: Mapping[str, int]) -> Counter[str]:
+    """Validate word counts (str -> non-negative int); keys are re-cut at `▁` so any metaspace text works."""
+    if not isinstance(counts, Mapping):
+        raise TypeError(f"counts must be a mapping of metaspace word -> count, got {type(counts).__name__}")
+    merged: Counter[str] = Counter()
+    for word, count in counts.items():
+        if not isinstance(word, str):
+            raise TypeError(f"word keys must be str (metaspace words such as '▁the'), got {word!r}")
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise ValueError(f"count of word {word!r} must be a non-negative int, got {count!r}")
+        if " " in word or "\n" in word:
+            raise ValueError(f"word {word!r} holds a space or newline; count words with split_metaspace_words")
+        if count:
+            for part in split_words(word):
+                merged[part] += count
+    return merged
+
+
+def require_words(counts: Counter[str], source: str) -> None:
+    if not counts:
+        raise ValueError(f"{source} holds no text to train on")
+
+
+def meta_pieces(special_tokens: Sequence[str] | None, *, byte_fallback: bool) -> list[str]:
+    """sentencepiece's fixed ids: `<unk>`, `<s>`, `</s>`, the special tokens, then 256 byte pieces."""
+    specials = check_special_tokens(special_tokens)
+    pieces = list(META_TOKENS) + [t for t in specials if t not in META_TOKENS]
+    if byte_fallback:
+        pieces += [p for p in BYTE_PIECES if p not in pieces]
+    return pieces
+
+
+def count_characters(counts: Mapping[str, int]) -> list[tuple[str, int]]:
+    """Characters of the words with their counts, most frequent first, ties by code point.
+
+    This is sentencepiece's order for its required characters (character_coverage=1.0); tab, NUL
+    and U+2585 are left out, as sentencepiece never makes them pieces.
+    """
+    chars: dict[str, int] = {}
+    for word, count in counts.items():
+        for char in word:
+            chars[char] = chars.get(char, 0) + count
+    return sorted(
+        ((c, n) for c, n in chars.items() if c not in UNMERGEABLE_CHARS), key=lambda item: (-item[1], item[0])
+    )
+
+
+def check_vocab_size(vocab_size: int, num_meta: int, num_chars: int) -> None:
+    """vocab_size must hold the fixed pieces and every character (character_coverage=1.0)."""
+    if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
+        raise TypeError(f"vocab_size must be an int, got {vocab_size!r}")
+    minimum = num_meta + num_chars
+    if vocab_size < minimum:
+        raise ValueError(
+            f"vocab_size={vocab_size} is too small: the corpus has {num_chars} distinct characters and "
+            f"there are {num_meta} fixed pieces (<unk>, <s>, </s>, special tokens, byte pieces); "
+            f"use vocab_size >= {minimum}"
+        )

@@ -1,0 +1,18 @@
+"""TinyLMSentencePieceBPETokenizer: the from-scratch `SentencePieceBPETokenizer` as a HF (slow) tokenizer.
+
+Folder files: `tokenizer.model` (sentencepiece BPE format, as Llama 2 ships it; identity
+normalisation) and `tokenizer.json` (the `tokenizers` BPE twin with byte fallback).
+
+This file imports only same-folder siblings: transformers copies it flat for `trust_remote_code`.
+"""
+
+from __future__ import annotations
+
+from .sentencepiece_bpe import SentencePieceBPETokenizer
+from .tokenization_tinylm_metaspace import TinyLMMetaspaceTokenizer
+
+
+class TinyLMSentencePieceBPETokenizer(TinyLMMetaspaceTokenizer):
+    """SentencePiece BPE tokenizer on a sentencepiece `tokenizer.model`, run by tinylm's code."""
+
+    core_class = SentencePieceBPETokenizer

@@ -1,0 +1,18 @@
+"""TinyLMUnigramTokenizer: the from-scratch `UnigramTokenizer` as a Hugging Face (slow) tokenizer.
+
+Folder files: `tokenizer.model` (sentencepiece format; T5/ALBERT-style folders load too when their
+normalisation is identity) and `tokenizer.json` (the `tokenizers` Unigram twin).
+
+This file imports only same-folder siblings: transformers copies it flat for `trust_remote_code`.
+"""
+
+from __future__ import annotations
+
+from .tokenization_tinylm_metaspace import TinyLMMetaspaceTokenizer
+from .unigram import UnigramTokenizer
+
+
+class TinyLMUnigramTokenizer(TinyLMMetaspaceTokenizer):
+    """Unigram (Viterbi) tokenizer on a sentencepiece `tokenizer.model`, run by tinylm's code."""
+
+    core_class = UnigramTokenizer

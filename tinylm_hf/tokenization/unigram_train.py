@@ -1,0 +1,422 @@
+"""Unigram training: seed pieces, EM with forward-backward, pruning by loss (sentencepiece's recipe).
+
+1. Words: `▁`-prefixed pieces of each line with counts (`split_metaspace_words`).
+2. Seeds: every character, plus every valid substring (`is_valid_piece`, at most
+   `max_piece_length` characters) found at least twice in the corpus, scored
+   count x length; log-probabilities from those scores.
+3. EM: the E step runs forward-backward on each word's lattice (all pieces that match inside it)
+   and adds each piece's expected count times the word's count; the M step drops pieces expected
+   fewer than 0.5 times and re-scores with sentencepiece's Bayesian update
+   `digamma(count) - digamma(total)`.
+4. Pruning: each piece's loss is the likelihood lost if its occurrences on the Viterbi paths were
+   replaced by its own second-best segmentation; the lowest-loss pieces go, keeping
+   `max(shrinking_factor x size, 1.1 x vocab_size)` pieces; then EM again, until the size fits.
+5. Final: every character, then the best-scored pieces up to `vocab_size`, sorted by score;
+   `<unk>`, `<s>`, `</s>` and the special tokens come first with score 0.
+
+Single characters are never dropped (so every word keeps a path). The lattices of all words are
+numpy arrays processed one end position at a time, so each EM pass is a few array operations.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from .metaspace import MAX_PIECE_LENGTH, SPACE_SYMBOL, UNMERGEABLE_CHARS, script_of
+from .metaspace_train import (
+    check_vocab_size,
+    check_word_counts,
+    count_characters,
+    count_metaspace_words,
+    meta_pieces,
+    read_line_chunks,
+    require_words,
+)
+
+# Most seed pieces kept (sentencepiece's seed_sentencepiece_size).
+SEED_SIZE = 1_000_000
+# The M step drops pieces expected fewer times than this (sentencepiece's kExpectedFrequencyThreshold).
+MIN_EXPECTED = 0.5
+# EM stops pruning once the size is at most this factor times vocab_size (sentencepiece's 1.1).
+OVERSIZE = 1.1
+
+
+def train_unigram(
+    input_path: str | os.PathLike,
+    vocab_size: int,
+    special_tokens: Sequence[str] | None = None,
+    *,
+    max_piece_length: int = MAX_PIECE_LENGTH,
+    shrinking_factor: float = 0.75,
+    num_sub_iterations: int = 2,
+    progress: bool = True,
+) -> list[tuple[str, float]]:
+    """Train a Unigram model on a UTF-8 text file; return (piece, log-probability) in id order."""
+    counts = count_metaspace_words(read_line_chunks(input_path))
+    require_words(counts, f"training file {os.fspath(input_path)!r}")
+    return _train(counts, vocab_size, special_tokens, max_piece_length, shrinking_factor, num_sub_iterations, progress)
+
+
+def train_unigram_from_iterator(
+    iterator: Iterable[str],
+    vocab_size: int,
+    special_tokens: Sequence[str] | None = None,
+    *,
+    max_piece_length: int = MAX_PIECE_LENGTH,
+    shrinking_factor: float = 0.75,
+    num_sub_iterations: int = 2,
+    progress: bool = True,
+) -> list[tuple[str, float]]:
+    """Train on an iterable of strings; memory holds one string plus the counts of distinct words."""
+    counts = count_metaspace_words(iterator)
+    require_words(counts, "the iterator")
+    return _train(counts, vocab_size, special_tokens, max_piece_length, shrinking_factor, num_sub_iterations, progress)
+
+
+def train_unigram_from_counts(
+    counts: Mapping[str, int],
+    vocab_size: int,
+    special_tokens: Sequence[str] | None = None,
+    *,
+    max_piece_length: int = MAX_PIECE_LENGTH,
+    shrinking_factor: float = 0.75,
+    num_sub_iterations: int = 2,
+    progress: bool = False,
+) -> list[tuple[str, float]]:
+    """Train on word counts (metaspace words -> count, e.g. summed over shards)."""
+    words = check_word_counts(counts)
+    require_words(words, "counts")
+    return _train(words, vocab_size, special_tokens, max_piece_length, shrinking_factor, num_sub_iterations, progress)
+
+
+def _check_options(max_piece_length: int, shrinking_factor: float, num_sub_iterations: int) -> None:
+    if not isinstance(max_piece_length, int) or not 1 <= max_piece_length <= 512:
+        raise ValueError(f"max_piece_length must be an int in [1, 512], got {max_piece_length!r}")
+    if not isinstance(shrinking_factor, (int, float)) or not 0.0 < shrinking_factor < 1.0:
+        raise ValueError(f"shrinking_factor must be in (0, 1), got {shrinking_factor!r}")
+    if not isinstance(num_sub_iterations, int) or num_sub_iterations < 1:
+        raise ValueError(f"num_sub_iterations must be a positive int, got {num_sub_iterations!r}")
+
+
+def _train(
+    counts: Mapping[str, int],
+    vocab_size: int,
+    special_tokens: Sequence[str] | None,
+    max_piece_length: int,
+    shrinking_factor: float,
+    num_sub_iterations: int,
+    progress: bool,
+) -> list[tuple[str, float]]:
+    _check_options(max_piece_length, shrinking_factor, num_sub_iterations)
+    fixed = meta_pieces(special_tokens, byte_fallback=False)
+    chars = count_characters(counts)
+    check_vocab_size(vocab_size, len(fixed), len(chars))
+    words = _clean_words(counts)
+    pieces, scores = _seed_pieces(words, chars, max_piece_length)
+    is_char = np.array([len(p) == 1 for p in pieces])
+    word_lattice = _Lattice.build(list(words), pieces, max_piece_length)
+    piece_lattice = _Lattice.build(pieces, pieces, max_piece_length, skip_whole=True)
+    freqs = np.array(list(words.values()), dtype=np.float64)
+    target = vocab_size - len(fixed)
+    desired = int(vocab_size * OVERSIZE)
+    alive = np.arange(len(pieces))  # indices of surviving pieces into the seed list
+    round_number = 0
+    while True:
+        for _ in range(num_sub_iterations):
+            expected = word_lattice.expected_counts(scores, freqs)
+            keep = (expected >= MIN_EXPECTED) | is_char[alive]
+            scores = _digamma_scores(np.maximum(expected[keep], MIN_EXPECTED))
+            alive = alive[keep]
+            word_lattice.keep(keep)
+            piece_lattice.keep(keep, strings_too=True)
+        round_number += 1
+        if progress:
+            print(f"unigram EM round {round_number}: {len(alive)} pieces")
+        if len(alive) <= desired:
+            break
+        keep = _prune(word_lattice, piece_lattice, scores, freqs, is_char[alive], desired, shrinking_factor)
+        scores, alive = scores[keep], alive[keep]
+        word_lattice.keep(keep)
+        piece_lattice.keep(keep, strings_too=True)
+    final = _finalize([pieces[i] for i in alive], scores, is_char[alive], target)
+    if len(final) < target:
+        raise ValueError(
+            f"vocab_size={vocab_size} is too large for this corpus: training kept only "
+            f"{len(fixed) + len(final)} pieces (sentencepiece fails the same way); lower vocab_size"
+        )
+    return [(p, 0.0) for p in fixed] + final
+
+
+def _clean_words(counts: Mapping[str, int]) -> Counter[str]:
+    """Words with the characters no piece may hold (tab, ...) cut out: they end a word there."""
+    if not any(c in word for word in counts for c in UNMERGEABLE_CHARS):
+        return Counter(counts)
+    cleaned: Counter[str] = Counter()
+    for word, count in counts.items():
+        part = []
+        for char in word + "\t":
+            if char in UNMERGEABLE_CHARS:
+                if part:
+                    cleaned["".join(part)] += count
+                part = []
+            else:
+                part.append(char)
+    return cleaned
+
+
+def _valid_spans(word: str, max_length: int) -> list[tuple[int, int]]:
+    """(start, end) of the substrings of `word` that may be pieces, single characters included.
+
+    A piece may not cross a `▁` that is not first, nor a change of Unicode script (combining
+    marks take the script before them), nor exceed `max_length` characters.
+    """
+    spans = []
+    segment_start = 0
+    current = None  # script of the current segment (None: not known yet)
+    for k, char in enumerate(word):
+        script = None if char == SPACE_SYMBOL else script_of(char)
+        if script == "Inherited":
+            script = None
+        if k > 0 and (char == SPACE_SYMBOL or (script is not None and current is not None and script != current)):
+            spans += _spans_in(segment_start, k, max_length)
+            segment_start, current = k, None
+        if script is not None:
+            current = script
+    spans += _spans_in(segment_start, len(word), max_length)
+    return spans
+
+
+def _spans_in(begin: int, end: int, max_length: int) -> list[tuple[int, int]]:
+    return [(i, j) for i in range(begin, end) for j in range(i + 1, min(end, i + max_length) + 1)]
+
+
+def _seed_pieces(words: Mapping[str, int], chars: list[tuple[str, int]], max_length: int) -> tuple[list[str], np.ndarray]:
+    """Characters (by count) then substrings seen at least twice in the corpus (by count x length).
+
+    sentencepiece counts seeds on the whole sentences (before splitting into words), so counts are
+    corpus counts: each distinct word's substrings weigh its count.
+    """
+    substrings: dict[str, int] = {}
+    follower: dict[str, str] = {}  # substring -> the character after it, or "" once two differ
+    get = substrings.get
+    for word, count in words.items():
+        size = len(word)
+        for i, j in _valid_spans(word, max_length):
+            if j - i > 1:
+                piece = word[i:j]
+                substrings[piece] = get(piece, 0) + count
+                after = word[j] if j < size else SPACE_SYMBOL  # a word ends where the next "▁" starts
+                if follower.setdefault(piece, after) != after:
+                    follower[piece] = ""
+    # Like sentencepiece's suffix-array seeds, keep only substrings followed by two different
+    # characters somewhere (the others always extend to a longer seed).
+    substrings = {p: n for p, n in substrings.items() if follower[p] == ""}
+    seeds = [(s, n * len(s)) for s, n in substrings.items() if n >= 2]
+    seeds.sort(key=lambda item: (-item[1], item[0]))
+    seeds = list(chars) + seeds[:SEED_SIZE]
+    total = sum(score for _, score in seeds)
+    scores = np.log(np.array([score for _, score in seeds], dtype=np.float64)) - math.log(total)
+    return [s for s, _ in seeds], scores
+
+
+def _digamma_scores(expected: np.ndarray) -> np.ndarray:
+    """sentencepiece's M step: digamma(expected) - digamma(sum of expected)."""
+    return _digamma(expected) - _digamma(np.array([expected.sum()]))[0]
+
+
+def _digamma(x: np.ndarray) -> np.ndarray:
+    """sentencepiece's Digamma: recurrence up to 7, then the asymptotic series."""
+    x = x.astype(np.float64).copy()
+    result = np.zeros_like(x)
+    for _ in range(7):
+        small = x < 7
+        result[small] -= 1.0 / x[small]
+        x[small] += 1.0
+    x -= 0.5
+    xx = 1.0 / x
+    xx2 = xx * xx
+    xx4 = xx2 * xx2
+    return result + np.log(x) + xx2 / 24.0 - 7.0 / 960.0 * xx4 + 31.0 / 8064.0 * xx4 * xx2 - 127.0 / 30720.0 * xx4 * xx4
+
+
+def _prune(
+    word_lattice: _Lattice,
+    piece_lattice: _Lattice,
+    scores: np.ndarray,
+    freqs: np.ndarray,
+    is_char: np.ndarray,
+    desired: int,
+    shrinking_factor: float,
+) -> np.ndarray:
+    """Boolean mask of the pieces to keep (sentencepiece's PruneSentencePieces)."""
+    size = len(scores)
+    # Viterbi counts on the corpus.
+    owners, used = word_lattice.viterbi_pieces(scores)
+    freq = np.bincount(used, weights=freqs[owners], minlength=size)
+    total = freq.sum()
+    # Each piece's best segmentation without itself (its alternative).
+    alt_owner, alt_piece = piece_lattice.viterbi_pieces(scores)
+    alt_score = np.bincount(alt_owner, weights=scores[alt_piece], minlength=size)
+    alt_len = np.bincount(alt_owner, minlength=size)
+    has_alt = alt_len > 0
+    # A piece whose own split scores higher is never on a Viterbi path: it can go.
+    removable = has_alt & (alt_score > scores)
+    with np.errstate(divide="ignore", invalid="ignore"):  # pieces with freq 0 are never candidates
+        logsum_alt = np.log(total + freq * (alt_len - 1))
+        alt_gain = np.bincount(alt_owner, weights=np.log(freq[alt_piece] + freq[alt_owner]), minlength=size)
+        logprob_alt = alt_gain - alt_len * logsum_alt
+        loss = freq / total * (np.log(freq) - math.log(total) - logprob_alt)
+    keep = is_char | (~has_alt & (freq > 0))
+    candidates = np.flatnonzero(has_alt & ~removable & (freq > 0) & ~is_char)
+    room = max(desired, int(shrinking_factor * size)) - int(keep.sum())
+    if room > 0:
+        order = np.lexsort((candidates, -loss[candidates]))
+        keep[candidates[order[:room]]] = True
+    return keep
+
+
+def _finalize(pieces: list[str], scores: np.ndarray, is_char: np.ndarray, target: int) -> list[tuple[str, float]]:
+    """Every character, then the best-scored pieces up to `target`, all sorted by score (ties by piece)."""
+    chosen = [(p, float(s)) for p, s, c in zip(pieces, scores, is_char) if c]
+    rest = sorted(((p, float(s)) for p, s, c in zip(pieces, scores, is_char) if not c), key=lambda x: (-x[1], x[0]))
+    chosen += rest[: max(0, target - len(chosen))]
+    return sorted(chosen, key=lambda item: (-item[1], item[0]))
+
+
+class _Lattice:
+    """The lattices of many strings as flat arrays: node k spans positions start[k]..end[k].
+
+    Positions are global: string s owns offset[s] .. offset[s] + len(s). Nodes are sorted by the
+    end position within their string, so a forward pass is one array step per end position.
+    """
+
+    def __init__(self, offsets, lengths, start, end, piece, owner, rel_end) -> None:
+        self.offsets, self.lengths = offsets, lengths
+        self.size = int(offsets[-1] + lengths[-1] + 1) if len(offsets) else 0  # positions in all
+        self.start, self.end, self.piece, self.owner, self.rel_end = start, end, piece, owner, rel_end
+
+    @classmethod
+    def build(cls, strings: list[str], pieces: list[str], max_length: int, *, skip_whole: bool = False) -> _Lattice:
+        index = {p: i for i, p in enumerate(pieces)}
+        lengths = np.array([len(s) for s in strings], dtype=np.int64)
+        offsets = np.concatenate([[0], np.cumsum(lengths + 1)[:-1]])
+        start, end, piece, owner = [], [], [], []
+        for s, text in enumerate(strings):
+            base = int(offsets[s])
+            for i, j in _valid_spans(text, max_length):
+                k = index.get(text[i:j])
+                if k is not None and not (skip_whole and i == 0 and j == len(text)):
+                    start.append(base + i)
+                    end.append(base + j)
+                    piece.append(k)
+                    owner.append(s)
+        arrays = [np.array(a, dtype=np.int64) for a in (start, end, piece, owner)]
+        rel_end = arrays[1] - offsets[arrays[3]]
+        order = np.lexsort((arrays[0], arrays[1], rel_end))
+        return cls(offsets, lengths, *(a[order] for a in arrays), rel_end[order])
+
+    def keep(self, mask: np.ndarray, *, strings_too: bool = False) -> None:
+        """Drop the nodes of pieces where `mask` is False and renumber the rest.
+
+        With `strings_too` the strings are the pieces themselves: dropped pieces' lattices go too.
+        """
+        renumber = np.cumsum(mask) - 1
+        alive = mask[self.piece]
+        if strings_too:
+            alive &= mask[self.owner]
+            self.offsets, self.lengths = self.offsets[mask], self.lengths[mask]
+        self.start, self.end, self.owner, self.rel_end = (a[alive] for a in (self.start, self.end, self.owner, self.rel_end))
+        self.piece = renumber[self.piece[alive]]
+        if strings_too:
+            self.owner = renumber[self.owner]
+
+    def _groups(self) -> list[tuple[int, int]]:
+        bounds = np.flatnonzero(np.diff(self.rel_end)) + 1
+        edges = np.concatenate([[0], bounds, [len(self.rel_end)]])
+        return list(zip(edges[:-1].tolist(), edges[1:].tolist()))
+
+    def expected_counts(self, scores: np.ndarray, freqs: np.ndarray) -> np.ndarray:
+        """E step: sum over strings of count x posterior probability of each piece (forward-backward)."""
+        size = self.size
+        node_score = scores[self.piece]
+        alpha = np.full(size, -np.inf)
+        alpha[self.offsets] = 0.0
+        groups = self._groups()
+        for lo, hi in groups:
+            values = alpha[self.start[lo:hi]] + node_score[lo:hi]
+            _logsumexp_into(alpha, self.end[lo:hi], values)
+        beta = np.full(size, -np.inf)
+        ends = self.offsets + self.lengths
+        beta[ends] = 0.0
+        # Backward: by start position within the string, last first.
+        rel_start = self.start - self.offsets[self.owner]
+        order = np.lexsort((self.end, self.start, -rel_start))
+        sorted_start = rel_start[order]
+        bounds = np.flatnonzero(np.diff(sorted_start)) + 1
+        edges = np.concatenate([[0], bounds, [len(order)]])
+        for lo, hi in zip(edges[:-1].tolist(), edges[1:].tolist()):
+            nodes = order[lo:hi]
+            values = beta[self.end[nodes]] + node_score[nodes]
+            _logsumexp_into(beta, self.start[nodes], values)
+        z = alpha[ends]
+        posterior = np.exp(alpha[self.start] + node_score + beta[self.end] - z[self.owner])
+        return np.bincount(self.piece, weights=posterior * freqs[self.owner], minlength=len(scores))
+
+    def viterbi_pieces(self, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(owner string, piece) of every node on each string's best path.
+
+        Ties keep the path whose last piece starts earliest, as sentencepiece's Viterbi does.
+        Strings without a path (a piece's lattice without the piece itself) give no nodes.
+        """
+        size = self.size
+        node_score = scores[self.piece]
+        best = np.full(size, -np.inf)
+        best[self.offsets] = 0.0
+        back = np.full(size, -1)  # position -> node index of the best path ending there
+        for lo, hi in self._groups():
+            values = best[self.start[lo:hi]] + node_score[lo:hi]
+            ends = self.end[lo:hi]
+            # Nodes are sorted by (end, start): the first maximum of each end keeps the earliest start.
+            first = np.concatenate([[True], ends[1:] != ends[:-1]])
+            seg = np.cumsum(first) - 1
+            seg_max = np.maximum.reduceat(values, np.flatnonzero(first)) if hi > lo else values
+            is_max = (values == seg_max[seg]) & np.isfinite(values)
+            winners = np.flatnonzero(is_max)
+            _, pick = np.unique(seg[winners], return_index=True)
+            chosen = winners[pick]
+            best[ends[chosen]] = values[chosen]
+            back[ends[chosen]] = lo + chosen
+        owners, used = [], []
+        position = self.offsets + self.lengths
+        owner = np.arange(len(self.offsets))
+        node = back[position]
+        while True:
+            live = node >= 0
+            node, owner = node[live], owner[live]
+            if not len(node):
+                break
+            owners.append(owner)
+            used.append(self.piece[node])
+            node = back[self.start[node]]
+        if not owners:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        return np.concatenate(owners), np.concatenate(used)
+
+
+def _logsumexp_into(target: np.ndarray, positions: np.ndarray, values: np.ndarray) -> None:
+    """target[p] = logsumexp of values landing on p (positions sorted), for each distinct p."""
+    if not len(values):
+        return
+    first = np.concatenate([[True], positions[1:] != positions[:-1]])
+    starts = np.flatnonzero(first)
+    peak = np.maximum.reduceat(values, starts)
+    seg = np.cumsum(first) - 1
+    finite_peak = np.where(np.isfinite(peak), peak, 0.0)
+    sums = np.add.reduceat(np.exp(values - finite_peak[seg]), starts)
+    with np.errstate(divide="ignore"):
+        target[positions[starts]] = finite_peak + np.log(sums)
