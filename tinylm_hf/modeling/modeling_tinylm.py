@@ -96,7 +96,7 @@ class TinyLMPreTrainedModel(PreTrainedModel):
         return (model, info) if want_info else model
 
     def save_pretrained(self, save_directory, *args, **kwargs) -> None:
-        """Save as transformers does, with ``AutoModel`` and ``AutoModelForCausalLM`` in ``auto_map`` for remote code."""
+        """Save as transformers does, with both ``AutoModel`` and ``AutoModelForCausalLM`` in ``auto_map``."""
         self.config.auto_map = {**AUTO_MAP, **(getattr(self.config, "auto_map", None) or {})}
         return super().save_pretrained(save_directory, *args, **kwargs)
 
@@ -162,7 +162,8 @@ class TinyLMModel(TinyLMPreTrainedModel):
                 f"max_position_embeddings={self.config.max_position_embeddings}"
             )
         if position_ids is None:
-            position_ids = _default_position_ids(attention_mask, past_len, seq, inputs_embeds.device)
+            padding_mask = attention_mask if attention_mask is not None and attention_mask.dim() == 2 else None
+            position_ids = _default_position_ids(padding_mask, past_len, seq, inputs_embeds.device)
         elif checking and position_ids.numel():
             if int(position_ids.min()) < 0 or int(position_ids.max()) >= self.config.max_position_embeddings:
                 raise ValueError(
@@ -255,6 +256,8 @@ def _build_attention_mask(
     """
     real_len = past_len + seq
     kv_len = real_len if kv_len is None else kv_len
+    if attention_mask is not None and attention_mask.dim() == 4:
+        return _mask_from_4d(attention_mask, batch, seq, kv_len)
     if attention_mask is not None:
         if attention_mask.shape != (batch, real_len):
             raise ValueError(
@@ -271,6 +274,20 @@ def _build_attention_mask(
         key_ok = torch.nn.functional.pad(key_ok, (0, kv_len - real_len), value=False)
     mask = causal & key_ok[:, None, None, :]  # (batch, 1, seq, kv_len)
     # a padding query before any real token sees nothing: let it see everything (its output is ignored) to avoid NaN
+    return mask | ~mask.any(dim=-1, keepdim=True)
+
+
+def _mask_from_4d(attention_mask: torch.Tensor, batch: int, seq: int, kv_len: int) -> torch.Tensor:
+    """A ready-made (batch, 1, seq, kv_len) mask, as generate passes with a static cache.
+
+    Boolean (True = attend) or transformers' additive float form (0 = attend, a large negative number = masked).
+    """
+    if attention_mask.shape[0] not in (1, batch) or tuple(attention_mask.shape[1:]) != (1, seq, kv_len):
+        raise ValueError(
+            f"a 4D attention_mask must have shape (batch, 1, seq, kv_len) = {(batch, 1, seq, kv_len)}, "
+            f"got {tuple(attention_mask.shape)}"
+        )
+    mask = attention_mask if attention_mask.dtype == torch.bool else attention_mask == 0
     return mask | ~mask.any(dim=-1, keepdim=True)
 
 
