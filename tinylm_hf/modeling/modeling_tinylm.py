@@ -164,18 +164,37 @@ class TinyLMModel(TinyLMPreTrainedModel):
         if position_ids is None:
             padding_mask = attention_mask if attention_mask is not None and attention_mask.dim() == 2 else None
             position_ids = _default_position_ids(padding_mask, past_len, seq, inputs_embeds.device)
-        elif checking and position_ids.numel():
-            if int(position_ids.min()) < 0 or int(position_ids.max()) >= self.config.max_position_embeddings:
-                raise ValueError(
-                    f"position_ids must lie in [0, max_position_embeddings={self.config.max_position_embeddings})"
-                )
+        elif checking:
+            self._check_position_ids(position_ids)
         mask = _build_attention_mask(attention_mask, batch, past_len, seq, inputs_embeds.device, checking, kv_len)
         rope = self.rotary_emb(position_ids, dtype=inputs_embeds.dtype)
+        hidden_states, all_hidden_states, all_attentions = self._run_layers(
+            inputs_embeds, rope, mask, past_key_values, output_attentions, keep_states
+        )
+        outputs = BaseModelOutputWithPast(
+            last_hidden_state=hidden_states,
+            past_key_values=past_key_values if use_cache else None,
+            hidden_states=all_hidden_states,
+            attentions=all_attentions,
+        )
+        return_dict = self.config.return_dict if return_dict is None else return_dict
+        return outputs if return_dict else outputs.to_tuple()
+
+    def _run_layers(
+        self,
+        hidden_states: torch.Tensor,
+        rope: tuple[torch.Tensor, torch.Tensor],
+        mask: torch.Tensor | None,
+        past_key_values: Cache | None,
+        output_attentions: bool,
+        keep_states: set[int] | None,
+    ) -> tuple[torch.Tensor, tuple | None, tuple | None]:
+        """The blocks, then the final norm: (last hidden state, the kept hidden states, the attention weights)."""
         attn_implementation = "eager" if self.config._attn_implementation == "eager" else "sdpa"
-        hidden_states = inputs_embeds
-        all_hidden_states, all_attentions = [], []
+        states, attentions = [], []  # filled only when asked for
         for layer in self.layers:
-            all_hidden_states.append(hidden_states)
+            if keep_states is not None:
+                states.append(hidden_states)
             hidden_states = layer(
                 hidden_states,
                 rope,
@@ -185,20 +204,20 @@ class TinyLMModel(TinyLMPreTrainedModel):
                 output_attentions=output_attentions,
             )
             if output_attentions:
-                hidden_states, attentions = hidden_states
-                all_attentions.append(attentions)
+                hidden_states, probs = hidden_states
+                attentions.append(probs)
         hidden_states = self.norm(hidden_states)
-        all_hidden_states.append(hidden_states)
-        outputs = BaseModelOutputWithPast(
-            last_hidden_state=hidden_states,
-            past_key_values=past_key_values if use_cache else None,
-            hidden_states=None
-            if keep_states is None
-            else tuple(h if i in keep_states else None for i, h in enumerate(all_hidden_states)),
-            attentions=tuple(all_attentions) if output_attentions else None,
-        )
-        return_dict = self.config.return_dict if return_dict is None else return_dict
-        return outputs if return_dict else outputs.to_tuple()
+        states.append(hidden_states)
+        kept = None if keep_states is None else tuple(h if i in keep_states else None for i, h in enumerate(states))
+        return hidden_states, kept, tuple(attentions) if output_attentions else None
+
+    def _check_position_ids(self, position_ids: torch.Tensor) -> None:
+        if position_ids.numel() == 0:
+            return
+        if int(position_ids.min()) < 0 or int(position_ids.max()) >= self.config.max_position_embeddings:
+            raise ValueError(
+                f"position_ids must lie in [0, max_position_embeddings={self.config.max_position_embeddings})"
+            )
 
     def _check_token_ids(self, input_ids: torch.Tensor) -> None:
         if input_ids.numel() == 0:
@@ -266,9 +285,11 @@ def _build_attention_mask(
             )
         if skip_all_ones and bool(attention_mask.all()):
             attention_mask = None
+    if attention_mask is None and kv_len == real_len:
+        return None
     causal = torch.ones(seq, kv_len, dtype=torch.bool, device=device).tril(diagonal=past_len)
     if attention_mask is None:
-        return None if kv_len == real_len else causal[None, None]
+        return causal[None, None]  # (1, 1, seq, kv_len)
     key_ok = attention_mask.bool()
     if kv_len > real_len:
         key_ok = torch.nn.functional.pad(key_ok, (0, kv_len - real_len), value=False)
