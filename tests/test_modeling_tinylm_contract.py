@@ -354,3 +354,16 @@ def test_generate_continues_from_past_key_values(model) -> None:
     first = model.generate(ids, max_new_tokens=3, return_dict_in_generate=True, **kwargs)
     resumed = model.generate(first.sequences, past_key_values=first.past_key_values, max_new_tokens=2, **kwargs)
     assert torch.equal(resumed, model.generate(ids, max_new_tokens=5, **kwargs))
+
+
+def test_packed_sequences_with_restarting_position_ids_match_llama_and_each_alone(model) -> None:
+    # padding-free batches: no attention_mask, positions restart at each packed sequence
+    first, second = random_ids(1, 5, seed=25), random_ids(1, 4, seed=26)
+    packed = torch.cat([first, second], dim=1)
+    position_ids = torch.tensor([[0, 1, 2, 3, 4, 0, 1, 2, 3]])
+    with torch.no_grad():
+        ours = model(packed, position_ids=position_ids, use_cache=False).logits
+        theirs = llama_from(model, "sdpa")(packed, position_ids=position_ids, use_cache=False).logits
+        alone = torch.cat([model(first).logits, model(second).logits], dim=1)
+    assert (ours - theirs).abs().max() < TOL
+    assert (ours - alone).abs().max() < TOL

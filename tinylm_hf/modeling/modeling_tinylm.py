@@ -166,6 +166,8 @@ class TinyLMModel(TinyLMPreTrainedModel):
             position_ids = _default_position_ids(padding_mask, past_len, seq, inputs_embeds.device)
         elif checking:
             self._check_position_ids(position_ids)
+            if attention_mask is None and past_len == 0:
+                attention_mask = _packed_sequences_mask(position_ids, batch)
         mask = _build_attention_mask(attention_mask, batch, past_len, seq, inputs_embeds.device, checking, kv_len)
         rope = self.rotary_emb(position_ids, dtype=inputs_embeds.dtype)
         hidden_states, all_hidden_states, all_attentions = self._run_layers(
@@ -239,6 +241,21 @@ def _hidden_state_selection(output_hidden_states: bool | int | list[int] | None,
         return set(range(count))
     indices = [output_hidden_states] if isinstance(output_hidden_states, int) else list(output_hidden_states)
     return {i % count for i in indices if -count <= i < count}
+
+
+def _packed_sequences_mask(position_ids: torch.Tensor, batch: int) -> torch.Tensor | None:
+    """Block-causal (batch, 1, seq, seq) mask when rows pack several sequences (positions restart), else None.
+
+    Padding-free batches (e.g. ``DataCollatorWithFlattening``) pass no attention_mask, only position_ids
+    that start again at each sequence; tokens must not attend across those boundaries (as in Llama).
+    """
+    position_ids = position_ids.expand(batch, -1)
+    starts = torch.diff(position_ids, prepend=position_ids[:, :1] - 1, dim=-1) != 1
+    sequence_ids = starts.cumsum(-1)  # (batch, seq): which packed sequence each token belongs to
+    if not bool((sequence_ids[:, -1] > 0).any()):
+        return None
+    same = sequence_ids[:, :, None] == sequence_ids[:, None, :]  # (batch, seq, seq)
+    return (same & torch.ones_like(same[0]).tril())[:, None]
 
 
 def _cache_lengths(past_key_values: Cache | None, seq: int) -> tuple[int, int]:
