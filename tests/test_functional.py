@@ -1,133 +1,21 @@
-"""cross_entropy against F.cross_entropy, clip_grad_norm against clip_grad_norm_."""
+"""clip_grad_norm against clip_grad_norm_; cross_entropy is re-exported from the model's loss module."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn.functional as F
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from tinylm_hf.training import clip_grad_norm, cross_entropy
-
-
-def reference_ce(logits: torch.Tensor, targets: torch.Tensor, **kwargs) -> torch.Tensor:
-    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), **kwargs)
-    return loss.reshape(targets.shape) if kwargs.get("reduction") == "none" else loss
+import tinylm_hf
+from tinylm_hf import training
+from tinylm_hf.modeling import loss_tinylm
+from tinylm_hf.training import clip_grad_norm
 
 
-@pytest.mark.parametrize(
-    "shape",
-    [
-        pytest.param((8, 11), id="2d"),
-        pytest.param((3, 5, 11), id="3d"),
-        pytest.param((2, 2, 3, 11), id="4d"),
-    ],
-)
-def test_cross_entropy_matches_torch(shape: tuple[int, ...]) -> None:
-    torch.manual_seed(0)
-    logits = torch.randn(shape)
-    targets = torch.randint(0, shape[-1], shape[:-1])
-    torch.testing.assert_close(cross_entropy(logits, targets), reference_ce(logits, targets))
-
-
-@settings(max_examples=40, deadline=None)
-@given(
-    leading=st.lists(st.integers(1, 4), min_size=1, max_size=3),
-    vocab=st.integers(1, 40),
-    scale=st.sampled_from([1e-3, 1.0, 30.0, 1e4]),
-    ignore_fraction=st.floats(0.0, 0.9),
-    seed=st.integers(0, 2**16),
-)
-def test_cross_entropy_matches_torch_on_random_inputs(
-    leading: list[int], vocab: int, scale: float, ignore_fraction: float, seed: int
-) -> None:
-    gen = torch.Generator().manual_seed(seed)
-    logits = torch.randn(*leading, vocab, generator=gen, dtype=torch.float64) * scale
-    targets = torch.randint(0, vocab, tuple(leading), generator=gen)
-    targets[torch.rand(tuple(leading), generator=gen) < ignore_fraction] = -100
-    targets.view(-1)[0] = 0  # at least one counted position, so the mean is defined
-    torch.testing.assert_close(cross_entropy(logits, targets), reference_ce(logits, targets))
-
-
-def test_cross_entropy_is_stable_for_huge_logits() -> None:
-    torch.manual_seed(1)
-    logits = torch.randn(4, 6, 50) * 1000
-    targets = torch.randint(0, 50, (4, 6))
-    loss = cross_entropy(logits, targets)
-    assert torch.isfinite(loss)
-    torch.testing.assert_close(loss, reference_ce(logits, targets))
-
-
-def test_cross_entropy_ignores_ignore_index() -> None:
-    torch.manual_seed(2)
-    logits = torch.randn(3, 7, 13)
-    targets = torch.randint(0, 13, (3, 7))
-    targets[0, :3] = -100
-    targets[2, 5] = -100
-    torch.testing.assert_close(cross_entropy(logits, targets), reference_ce(logits, targets))
-    targets[targets == -100] = 4
-    targets[1, 1] = 4
-    torch.testing.assert_close(
-        cross_entropy(logits, targets, ignore_index=4),
-        reference_ce(logits, targets, ignore_index=4),
-    )
-
-
-@pytest.mark.parametrize("reduction", ["sum", "none"])
-def test_cross_entropy_other_reductions(reduction: str) -> None:
-    torch.manual_seed(3)
-    logits = torch.randn(2, 9, 10)
-    targets = torch.randint(0, 10, (2, 9))
-    targets[1, 2] = -100
-    torch.testing.assert_close(
-        cross_entropy(logits, targets, reduction=reduction),
-        reference_ce(logits, targets, reduction=reduction),
-    )
-
-
-@pytest.mark.parametrize("scale", [1.0, 1000.0], ids=["normal", "huge"])
-def test_cross_entropy_gradient_matches_torch(scale: float) -> None:
-    torch.manual_seed(4)
-    base = torch.randn(3, 4, 21, dtype=torch.float64) * scale
-    targets = torch.randint(0, 21, (3, 4))
-    targets[0, 0] = -100
-    ours = base.clone().requires_grad_()
-    theirs = base.clone().requires_grad_()
-    cross_entropy(ours, targets).backward()
-    reference_ce(theirs, targets).backward()
-    torch.testing.assert_close(ours.grad, theirs.grad)
-
-
-def test_cross_entropy_upcasts_bfloat16() -> None:
-    torch.manual_seed(5)
-    logits = torch.randn(6, 30).bfloat16()
-    targets = torch.randint(0, 30, (6,))
-    loss = cross_entropy(logits, targets)
-    assert loss.dtype == torch.float32
-    torch.testing.assert_close(loss, F.cross_entropy(logits.float(), targets))
-
-
-def test_cross_entropy_all_ignored_is_nan_like_torch() -> None:
-    logits = torch.randn(2, 5)
-    targets = torch.full((2,), -100)
-    assert torch.isnan(F.cross_entropy(logits, targets))
-    assert torch.isnan(cross_entropy(logits, targets))
-
-
-def test_cross_entropy_rejects_mismatched_shapes() -> None:
-    with pytest.raises(ValueError, match="leading shape"):
-        cross_entropy(torch.randn(4, 5, 10), torch.zeros(4, 6, dtype=torch.long))
-
-
-def test_cross_entropy_rejects_float_targets() -> None:
-    with pytest.raises(TypeError, match="integer"):
-        cross_entropy(torch.randn(4, 10), torch.zeros(4))
-
-
-def test_cross_entropy_rejects_unknown_reduction() -> None:
-    with pytest.raises(ValueError, match="reduction"):
-        cross_entropy(torch.randn(4, 10), torch.zeros(4, dtype=torch.long), reduction="avg")
+def test_cross_entropy_is_the_models_loss_function() -> None:
+    # one hand-written cross-entropy: the loop and the model's labels= path share it
+    assert training.cross_entropy is loss_tinylm.cross_entropy
+    assert tinylm_hf.cross_entropy is loss_tinylm.cross_entropy
+    assert training.functional.cross_entropy is loss_tinylm.cross_entropy
 
 
 def make_params_with_grads(scale: float, seed: int = 0) -> list[torch.nn.Parameter]:

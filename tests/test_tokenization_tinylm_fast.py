@@ -142,6 +142,15 @@ def test_fast_saved_folder_loads_as_slow(pair, tmp_path):
     assert reloaded(text)["input_ids"] == slow(text)["input_ids"]
 
 
+def test_fast_reports_the_tokenizers_backend_on_every_saved_folder(pair, tmp_path):
+    # processors and pipelines read `backend` to choose the fast code paths
+    slow, fast = pair
+    assert slow.backend == "custom" and fast.backend == "tokenizers"  # `fast` was loaded from the slow folder
+    fast.save_pretrained(tmp_path)
+    assert TinyLMTokenizerFast.from_pretrained(tmp_path).backend == "tokenizers"
+    assert TinyLMTokenizer.from_pretrained(tmp_path).backend == "custom"
+
+
 def test_auto_tokenizer_still_returns_slow_class(pair, tmp_path):
     slow, _ = pair
     slow.save_pretrained(tmp_path)

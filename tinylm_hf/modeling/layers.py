@@ -39,10 +39,15 @@ def scaled_dot_product_attention(
     Shapes: q (..., q_len, d_k), k (..., kv_len, d_k), v (..., kv_len, d_v), mask broadcastable to
     (..., q_len, kv_len); any number of leading batch dims. A row with no True entry gives NaN (as in torch).
     """
+    return attention_probs(q, k, mask) @ v
+
+
+def attention_probs(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """The attention weights softmax(q k^T / sqrt(d)) of shape (..., q_len, kv_len); masked-out keys get 0."""
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., q_len, kv_len)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
-    return softmax(scores, dim=-1) @ v
+    return softmax(scores, dim=-1)
 
 
 def causal_mask(q_len: int, kv_len: int, device: torch.device | str | None = None) -> torch.Tensor:
@@ -185,7 +190,8 @@ class CausalSelfAttention(nn.Module):
         attention_mask: torch.Tensor | None = None,
         past_key_values=None,
         attn_implementation: str = "sdpa",
-    ) -> torch.Tensor:
+        output_attentions: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """hidden_states (batch, seq, hidden) -> (batch, seq, hidden).
 
         Args:
@@ -193,6 +199,8 @@ class CausalSelfAttention(nn.Module):
             attention_mask: boolean (batch or 1, 1, seq, kv_len), True = attend; None = plain causal.
             past_key_values: a transformers Cache; ``update(k, v, layer_idx)`` returns all keys/values.
             attn_implementation: "sdpa" (torch's fused kernel) or "eager" (our reference attention).
+            output_attentions: also return the attention weights (batch, heads, seq, kv_len), computed by the
+                eager path whatever ``attn_implementation`` says (the fused kernel never materialises them).
         """
         batch, seq, _ = hidden_states.shape
         shape = (batch, seq, self.num_heads, self.head_dim)
@@ -207,6 +215,12 @@ class CausalSelfAttention(nn.Module):
         v = self.v_proj(hidden_states).view(shape).transpose(1, 2)
         if past_key_values is not None:
             k, v = past_key_values.update(k, v, self.layer_idx)  # (batch, heads, kv_len, head_dim)
+        if output_attentions:
+            if attention_mask is None:
+                attention_mask = causal_mask(q.shape[-2], k.shape[-2], q.device)
+            probs = attention_probs(q, k, attention_mask)  # (batch, heads, seq, kv_len)
+            out = self.o_proj((probs @ v).transpose(1, 2).reshape(batch, seq, -1))
+            return out, probs
         out = attend(q, k, v, attention_mask, attn_implementation)
         return self.o_proj(out.transpose(1, 2).reshape(batch, seq, -1))
 
@@ -259,11 +273,22 @@ class DecoderBlock(nn.Module):
         attention_mask: torch.Tensor | None = None,
         past_key_values=None,
         attn_implementation: str = "sdpa",
+        output_attentions: bool = False,
         **kwargs,
-    ) -> torch.Tensor:
-        """(batch, seq, hidden) -> (batch, seq, hidden); arguments as in CausalSelfAttention.forward."""
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """(batch, seq, hidden) -> (batch, seq, hidden); arguments as in CausalSelfAttention.forward.
+
+        With ``output_attentions=True`` returns (hidden_states, attention weights) instead.
+        """
         attn_out = self.self_attn(
-            self.input_layernorm(hidden_states), rope, attention_mask, past_key_values, attn_implementation
+            self.input_layernorm(hidden_states),
+            rope,
+            attention_mask,
+            past_key_values,
+            attn_implementation,
+            output_attentions=output_attentions,
         )
+        attn_out, probs = attn_out if output_attentions else (attn_out, None)
         hidden_states = hidden_states + attn_out
-        return hidden_states + self.mlp(self.post_attention_layernorm(hidden_states))
+        hidden_states = hidden_states + self.mlp(self.post_attention_layernorm(hidden_states))
+        return (hidden_states, probs) if output_attentions else hidden_states

@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
@@ -20,6 +19,11 @@ from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutpu
 
 from .configuration_tinylm import TinyLMConfig
 from .layers import DecoderBlock, RMSNorm, RotaryEmbedding, compute_rope_tables
+from .loss_tinylm import causal_lm_loss
+
+# what save_pretrained writes into config.json's auto_map (beside what register_for_auto_class adds), so
+# that a folder saved from either class loads with trust_remote_code through both auto classes
+AUTO_MAP = {"AutoModel": "modeling_tinylm.TinyLMModel", "AutoModelForCausalLM": "modeling_tinylm.TinyLMForCausalLM"}
 
 
 class TinyLMDecoderLayer(GradientCheckpointingLayer, DecoderBlock):
@@ -71,16 +75,17 @@ class TinyLMPreTrainedModel(PreTrainedModel):
 
     @classmethod
     def from_pretrained(cls, *args, **kwargs):
-        """Load as transformers does, but weights missing from or left over in the checkpoint are an error.
+        """Load as transformers does, but decoder weights missing from or left over in the checkpoint are an error.
 
         transformers would silently re-initialise missing weights (a config with more layers than the
-        checkpoint) or drop extra ones (fewer layers): both are wrong answers, not a loaded model.
+        checkpoint) or drop extra ones (fewer layers): both are wrong answers, not a loaded model. Only the
+        language-model head may be absent (a ``TinyLMModel`` checkpoint loaded into ``TinyLMForCausalLM``: the
+        head is initialised, and reported in the log and in ``output_loading_info``) or left over (the reverse).
         """
         want_info = kwargs.pop("output_loading_info", False)
         model, info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
-        missing = sorted(info.get("missing_keys", ()))
-        # a TinyLMModel loaded from a TinyLMForCausalLM checkpoint legitimately leaves the head out
-        unexpected = sorted(k for k in info.get("unexpected_keys", ()) if not k.startswith("lm_head."))
+        missing = sorted(k for k in info.get("missing_keys", ()) if not _is_head_weight(k))
+        unexpected = sorted(k for k in info.get("unexpected_keys", ()) if not _is_head_weight(k))
         if missing or unexpected:
             raise ValueError(
                 f"the checkpoint does not match the config of {cls.__name__}: "
@@ -91,11 +96,13 @@ class TinyLMPreTrainedModel(PreTrainedModel):
         return (model, info) if want_info else model
 
     def save_pretrained(self, save_directory, *args, **kwargs) -> None:
-        """Save as transformers does, with an ``AutoModel`` entry in ``auto_map`` for remote code."""
-        auto_map = dict(getattr(self.config, "auto_map", None) or {})
-        auto_map.setdefault("AutoModel", "modeling_tinylm.TinyLMModel")
-        self.config.auto_map = auto_map
+        """Save as transformers does, with both ``AutoModel`` and ``AutoModelForCausalLM`` in ``auto_map``."""
+        self.config.auto_map = {**AUTO_MAP, **(getattr(self.config, "auto_map", None) or {})}
         return super().save_pretrained(save_directory, *args, **kwargs)
+
+
+def _is_head_weight(key: str) -> bool:
+    return key.startswith("lm_head.")
 
 
 class TinyLMModel(TinyLMPreTrainedModel):
@@ -118,11 +125,25 @@ class TinyLMModel(TinyLMPreTrainedModel):
         past_key_values: Cache | None = None,
         inputs_embeds: torch.FloatTensor | None = None,
         use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | int | list[int] | None = None,
+        return_dict: bool | None = None,
         **kwargs,
-    ) -> BaseModelOutputWithPast:
-        """Run the decoder; ``attention_mask`` (batch, past + seq) marks real tokens with 1, padding with 0."""
+    ) -> BaseModelOutputWithPast | tuple:
+        """Run the decoder; ``attention_mask`` (batch, past + seq) marks real tokens with 1, padding with 0.
+
+        ``output_hidden_states`` (True, or the indices of the states to keep) adds ``hidden_states``: the
+        embeddings, then each layer's output, the last one after the final norm (``num_hidden_layers + 1``
+        tensors, None where not selected). ``output_attentions`` adds each layer's attention weights
+        (batch, heads, seq, past + seq), computed by the eager path. Unset options default to the config's.
+        """
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids or inputs_embeds")
+        output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
+        keep_states = _hidden_state_selection(
+            self.config.output_hidden_states if output_hidden_states is None else output_hidden_states,
+            self.config.num_hidden_layers + 1,
+        )
         # value checks read tensors back (a device sync, a graph break): skipped while torch.compile traces
         checking = not torch.compiler.is_compiling()
         if inputs_embeds is None:
@@ -134,35 +155,71 @@ class TinyLMModel(TinyLMPreTrainedModel):
             use_cache = self.config.use_cache and not self.training
         if use_cache and past_key_values is None:
             past_key_values = DynamicCache(config=self.config)
-        past_len = past_key_values.get_seq_length() if past_key_values is not None else 0
+        past_len, kv_len = _cache_lengths(past_key_values, seq)
         if past_len + seq > self.config.max_position_embeddings:
             raise ValueError(
                 f"sequence of {past_len + seq} tokens (past {past_len} + new {seq}) is longer than "
                 f"max_position_embeddings={self.config.max_position_embeddings}"
             )
         if position_ids is None:
-            position_ids = _default_position_ids(attention_mask, past_len, seq, inputs_embeds.device)
-        elif checking and position_ids.numel():
-            if int(position_ids.min()) < 0 or int(position_ids.max()) >= self.config.max_position_embeddings:
-                raise ValueError(
-                    f"position_ids must lie in [0, max_position_embeddings={self.config.max_position_embeddings})"
-                )
-        mask = _build_attention_mask(attention_mask, batch, past_len, seq, inputs_embeds.device, checking)
+            padding_mask = attention_mask if attention_mask is not None and attention_mask.dim() == 2 else None
+            position_ids = _default_position_ids(padding_mask, past_len, seq, inputs_embeds.device)
+        elif checking:
+            self._check_position_ids(position_ids)
+            if attention_mask is None and past_len == 0:
+                attention_mask = _packed_sequences_mask(position_ids, batch)
+        mask = _build_attention_mask(attention_mask, batch, past_len, seq, inputs_embeds.device, checking, kv_len)
         rope = self.rotary_emb(position_ids, dtype=inputs_embeds.dtype)
+        hidden_states, all_hidden_states, all_attentions = self._run_layers(
+            inputs_embeds, rope, mask, past_key_values, output_attentions, keep_states
+        )
+        outputs = BaseModelOutputWithPast(
+            last_hidden_state=hidden_states,
+            past_key_values=past_key_values if use_cache else None,
+            hidden_states=all_hidden_states,
+            attentions=all_attentions,
+        )
+        return_dict = self.config.return_dict if return_dict is None else return_dict
+        return outputs if return_dict else outputs.to_tuple()
+
+    def _run_layers(
+        self,
+        hidden_states: torch.Tensor,
+        rope: tuple[torch.Tensor, torch.Tensor],
+        mask: torch.Tensor | None,
+        past_key_values: Cache | None,
+        output_attentions: bool,
+        keep_states: set[int] | None,
+    ) -> tuple[torch.Tensor, tuple | None, tuple | None]:
+        """The blocks, then the final norm: (last hidden state, the kept hidden states, the attention weights)."""
         attn_implementation = "eager" if self.config._attn_implementation == "eager" else "sdpa"
-        hidden_states = inputs_embeds
+        states, attentions = [], []  # filled only when asked for
         for layer in self.layers:
+            if keep_states is not None:
+                states.append(hidden_states)
             hidden_states = layer(
                 hidden_states,
                 rope,
                 mask,
-                past_key_values=past_key_values if use_cache else None,
+                past_key_values=past_key_values,
                 attn_implementation=attn_implementation,
+                output_attentions=output_attentions,
             )
-        return BaseModelOutputWithPast(
-            last_hidden_state=self.norm(hidden_states),
-            past_key_values=past_key_values if use_cache else None,
-        )
+            if output_attentions:
+                hidden_states, probs = hidden_states
+                attentions.append(probs)
+        hidden_states = self.norm(hidden_states)
+        states.append(hidden_states)
+        kept = None if keep_states is None else tuple(h if i in keep_states else None for i, h in enumerate(states))
+        return hidden_states, kept, tuple(attentions) if output_attentions else None
+
+    def _check_position_ids(self, position_ids: torch.Tensor) -> None:
+        if position_ids.numel() == 0:
+            return
+        if int(position_ids.min()) < 0 or int(position_ids.max()) >= self.config.max_position_embeddings:
+            raise ValueError(
+                f"position_ids must lie in [0, max_position_embeddings={self.config.max_position_embeddings})"
+            )
 
     def _check_token_ids(self, input_ids: torch.Tensor) -> None:
         if input_ids.numel() == 0:
@@ -174,6 +231,39 @@ class TinyLMModel(TinyLMPreTrainedModel):
                 f"input_ids contain token id {bad} outside the vocabulary [0, {self.config.vocab_size}); "
                 "resize_token_embeddings after adding tokens to the tokenizer"
             )
+
+
+def _hidden_state_selection(output_hidden_states: bool | int | list[int] | None, count: int) -> set[int] | None:
+    """Indices (0..count-1) of the hidden states to return, or None for none; negative indices count from the end."""
+    if output_hidden_states is None or output_hidden_states is False:
+        return None
+    if output_hidden_states is True:
+        return set(range(count))
+    indices = [output_hidden_states] if isinstance(output_hidden_states, int) else list(output_hidden_states)
+    return {i % count for i in indices if -count <= i < count}
+
+
+def _packed_sequences_mask(position_ids: torch.Tensor, batch: int) -> torch.Tensor | None:
+    """Block-causal (batch, 1, seq, seq) mask when rows pack several sequences (positions restart), else None.
+
+    Padding-free batches (e.g. ``DataCollatorWithFlattening``) pass no attention_mask, only position_ids
+    that start again at each sequence; tokens must not attend across those boundaries (as in Llama).
+    """
+    position_ids = position_ids.expand(batch, -1)
+    starts = torch.diff(position_ids, prepend=position_ids[:, :1] - 1, dim=-1) != 1
+    sequence_ids = starts.cumsum(-1)  # (batch, seq): which packed sequence each token belongs to
+    if not bool((sequence_ids[:, -1] > 0).any()):
+        return None
+    same = sequence_ids[:, :, None] == sequence_ids[:, None, :]  # (batch, seq, seq)
+    return (same & torch.ones_like(same[0]).tril())[:, None]
+
+
+def _cache_lengths(past_key_values: Cache | None, seq: int) -> tuple[int, int]:
+    """(tokens already cached, length of the keys attention will see): past + seq, or a static cache's full size."""
+    if past_key_values is None:
+        return 0, seq
+    past_len = int(past_key_values.get_seq_length())
+    return past_len, int(past_key_values.get_mask_sizes(seq, 0)[0])
 
 
 def _default_position_ids(
@@ -193,23 +283,49 @@ def _build_attention_mask(
     seq: int,
     device: torch.device,
     skip_all_ones: bool = True,
+    kv_len: int | None = None,
 ) -> torch.Tensor | None:
-    """Boolean (batch, 1, seq, past + seq) mask, True = attend; None when plain causal attention is enough."""
-    kv_len = past_len + seq
+    """Boolean (batch, 1, seq, kv_len) mask, True = attend; None when plain causal attention is enough.
+
+    ``kv_len`` is the key length the cache hands attention: past + seq, or more for a static cache
+    (whose unfilled slots the causal part masks out).
+    """
+    real_len = past_len + seq
+    kv_len = real_len if kv_len is None else kv_len
+    if attention_mask is not None and attention_mask.dim() == 4:
+        return _mask_from_4d(attention_mask, batch, seq, kv_len)
     if attention_mask is not None:
-        if attention_mask.shape != (batch, kv_len):
+        if attention_mask.shape != (batch, real_len):
             raise ValueError(
                 f"attention_mask has shape {tuple(attention_mask.shape)}, "
-                f"expected (batch, past + seq) = {(batch, kv_len)}"
+                f"expected (batch, past + seq) = {(batch, real_len)}"
             )
         if skip_all_ones and bool(attention_mask.all()):
             attention_mask = None
-    if attention_mask is None:
+    if attention_mask is None and kv_len == real_len:
         return None
-    key_ok = attention_mask.bool()[:, None, None, :]  # (batch, 1, 1, kv_len)
     causal = torch.ones(seq, kv_len, dtype=torch.bool, device=device).tril(diagonal=past_len)
-    mask = causal & key_ok  # (batch, 1, seq, kv_len)
+    if attention_mask is None:
+        return causal[None, None]  # (1, 1, seq, kv_len)
+    key_ok = attention_mask.bool()
+    if kv_len > real_len:
+        key_ok = torch.nn.functional.pad(key_ok, (0, kv_len - real_len), value=False)
+    mask = causal & key_ok[:, None, None, :]  # (batch, 1, seq, kv_len)
     # a padding query before any real token sees nothing: let it see everything (its output is ignored) to avoid NaN
+    return mask | ~mask.any(dim=-1, keepdim=True)
+
+
+def _mask_from_4d(attention_mask: torch.Tensor, batch: int, seq: int, kv_len: int) -> torch.Tensor:
+    """A ready-made (batch, 1, seq, kv_len) mask, as generate passes with a static cache.
+
+    Boolean (True = attend) or transformers' additive float form (0 = attend, a large negative number = masked).
+    """
+    if attention_mask.shape[0] not in (1, batch) or tuple(attention_mask.shape[1:]) != (1, seq, kv_len):
+        raise ValueError(
+            f"a 4D attention_mask must have shape (batch, 1, seq, kv_len) = {(batch, 1, seq, kv_len)}, "
+            f"got {tuple(attention_mask.shape)}"
+        )
+    mask = attention_mask if attention_mask.dtype == torch.bool else attention_mask == 0
     return mask | ~mask.any(dim=-1, keepdim=True)
 
 
@@ -233,12 +349,17 @@ class TinyLMForCausalLM(TinyLMPreTrainedModel, GenerationMixin):
         inputs_embeds: torch.FloatTensor | None = None,
         labels: torch.LongTensor | None = None,
         use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | int | list[int] | None = None,
+        return_dict: bool | None = None,
         logits_to_keep: int | torch.Tensor = 0,
         **kwargs,
-    ) -> CausalLMOutputWithPast:
+    ) -> CausalLMOutputWithPast | tuple:
         """Logits for every (or the last ``logits_to_keep``) position; ``labels`` (-100 = ignore) adds the loss.
 
-        ``labels`` are the input ids themselves: the shift (predict token t+1 from position t) happens here.
+        ``labels`` are the input ids themselves: the shift (predict token t+1 from position t) happens in
+        the loss. ``shift_labels`` (already shifted targets) and ``num_items_in_batch`` are honoured as
+        keyword arguments, as ``Trainer`` passes them. Other options as in ``TinyLMModel.forward``.
         """
         outputs = self.model(
             input_ids=input_ids,
@@ -247,28 +368,25 @@ class TinyLMForCausalLM(TinyLMPreTrainedModel, GenerationMixin):
             past_key_values=past_key_values,
             inputs_embeds=inputs_embeds,
             use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
         )
         hidden_states = outputs.last_hidden_state
         keep = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
         logits = self.lm_head(hidden_states[:, keep, :])
         loss = None
-        if labels is not None:
-            loss = shifted_cross_entropy(logits, labels, kwargs.get("num_items_in_batch"))
-        return CausalLMOutputWithPast(loss=loss, logits=logits, past_key_values=outputs.past_key_values)
-
-
-def shifted_cross_entropy(
-    logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch: int | torch.Tensor | None = None
-) -> torch.Tensor:
-    """Mean CE of logits[:, t] against labels[:, t + 1], ignoring -100 (shifting labels avoids copying logits)."""
-    if labels.shape != logits.shape[:-1]:
-        raise ValueError(f"labels have shape {tuple(labels.shape)}, expected {tuple(logits.shape[:-1])}")
-    shift_labels = F.pad(labels, (0, 1), value=-100)[:, 1:].to(logits.device)
-    logits = logits.float()
-    reduction = "mean" if num_items_in_batch is None else "sum"
-    loss = F.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]), shift_labels.reshape(-1), ignore_index=-100, reduction=reduction
-    )
-    if num_items_in_batch is not None:
-        loss = loss / num_items_in_batch
-    return loss
+        shift_labels = kwargs.get("shift_labels")
+        if labels is not None or shift_labels is not None:
+            loss = causal_lm_loss(
+                logits, labels, shift_labels=shift_labels, num_items_in_batch=kwargs.get("num_items_in_batch")
+            )
+        result = CausalLMOutputWithPast(
+            loss=loss,
+            logits=logits,
+            past_key_values=outputs.past_key_values,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+        )
+        return_dict = self.config.return_dict if return_dict is None else return_dict
+        return result if return_dict else result.to_tuple()

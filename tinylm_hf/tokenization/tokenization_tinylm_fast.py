@@ -66,11 +66,17 @@ class TinyLMTokenizerFast(PreTrainedTokenizerFast):
         kwargs.pop("tokenizer_file", None)
         # The slow class's remote-code pointer: this class does not copy that code when it saves.
         kwargs.pop("auto_map", None)
+        # A folder saved by the slow class records backend "custom"; this class always runs on `tokenizers`
+        # (processors and pipelines read `backend` to pick the fast code paths).
+        kwargs["backend"] = "tokenizers"
         backend = build_byte_level_bpe(_read_vocab(vocab), _read_merges(merges))
         super().__init__(
             tokenizer_object=backend,
             **base_init_kwargs(errors, unk_token, bos_token, eos_token, pad_token, pattern, kwargs),
         )
+        # Each class states its own backend: kept out of tokenizer_config.json so that TinyLMTokenizer
+        # loading a folder this class saved does not claim to run on `tokenizers`.
+        self.init_kwargs.pop("backend", None)
 
     def _save_pretrained(
         self,

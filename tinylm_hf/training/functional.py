@@ -1,4 +1,8 @@
-"""Loss and gradient clipping written by hand: ``cross_entropy`` and ``clip_grad_norm``."""
+"""Loss and gradient clipping written by hand: ``cross_entropy`` and ``clip_grad_norm``.
+
+``cross_entropy`` lives beside the model (``tinylm_hf/modeling/loss_tinylm.py``), whose ``labels=`` path
+uses the same function; it is re-exported here for the training loop.
+"""
 
 from __future__ import annotations
 
@@ -6,46 +10,9 @@ from collections.abc import Iterable
 
 import torch
 
-REDUCTIONS = ("mean", "sum", "none")
+from ..modeling.loss_tinylm import REDUCTIONS, cross_entropy
 
-
-def cross_entropy(
-    logits: torch.Tensor,
-    targets: torch.Tensor,
-    ignore_index: int = -100,
-    reduction: str = "mean",
-) -> torch.Tensor:
-    """Cross-entropy of ``logits`` (..., vocab) against integer ``targets`` (...).
-
-    Uses ``log_softmax(x)[y] = x[y] - max(x) - log(sum(exp(x - max(x))))`` so that huge logits
-    never overflow. Positions whose target is ``ignore_index`` contribute nothing; ``"mean"``
-    averages over the other positions (NaN when there are none, as in torch). Half-precision
-    logits are upcast, and the loss is returned in float32.
-    """
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
-    if logits.dim() < 1 or logits.shape[:-1] != targets.shape:
-        raise ValueError(
-            f"logits must be (..., vocab) and targets (...) with the same leading shape; "
-            f"got logits {tuple(logits.shape)} and targets {tuple(targets.shape)}"
-        )
-    if targets.dtype.is_floating_point or targets.dtype == torch.bool:
-        raise TypeError(f"targets must be integer class ids, got dtype {targets.dtype}")
-    if logits.dtype in (torch.float16, torch.bfloat16):
-        logits = logits.float()
-    keep = targets != ignore_index
-    safe_targets = torch.where(keep, targets, 0).long()
-    # the max is a constant shift of each row: it cancels in the loss, so no gradient through it
-    row_max = logits.amax(dim=-1, keepdim=True).detach()  # (..., 1)
-    shifted = logits - row_max  # (..., vocab), every entry <= 0
-    log_sum_exp = shifted.exp().sum(dim=-1).log()  # (...)
-    target_logit = shifted.gather(-1, safe_targets.unsqueeze(-1)).squeeze(-1)  # (...)
-    losses = torch.where(keep, log_sum_exp - target_logit, 0.0)
-    if reduction == "none":
-        return losses
-    if reduction == "sum":
-        return losses.sum()
-    return losses.sum() / keep.sum()
+__all__ = ["REDUCTIONS", "clip_grad_norm", "cross_entropy"]
 
 
 def clip_grad_norm(
