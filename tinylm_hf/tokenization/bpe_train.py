@@ -333,7 +333,7 @@ def _learn_merges(
     ]
     heapq.heapify(heap)
     merges: list[tuple[bytes, bytes]] = []
-    bar = _progress_bar(num_merges, progress)
+    bar = progress_bar(num_merges, progress, "BPE merges")
     # 5. Merge loop.
     while len(merges) < num_merges and heap:
         neg_count, key, pair = heapq.heappop(heap)
@@ -347,7 +347,7 @@ def _learn_merges(
         token_bytes.append(token_bytes[left] + token_bytes[right])
         inverted.append(_invert(token_bytes[new_id]))
         merges.append((token_bytes[left], token_bytes[right]))
-        new_pairs = _merge_words(words, freqs, where.pop(pair), left, right, new_id, pair_counts, where)
+        new_pairs, _ = merge_words(words, freqs, where.pop(pair), left, right, new_id, pair_counts, where)
         del pair_counts[pair]
         for new_pair in new_pairs:
             # A new pair can net to zero: (Y, X) in "Y X" -> "Y Y" is counted and then uncounted.
@@ -362,7 +362,7 @@ def _learn_merges(
     return merges
 
 
-def _merge_words(
+def merge_words(
     words: list[list[int]],
     freqs: list[int],
     word_indices: list[int],
@@ -371,15 +371,17 @@ def _merge_words(
     new_id: int,
     pair_counts: defaultdict[int, int],
     where: defaultdict[int, list[int]],
-) -> set[int]:
+) -> tuple[set[int], int]:
     """Replace (left, right) by new_id in the given words, updating neighbour pair counts.
 
-    Returns the pairs that contain new_id (all new, their counts final for this merge).
+    Returns the pairs that contain new_id (their counts final for this merge) and how many
+    occurrences were replaced, weighted by word frequency (the WordPiece trainer's token counts).
     """
     shift = PAIR_SHIFT
     new_left = new_id << shift  # (new_id, x) = new_left | x
     right_left = right << shift  # (right, x) = right_left | x
     new_pairs: set[int] = set()
+    replaced = 0
     for index in word_indices:
         word = words[index]
         if left not in word:
@@ -406,21 +408,23 @@ def _merge_words(
                     where[pair].append(index)
                     new_pairs.add(pair)
                 out.append(new_id)
+                replaced += freq
                 i += 2
             else:
                 out.append(token)
                 i += 1
         words[index] = out
-    return new_pairs
+    return new_pairs, replaced
 
 
 def _invert(token: bytes) -> str:
     return token.translate(INVERT_TABLE).decode("latin-1") + INVERT_END
 
 
-def _progress_bar(total: int, enabled: bool):
+def progress_bar(total: int, enabled: bool, desc: str):
+    """A tqdm bar counting merges, or None when disabled (tqdm is imported only when needed)."""
     if not enabled:
         return None
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc="BPE merges", unit="merge")
+    return tqdm(total=total, desc=desc, unit="merge")
