@@ -106,6 +106,31 @@ def train_bpe_from_counts(
     return _train_from_word_counts(merged.items(), vocab_size, specials, progress=progress)
 
 
+def train_bpe_from_iterator(
+    iterator: Iterable[str],
+    vocab_size: int,
+    special_tokens: Sequence[str] | None,
+    *,
+    pattern: str = "gpt2",
+    progress: bool = True,
+) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    """Train a byte-level BPE on an iterable of texts (a list, a generator, a `datasets` column).
+
+    Texts are counted one at a time (memory grows with the distinct pre-tokens, not the data); each
+    text is pre-tokenized on its own. Equal to `train_bpe` on the texts joined, when every text ends
+    where a pre-token ends (e.g. texts that end in a special token or a newline before a letter).
+    """
+    # Imported here: word_counts imports this module for its file counter.
+    from .word_counts import count_words, iter_texts
+
+    specials = check_special_tokens(special_tokens)
+    _check_vocab_size(vocab_size, specials)
+    counts = count_words(iter_texts(iterator), algorithm="bpe", special_tokens=specials, pattern=pattern)
+    if not counts:
+        raise ValueError("the iterator gave no text outside the special tokens")
+    return train_bpe_from_counts(counts, vocab_size, specials, progress=progress)
+
+
 def _check_vocab_size(vocab_size: int, specials: list[str]) -> None:
     if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
         raise TypeError(f"vocab_size must be an int, got {vocab_size!r}")

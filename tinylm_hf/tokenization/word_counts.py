@@ -141,6 +141,16 @@ def count_words(
     return counts
 
 
+def iter_texts(iterator: Iterable[str]) -> Iterator[str]:
+    """The items of a trainer's `iterator`, checked to be texts (never paths: see `count_words`)."""
+    if isinstance(iterator, (str, bytes)) or not isinstance(iterator, Iterable):
+        raise TypeError(f"iterator must be an iterable of strings (e.g. [text]), got {type(iterator).__name__}")
+    for index, text in enumerate(iterator):
+        if not isinstance(text, str):
+            raise TypeError(f"item {index} of the iterator is {type(text).__name__}, not str")
+        yield text
+
+
 def count_text(text: str, special_tokens: list[str], split: Callable[[str], list[str]], counts: Counter[str]) -> None:
     """Add the words of one text (special tokens cut out) to `counts`."""
     for part in split_on_special_tokens(text, special_tokens) if special_tokens else (text,):

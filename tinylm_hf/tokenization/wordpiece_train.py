@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from .bpe_train import PAIR_MASK, PAIR_SHIFT, merge_words, progress_bar
 from .pretokenize import check_special_tokens
-from .word_counts import WordCounts, count_words
+from .word_counts import WordCounts, count_words, iter_texts
 from .wordpiece import CONTINUING_SUBWORD_PREFIX
 
 BERT_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -80,7 +80,7 @@ def train_wordpiece_from_iterator(
     """
     specials = check_special_tokens(special_tokens)
     _check_vocab_size(vocab_size, specials)
-    counts = count_words(_texts(iterator), algorithm="wordpiece", special_tokens=specials, lowercase=lowercase)
+    counts = count_words(iter_texts(iterator), algorithm="wordpiece", special_tokens=specials, lowercase=lowercase)
     if not counts:
         raise ValueError("the iterator gave no words outside the special tokens")
     return _train(counts, vocab_size, specials, continuing_subword_prefix, progress)
@@ -119,15 +119,6 @@ def train_wordpiece_from_counts(
     if not kept:
         raise ValueError("counts hold no word with a positive count")
     return _train(kept, vocab_size, specials, continuing_subword_prefix, progress)
-
-
-def _texts(iterator: Iterable[str]) -> Iterable[str]:
-    if isinstance(iterator, (str, bytes)) or not isinstance(iterator, Iterable):
-        raise TypeError(f"iterator must be an iterable of strings (e.g. [text]), got {type(iterator).__name__}")
-    for index, text in enumerate(iterator):
-        if not isinstance(text, str):
-            raise TypeError(f"item {index} of the iterator is {type(text).__name__}, not str")
-        yield text
 
 
 def _check_vocab_size(vocab_size: int, specials: list[str]) -> None:
