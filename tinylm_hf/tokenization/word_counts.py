@@ -186,9 +186,11 @@ def read_text_blocks(path: Path, find_cut: Callable[[str], int], special_tokens:
             offset += len(block)
             if not block:
                 break
-            cut = find_cut(pending)
-            if cut > 0 and special is not None:
-                cut = _before_covering_special(pending, cut, special, longest)
+            if special is None:
+                cut = find_cut(pending)
+            else:  # look only where a special token straddling the cut is wholly read, then step before it
+                cut = find_cut(pending[: max(0, len(pending) - longest + 1)])
+                cut = _before_covering_special(pending, cut, special, longest) if cut > 0 else cut
             if cut > 0:
                 yield pending[:cut]
                 pending = pending[cut:]
