@@ -72,8 +72,7 @@ print(json.dumps({"wall": wall, "vocab": tokenizer.get_vocab_size(),
 WP_TRAIN_ROWS = [("tinystories_train_small.txt", 8_000, None), ("pd_novels_heldout.txt", 16_000, 10_000_000)]
 QUICK_WP_TRAIN_ROWS = [("tinystories_train_small.txt", 2_000, None)]
 
-# argv: root, path, vocab size, characters to read (0 = whole file). A slice is written to a temp file
-# first (untimed), so both trainers read the same bytes from disk.
+# Rows: (file, vocab size, characters or None for the whole file).
 WP_OURS_CHILD = """
 import json, resource, sys, time, types
 root, path, vocab_size = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -125,13 +124,13 @@ def _tree_memory(process: psutil.Process) -> int:
     return total
 
 
-def run_child(code: str, path: Path, vocab_size: int, tokenizers_threads: bool = True) -> dict:
+def run_child(code: str, path: Path, vocab_size: int) -> dict:
     """Run one trainer in a fresh interpreter: its wall time, CPU seconds (with workers, and
     with interpreter start-up) and peak memory in MB."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_before = before.ru_utime + before.ru_stime
     argv = [sys.executable, "-c", code, str(REPO_ROOT), str(path), str(vocab_size), SPECIAL]
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="true" if tokenizers_threads else "false")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="true")
     child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
     watched = psutil.Process(child.pid)
     peak = 0
@@ -148,74 +147,49 @@ def run_child(code: str, path: Path, vocab_size: int, tokenizers_threads: bool =
     return result
 
 
-def bench_train(data_dir: Path, rows: list[tuple[str, int]]) -> list[dict]:
-    """train_bpe vs tokenizers BpeTrainer on each (file, vocab size) row, run back to back."""
-    results = []
-    for name, vocab_size in rows:
-        path = data_dir / name
-        if not path.is_file():
-            print(f"skipping {name}: not found in {data_dir}", file=sys.stderr)
-            continue
-        ours = run_child(OURS_CHILD, path, vocab_size)
-        theirs = run_child(HF_CHILD, path, vocab_size)
-        results.append({"file": name, "mb": path.stat().st_size / 1e6, "vocab_size": vocab_size,
-                        "ours": ours, "theirs": theirs})
-    return results
+def bench_train(data_dir: Path, rows: list[tuple], ours_code: str = OURS_CHILD,
+                theirs_code: str = HF_CHILD) -> list[dict]:
+    """Our trainer vs the peer on each (file, vocab size[, characters]) row, run back to back.
 
-
-def print_train_table(results: list[dict]) -> None:
-    print("(1) BPE training: tinylm_hf.train_bpe vs tokenizers BpeTrainer "
-          f"(GPT-2 regex, special {SPECIAL!r}, {psutil.cpu_count()} CPUs)")
-    header = (f"{'corpus':<28}{'MB':>6}{'vocab':>7}{'ours s':>9}{'tok s':>8}{'wall ratio':>12}"
-              f"{'ours MB':>9}{'tok MB':>8}{'mem ratio':>11}{'ours cpu':>10}{'tok cpu':>9}")
-    print(header)
-    print("-" * len(header))
-    for row in results:
-        ours, theirs = row["ours"], row["theirs"]
-        print(f"{row['file']:<28}{row['mb']:>6.1f}{row['vocab_size']:>7}"
-              f"{ours['wall']:>9.2f}{theirs['wall']:>8.2f}{ours['wall'] / theirs['wall']:>11.2f}x"
-              f"{ours['peak_mb']:>9.0f}{theirs['peak_mb']:>8.0f}"
-              f"{ours['peak_mb'] / theirs['peak_mb']:>10.2f}x{ours['cpu']:>10.1f}{theirs['cpu']:>9.1f}")
-    print("wall ratio = ours / tokenizers (<= 1.0 means train_bpe is as fast or faster); "
-          "mem ratio = peak memory ours / tokenizers; cpu = CPU seconds of the whole subprocess")
-
-
-def bench_wordpiece_train(data_dir: Path, rows: list[tuple[str, int, int | None]]) -> list[dict]:
-    """train_wordpiece vs tokenizers WordPieceTrainer (both uncased) on each (file, vocab, chars) row."""
+    A row with a character count trains both on that many characters of the file (written to a
+    temporary file first, untimed).
+    """
     results = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name, vocab_size, chars in rows:
-            source = data_dir / name
-            if not source.is_file():
+        for name, vocab_size, *chars in rows:
+            path = data_dir / name
+            if not path.is_file():
                 print(f"skipping {name}: not found in {data_dir}", file=sys.stderr)
                 continue
-            path = source
-            if chars is not None:
-                path = Path(tmp) / f"{chars}-{name}"
-                with open(source, encoding="utf-8") as f:
-                    path.write_text(f.read(chars), encoding="utf-8")
-            ours = run_child(WP_OURS_CHILD, path, vocab_size)
-            theirs = run_child(WP_HF_CHILD, path, vocab_size)
-            label = name if chars is None else f"{name} ({chars / 1e6:g}M chars)"
+            label = name
+            if chars and chars[0] is not None:
+                label = f"{name} ({chars[0] / 1e6:g}M chars)"
+                with open(data_dir / name, encoding="utf-8") as f:
+                    path = Path(tmp) / f"{chars[0]}-{name}"
+                    path.write_text(f.read(chars[0]), encoding="utf-8")
+            ours = run_child(ours_code, path, vocab_size)
+            theirs = run_child(theirs_code, path, vocab_size)
             results.append({"file": label, "mb": path.stat().st_size / 1e6, "vocab_size": vocab_size,
                             "ours": ours, "theirs": theirs})
     return results
 
 
-def print_wordpiece_train_table(results: list[dict]) -> None:
-    print("(3a) WordPiece training: tinylm_hf.train_wordpiece vs tokenizers WordPieceTrainer "
-          f"(uncased BERT normaliser, 5 BERT specials, {psutil.cpu_count()} CPUs)")
-    header = (f"{'corpus':<44}{'MB':>6}{'vocab':>7}{'ours s':>9}{'tok s':>8}{'wall ratio':>12}"
-              f"{'ours MB':>9}{'tok MB':>8}{'mem ratio':>11}")
+def print_train_table(results: list[dict], title: str | None = None, note: str | None = None) -> None:
+    print(title or "(1) BPE training: tinylm_hf.train_bpe vs tokenizers BpeTrainer "
+          f"(GPT-2 regex, special {SPECIAL!r}, {psutil.cpu_count()} CPUs)")
+    width = max([28] + [len(row["file"]) + 2 for row in results])
+    header = (f"{'corpus':<{width}}{'MB':>6}{'vocab':>7}{'ours s':>9}{'tok s':>8}{'wall ratio':>12}"
+              f"{'ours MB':>9}{'tok MB':>8}{'mem ratio':>11}{'ours cpu':>10}{'tok cpu':>9}")
     print(header)
     print("-" * len(header))
     for row in results:
         ours, theirs = row["ours"], row["theirs"]
-        print(f"{row['file']:<44}{row['mb']:>6.1f}{row['vocab_size']:>7}"
+        print(f"{row['file']:<{width}}{row['mb']:>6.1f}{row['vocab_size']:>7}"
               f"{ours['wall']:>9.2f}{theirs['wall']:>8.2f}{ours['wall'] / theirs['wall']:>11.2f}x"
-              f"{ours['peak_mb']:>9.0f}{theirs['peak_mb']:>8.0f}{ours['peak_mb'] / theirs['peak_mb']:>10.2f}x")
-    print("wall ratio = ours / tokenizers; the trainers' rules differ (likelihood score vs pair count), "
-          "so their vocabularies differ")
+              f"{ours['peak_mb']:>9.0f}{theirs['peak_mb']:>8.0f}"
+              f"{ours['peak_mb'] / theirs['peak_mb']:>10.2f}x{ours['cpu']:>10.1f}{theirs['cpu']:>9.1f}")
+    print(note or "wall ratio = ours / tokenizers (<= 1.0 means train_bpe is as fast or faster); "
+          "mem ratio = peak memory ours / tokenizers; cpu = CPU seconds of the whole subprocess")
 
 
 def bench_wordpiece_encode(data: Path, *, repeats: int, novels_mb: float, vocab_size: int) -> None:
@@ -274,7 +248,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.skip_train:
         rows = QUICK_WP_TRAIN_ROWS if args.quick else WP_TRAIN_ROWS
-        print_wordpiece_train_table(bench_wordpiece_train(args.data, rows))
+        results = bench_train(args.data, rows, WP_OURS_CHILD, WP_HF_CHILD)
+        print_train_table(results, "(3a) WordPiece training: tinylm_hf.train_wordpiece vs tokenizers WordPieceTrainer "
+                          f"(uncased BERT normaliser, 5 BERT specials, {psutil.cpu_count()} CPUs)",
+                          "wall ratio = ours / tokenizers; mem ratio = peak memory ours / tokenizers; the trainers' "
+                          "rules differ (likelihood score vs pair count), so their vocabularies differ")
         print()
     bench_wordpiece_encode(args.data, repeats=1 if args.quick else args.repeats,
                            novels_mb=1.0 if args.quick else args.novels_mb, vocab_size=2_000 if args.quick else 8_000)

@@ -35,6 +35,8 @@ BERT_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 # point turns "greatest (a, b)" into "smallest bytes", which is what a min-heap pops first.
 _MAX_CODE = 0xFFFFFF
 _END = b"\xff\xff\xff"
+# The heap is rebuilt from live pairs once it holds 4x their number plus this many entries.
+COMPACT_SLACK = 100_000
 
 
 def train_wordpiece(
@@ -241,11 +243,16 @@ def _merge(
         # Scores rose for every live pair holding left or right; new pairs have final counts.
         rescored = set(new_pairs)
         for token in {left, right}:
-            live = {p for p in pairs_of[token] if pair_counts.get(p, 0) > 0}
-            pairs_of[token] = live
-            rescored |= live
+            live = [p for p in pairs_of[token] if pair_counts.get(p, 0) > 0]
+            if 2 * len(live) < len(pairs_of[token]):
+                pairs_of[token] = set(live)  # drop pairs that died
+            rescored.update(live)
         for other in rescored:
             if pair_counts.get(other, 0) > 0:
                 heapq.heappush(heap, entry(other))
+        if len(heap) > 4 * len(pair_counts) + COMPACT_SLACK:
+            # Most entries are stale duplicates: rebuild from the live pairs to bound memory.
+            heap = [entry(p) for p, count in pair_counts.items() if count > 0]
+            heapq.heapify(heap)
     if bar is not None:
         bar.close()
