@@ -21,7 +21,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .bpe import _write_atomic
+from .atomic_files import write_text_atomic
+from .metaspace_train import count_metaspace_words, read_line_chunks
 from .pretokenize import (
     GPT2_PATTERN,
     PATTERNS,
@@ -79,11 +80,31 @@ class WordSplitter:
     uses_lowercase: bool = False
     # A faster whole-file counter (path, specials, pattern, lowercase) -> Counter, if the trainer has one.
     count_file: Callable[[Path, list[str], str, bool], Counter[str]] | None = field(default=None)
+    # False for sentencepiece-style trainers: their special tokens are control pieces that text never
+    # produces, and their words are counted with special-token text left in place.
+    cuts_special_tokens: bool = True
 
 
+def _metaspace_split(pattern: str, lowercase: bool) -> Callable[[str], list[str]]:
+    return lambda text: list(count_metaspace_words([text]).elements())
+
+
+def _cut_after_last_newline(text: str) -> int:
+    """For sentencepiece words (read line by line): just after the last newline, or -1."""
+    return text.rfind("\n") + 1 or -1
+
+
+def _count_metaspace_file(path: Path, specials: list[str], pattern: str, lowercase: bool) -> Counter[str]:
+    return count_metaspace_words(read_line_chunks(path))
+
+
+_METASPACE = WordSplitter(_metaspace_split, _cut_after_last_newline, count_file=_count_metaspace_file,
+                          cuts_special_tokens=False)
 WORD_SPLITTERS: dict[str, WordSplitter] = {
     "bpe": WordSplitter(_bpe_split, lambda text: -1, uses_pattern=True, count_file=_count_bpe_file),
     "wordpiece": WordSplitter(_wordpiece_split, _cut_after_last_space, uses_lowercase=True),
+    "unigram": _METASPACE,
+    "sentencepiece-bpe": _METASPACE,
 }
 
 
@@ -116,7 +137,7 @@ def count_words(
     Counter({'the': 2, 'cat': 2, '.': 1})
     """
     splitter = get_word_splitter(algorithm)
-    specials = check_special_tokens(special_tokens)
+    specials = check_special_tokens(special_tokens) if splitter.cuts_special_tokens else []
     resolved = resolve_pattern(pattern)
     split = splitter.split(resolved, bool(lowercase))
     counts: Counter[str] = Counter()
@@ -247,7 +268,7 @@ def make_word_counts(
         algorithm=algorithm,
         pattern=canonical,
         lowercase=bool(lowercase) if splitter.uses_lowercase else None,
-        special_tokens=sorted(check_special_tokens(special_tokens)),
+        special_tokens=sorted(check_special_tokens(special_tokens)) if splitter.cuts_special_tokens else [],
     )
 
 
@@ -266,7 +287,7 @@ def save_word_counts(
     body = {"format": FORMAT, "version": FORMAT_VERSION, **record.options(),
             "counts": dict(record.counts.most_common())}  # fmt: skip
     path = Path(path)
-    _write_atomic(path, json.dumps(body, ensure_ascii=False) + "\n")
+    write_text_atomic(path, json.dumps(body, ensure_ascii=False) + "\n")
     return path
 
 

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from itertools import chain
 from pathlib import Path
 
-from .bpe import _write_atomic
+from .atomic_files import write_text_atomic
 from .bert_unicode import LOWERCASE_EXTRA, NFD_KEPT, NONSPACING_MARKS, PUNCTUATION, REMOVED, WHITESPACE
 from .pretokenize import check_special_tokens, split_on_special_tokens
 
@@ -306,5 +306,5 @@ def write_vocab_txt(tokens: Sequence[str], path: str | os.PathLike) -> Path:
     bad = [t for t in tokens if not t or any(c.isspace() for c in t)]
     if bad:
         raise ValueError(f"vocab.txt tokens must be non-empty and free of whitespace, got {bad[:5]}")
-    _write_atomic(path, "".join(t + "\n" for t in tokens))
+    write_text_atomic(path, "".join(t + "\n" for t in tokens))
     return path
