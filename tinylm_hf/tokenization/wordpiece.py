@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from itertools import chain
 from pathlib import Path
 
+from .encode_cache import EncodeCache
 from .atomic_files import write_text_atomic
 from .bert_unicode import LOWERCASE_EXTRA, NFD_KEPT, NONSPACING_MARKS, PUNCTUATION, REMOVED, WHITESPACE
 from .pretokenize import check_special_tokens, split_on_special_tokens
@@ -34,8 +35,6 @@ CJK_RANGES = (
     (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0x20000, 0x2A6DF),
     (0x2A700, 0x2B73F), (0x2B740, 0x2B81F), (0x2B920, 0x2CEAF), (0x2F800, 0x2FA1F),
 )  # fmt: skip
-# Word -> ids cache entries before the cache is emptied (bounded memory on endless streams).
-CACHE_LIMIT = 1 << 16
 
 
 def _char_class(ranges: Iterable[tuple[int, int]]) -> str:
@@ -117,21 +116,6 @@ def pretokenize_bert(text: str, *, lowercase: bool = False) -> list[str]:
     return split_bert_words(normalize_bert(text, lowercase=lowercase))
 
 
-class _WordCache(dict):
-    """word -> ids; a miss runs WordPiece, so hits never leave C when read through `map`."""
-
-    def __init__(self, encode_word) -> None:
-        super().__init__()
-        self._encode_word = encode_word
-
-    def __missing__(self, word: str) -> list[int]:
-        ids = self._encode_word(word)
-        if len(self) >= CACHE_LIMIT:
-            self.clear()
-        self[word] = ids
-        return ids
-
-
 class WordPieceTokenizer:
     """BERT's WordPiece: `vocab` (tokens in id order, or token -> id), greedy longest-match-first.
 
@@ -173,7 +157,7 @@ class WordPieceTokenizer:
         if missing:
             raise ValueError(f"special tokens {missing} are not in the vocabulary")
         self._longest = max(map(len, self.token_to_id))
-        self._cache = _WordCache(self._encode_word)
+        self._cache = EncodeCache(self._encode_word)
 
     def _encode_word(self, word: str) -> list[int]:
         """Greedy longest-match-first over one word; [unk] if any part cannot be matched."""
