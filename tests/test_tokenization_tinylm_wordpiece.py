@@ -13,6 +13,7 @@ from hf_tokenizer_data import CORPUS_SLICES, read_slice
 from transformers import AutoTokenizer, BertTokenizer
 from transformers.models.auto import tokenization_auto
 
+from tinylm_hf.registration import register
 from tinylm_hf.tokenization.tokenization_tinylm_wordpiece import TinyLMWordPieceTokenizer
 from tinylm_hf.tokenization.tokenization_tinylm_wordpiece_fast import TinyLMWordPieceTokenizerFast
 from tinylm_hf.tokenization.wordpiece import WordPieceTokenizer, write_vocab_txt
@@ -41,11 +42,9 @@ def trio(request, vocab, tmp_path_factory):
 
 @pytest.fixture
 def registered():
-    """What the package's registration does: the class by name for AutoTokenizer, auto_map on save."""
-    tokenization_auto.REGISTERED_TOKENIZER_CLASSES["TinyLMWordPieceTokenizer"] = TinyLMWordPieceTokenizer
-    TinyLMWordPieceTokenizer.register_for_auto_class("AutoTokenizer")
-    yield
-    tokenization_auto.REGISTERED_TOKENIZER_CLASSES.pop("TinyLMWordPieceTokenizer", None)
+    """The package's registration (tinylm_hf.registration): the class by name for AutoTokenizer, auto_map on save."""
+    register()
+    assert tokenization_auto.REGISTERED_TOKENIZER_CLASSES["TinyLMWordPieceTokenizer"] is TinyLMWordPieceTokenizer
 
 
 @pytest.mark.parametrize(("name", "chars"), CORPUS_SLICES, ids=[n for n, _ in CORPUS_SLICES])

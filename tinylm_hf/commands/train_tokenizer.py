@@ -32,6 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-byte-fallback", dest="byte_fallback", action="store_false",
                         help="sentencepiece-bpe: map unknown characters to <unk>, not to <0x..> byte tokens")
     parser.add_argument("--out", required=True, help="output folder (created; must not be a file)")
+    parser.add_argument("--num-workers", type=int, default=None, help="processes counting BPE pre-tokens (default: CPUs)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar over merges")
 
 
@@ -45,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         inputs = expand_inputs(args.input)
     tokenizer = train_tokenizer(inputs, args.vocab_size, args.special_tokens, algorithm=args.algorithm,
                                 pattern=args.pattern, lowercase=args.lowercase, byte_fallback=args.byte_fallback,
-                                progress=not args.no_progress)
+                                num_workers=args.num_workers, progress=not args.no_progress)
     saved = tokenizer.save_pretrained(args.out)
     seal_folder(args.out)
     print(f"saved a {len(tokenizer)}-token {args.algorithm} tokenizer ({type(tokenizer).__name__}) to {args.out}: "

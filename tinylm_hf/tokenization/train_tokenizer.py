@@ -70,6 +70,7 @@ def collect_word_counts(
     special_tokens: Sequence[str],
     pattern: str = "gpt2",
     lowercase: bool = False,
+    num_workers: int | None = None,
 ) -> WordCounts:
     """Word counts of files (paths), texts (an iterable of str) or already counted shards (`WordCounts`)."""
     if isinstance(inputs, WordCounts):
@@ -90,7 +91,8 @@ def collect_word_counts(
         for item in items:
             if isinstance(item, os.PathLike) and not os.path.isfile(item):
                 raise FileNotFoundError(f"input file {os.fspath(item)} does not exist")
-    counts = count_words(items, algorithm=algorithm, special_tokens=special_tokens, pattern=pattern, lowercase=lowercase)
+    counts = count_words(items, algorithm=algorithm, special_tokens=special_tokens, pattern=pattern, lowercase=lowercase,
+                         num_workers=num_workers)
     if not counts:
         raise ValueError("the input holds no text to train on (empty, or only special tokens)")
     return make_word_counts(counts, algorithm=algorithm, pattern=pattern, lowercase=lowercase,
@@ -106,6 +108,7 @@ def train_tokenizer(
     pattern: str = "gpt2",
     lowercase: bool = False,
     byte_fallback: bool = True,
+    num_workers: int | None = None,
     progress: bool = True,
 ) -> Any:
     """Train `algorithm` on `inputs` and return its Hugging Face tokenizer (save it with `save_pretrained`).
@@ -118,12 +121,13 @@ def train_tokenizer(
         pattern: the pre-tokenization regex of bpe ("gpt2", "gpt4" or a regex).
         lowercase: lower-case and strip accents (wordpiece, as BERT's uncased models).
         byte_fallback: sentencepiece-bpe: unknown characters become `<0x..>` byte tokens.
+        num_workers: processes counting each large file (bpe; default: the CPU count).
     """
     if algorithm not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {algorithm!r}: choose one of {', '.join(ALGORITHMS)}")
     specials = check_special_tokens(list(DEFAULT_SPECIAL_TOKENS[algorithm] if special_tokens is None else special_tokens))
     record = collect_word_counts(inputs, algorithm=algorithm, special_tokens=specials, pattern=pattern,
-                                 lowercase=lowercase)
+                                 lowercase=lowercase, num_workers=num_workers)
     counts = record.counts
     if algorithm == "bpe":
         vocab, merges = train_bpe_from_counts(counts, vocab_size, specials, progress=progress)

@@ -61,11 +61,12 @@ def _cut_after_last_space(text: str) -> int:
     return cut if cut > 0 else -1
 
 
-def _count_bpe_file(path: Path, specials: list[str], pattern: str, lowercase: bool) -> Counter[str]:
+def _count_bpe_file(path: Path, specials: list[str], pattern: str, lowercase: bool,
+                    num_workers: int | None) -> Counter[str]:
     # train_bpe's own parallel counter (lazy import: bpe_train imports this module).
     from .bpe_train import count_pretokens
 
-    return count_pretokens(os.fspath(path), specials, pattern)
+    return count_pretokens(os.fspath(path), specials, pattern, num_workers=num_workers)
 
 
 @dataclass(frozen=True)
@@ -78,8 +79,9 @@ class WordSplitter:
     find_cut: Callable[[str], int]
     uses_pattern: bool = False
     uses_lowercase: bool = False
-    # A faster whole-file counter (path, specials, pattern, lowercase) -> Counter, if the trainer has one.
-    count_file: Callable[[Path, list[str], str, bool], Counter[str]] | None = field(default=None)
+    # A faster whole-file counter (path, specials, pattern, lowercase, num_workers) -> Counter, if the
+    # trainer has one.
+    count_file: Callable[[Path, list[str], str, bool, int | None], Counter[str]] | None = field(default=None)
     # False for sentencepiece-style trainers: their special tokens are control pieces that text never
     # produces, and their words are counted with special-token text left in place.
     cuts_special_tokens: bool = True
@@ -94,7 +96,8 @@ def _cut_after_last_newline(text: str) -> int:
     return text.rfind("\n") + 1 or -1
 
 
-def _count_metaspace_file(path: Path, specials: list[str], pattern: str, lowercase: bool) -> Counter[str]:
+def _count_metaspace_file(path: Path, specials: list[str], pattern: str, lowercase: bool,
+                          num_workers: int | None) -> Counter[str]:
     return count_metaspace_words(read_line_chunks(path))
 
 
@@ -124,8 +127,11 @@ def count_words(
     special_tokens: Iterable[str] | None = None,
     pattern: str = "gpt2",
     lowercase: bool = False,
+    num_workers: int | None = None,
 ) -> Counter[str]:
     """Count the words of files or texts exactly as `algorithm`'s trainer splits them.
+
+    `num_workers` (default: the CPU count) processes count each large file for bpe.
 
     `inputs` is a file path (str or `os.PathLike`), or an iterable whose items are texts (`str`) or
     files (`os.PathLike`, e.g. `pathlib.Path`): `["a b", Path("c.txt")]` counts one text and one file.
@@ -148,7 +154,7 @@ def count_words(
         if isinstance(source, os.PathLike) or source is inputs:
             path = _check_file(source)
             if splitter.count_file is not None:
-                counts.update(splitter.count_file(path, specials, resolved, bool(lowercase)))
+                counts.update(splitter.count_file(path, specials, resolved, bool(lowercase), num_workers))
             else:
                 for text in read_text_blocks(path, splitter.find_cut, specials):
                     count_text(text, specials, split, counts)
