@@ -3,7 +3,7 @@
 Both models get the same config and the same weights (our state dict loads into Llama as is) and are
 measured side by side in one run, alternating rounds so that machine load hits both alike:
 
-- training step tokens/s: forward + backward + torch.optim.AdamW step (median over rounds);
+- training step tokens/s: forward + backward + clip + our AdamW (median over rounds);
 - peak memory of a training step: on CPU the peak-RSS growth (``ru_maxrss``) of a fresh subprocess per
   model over its RSS after building the model; on CUDA ``torch.cuda.max_memory_allocated``;
 - ``generate()`` new tokens/s with the KV cache (greedy, fixed length) at batch 1 and batch 8;
@@ -83,15 +83,24 @@ def sync(device: str) -> None:
 
 
 def make_train_step(model: torch.nn.Module, batch: int, seq: int, vocab: int, device: str, compile_: bool):
-    """A closure running one forward + backward + AdamW step on a fixed random batch."""
+    """A closure running one training step on a fixed random batch: forward + backward + clip 1.0 + our AdamW.
+
+    TinyLM runs our `train_step` (our cross-entropy on the logits); Llama computes its own loss
+    (``labels=``, transformers' cross-entropy). Both use our AdamW, so the row compares the models.
+    """
+    from tinylm_hf.training import AdamW, clip_grad_norm, param_groups_for_weight_decay, train_step
+
     model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    optimizer = AdamW(param_groups_for_weight_decay(model, 0.1), lr=1e-4, weight_decay=0.1)
     ids = torch.randint(0, vocab, (batch, seq), generator=torch.Generator().manual_seed(1)).to(device)
     forward = torch.compile(model) if compile_ else model
+    if isinstance(model, TinyLMForCausalLM):
+        targets = torch.roll(ids, -1, dims=1)
+        return lambda: train_step(forward, optimizer, [(ids, targets)], lr=1e-4, grad_clip=1.0)
 
     def step() -> None:
-        loss = forward(input_ids=ids, labels=ids).loss
-        loss.backward()
+        forward(input_ids=ids, labels=ids).loss.backward()
+        clip_grad_norm(list(model.parameters()), 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
@@ -274,6 +283,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--prompt-len", type=int, default=16)
     parser.add_argument("--new-tokens", type=int, default=None)
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (1 on a busy machine)")
+    parser.add_argument("--only-train", action="store_true", help="only the training-step row")
     parser.add_argument("--peak-tflops", type=float, default=DEFAULT_PEAK_TFLOPS)
     parser.add_argument("--memory-child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -287,6 +298,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     if args.memory_child:
         measure_memory_child(args.memory_child, args)
         return
@@ -296,7 +309,10 @@ def main(argv: list[str] | None = None) -> None:
           f"batch={args.batch} seq={args.seq} rounds={args.rounds} (median) load_avg_1min={os.getloadavg()[0]:.1f}")
     models = build_models(config, args.device, torch.float32)
     rows = []
-    rows.append(("train step tokens/s (fp32, fwd+bwd+AdamW)", *bench_training(models, config, args, args.device)))
+    rows.append(("train step tokens/s (fp32, fwd+bwd+our AdamW)", *bench_training(models, config, args, args.device)))
+    if args.only_train:
+        print_table(rows)
+        return
     memory = bench_memory(args)
     kind = "peak alloc" if args.device.startswith("cuda") else "peak RSS growth"
     rows.append((f"train step {kind} MiB", *ratio_row(memory)))

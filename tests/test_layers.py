@@ -184,3 +184,26 @@ def test_interleaved_rope_rotates_adjacent_pairs_by_hand():
     x = torch.tensor([[1.0, 0.0]])
     got = rope.rotate(x, torch.tensor([1]), interleaved=True)
     torch.testing.assert_close(got, torch.tensor([[math.cos(1.0), math.sin(1.0)]]))
+
+
+@pytest.mark.parametrize(
+    ("x_shape", "angle_shape"),
+    [pytest.param((2, 5, 3, 8), (1, 5, 1, 4), id="model-layout"), pytest.param((5, 8), (2, 5, 4), id="broadcast-x")],
+)
+def test_rope_hand_written_backward_matches_autograd_of_the_formula(x_shape, angle_shape) -> None:
+    g = torch.Generator().manual_seed(9)
+    x = torch.randn(x_shape, dtype=torch.float64, generator=g, requires_grad=True)
+    angles = torch.randn(angle_shape, dtype=torch.float64, generator=g)
+    cos, sin = angles.cos(), angles.sin()
+    x1, x2 = x.chunk(2, dim=-1)
+    expected = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+    out = apply_rotary(x, cos, sin)
+    torch.testing.assert_close(out, expected)
+    grad_out = torch.randn(out.shape, dtype=torch.float64, generator=g)
+    torch.testing.assert_close(torch.autograd.grad(out, x, grad_out)[0], torch.autograd.grad(expected, x, grad_out)[0])
+
+
+def test_rope_with_learned_angles_gives_their_gradient() -> None:
+    x = torch.randn(3, 8, dtype=torch.float64)
+    angles = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a: apply_rotary(x, a.cos(), a.sin()), (angles,))

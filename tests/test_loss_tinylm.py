@@ -8,7 +8,8 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tinylm_hf.modeling.loss_tinylm import causal_lm_loss, cross_entropy
+from tinylm_hf.modeling import loss_tinylm
+from tinylm_hf.modeling.loss_tinylm import causal_lm_loss, cross_entropy, log_sum_exp
 
 
 def reference_ce(logits: torch.Tensor, targets: torch.Tensor, **kwargs) -> torch.Tensor:
@@ -97,6 +98,20 @@ def test_cross_entropy_gradient_matches_torch(scale: float) -> None:
     cross_entropy(ours, targets).backward()
     reference_ce(theirs, targets).backward()
     torch.testing.assert_close(ours.grad, theirs.grad)
+
+
+def test_cross_entropy_hand_written_backward_passes_gradcheck() -> None:
+    torch.manual_seed(7)
+    logits = torch.randn(5, 13, dtype=torch.float64, requires_grad=True)
+    targets = torch.tensor([0, 12, -100, 3, 3])
+    for reduction in ("mean", "sum", "none"):
+        assert torch.autograd.gradcheck(lambda x: cross_entropy(x, targets, reduction=reduction), (logits,))
+
+
+def test_log_sum_exp_matches_torch_across_blocks(monkeypatch) -> None:
+    monkeypatch.setattr(loss_tinylm, "LOG_SUM_EXP_BLOCK", 3 * 17)  # 3 rows a block: 10 rows span 4 blocks
+    logits = torch.randn(10, 17, generator=torch.Generator().manual_seed(8)) * 50
+    torch.testing.assert_close(log_sum_exp(logits), torch.logsumexp(logits, dim=-1))
 
 
 def test_cross_entropy_upcasts_bfloat16() -> None:

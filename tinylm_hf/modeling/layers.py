@@ -119,8 +119,42 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     cos/sin hold one angle per pair, shape broadcastable to x[..., : d/2]. Equals Llama's
     ``x * cat(cos, cos) + rotate_half(x) * cat(sin, sin)`` without building the duplicated tables.
     """
+    if cos.requires_grad or sin.requires_grad:  # learned angles: let autograd differentiate the formula
+        x1, x2 = x.chunk(2, dim=-1)
+        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+    return _HalfSplitRotation.apply(x, cos, sin)
+
+
+def _rotate_half_split(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """``cat(x1 cos - x2 sin, x2 cos + x1 sin)`` written straight into one output: no chunk copies, no cat."""
     x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+    half = torch.broadcast_shapes(x1.shape, cos.shape, sin.shape)
+    out = x.new_empty(half[:-1] + (2 * half[-1],), dtype=torch.result_type(x, cos))
+    out1, out2 = out.chunk(2, dim=-1)
+    torch.mul(x1, cos, out=out1)
+    out1.addcmul_(x2, sin, value=-1.0)
+    torch.mul(x2, cos, out=out2)
+    out2.addcmul_(x1, sin)
+    return out
+
+
+class _HalfSplitRotation(torch.autograd.Function):
+    """`apply_rotary` with a hand-written backward: a rotation's gradient is the rotation by minus the angle.
+
+    Only cos/sin are kept for backward (not x), and backward is one more rotation (sin negated).
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(cos, sin)
+        ctx.x_shape = x.shape
+        return _rotate_half_split(x, cos, sin)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        cos, sin = ctx.saved_tensors
+        grad_x = _rotate_half_split(grad, cos, -sin)
+        return grad_x.sum_to_size(ctx.x_shape), None, None
 
 
 def apply_rotary_interleaved(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

@@ -40,17 +40,58 @@ def cross_entropy(
         logits = logits.float()
     keep = targets != ignore_index
     safe_targets = torch.where(keep, targets, 0).long()
-    # the max is a constant shift of each row: it cancels in the loss, so no gradient through it
-    row_max = logits.amax(dim=-1, keepdim=True).detach()  # (..., 1)
-    shifted = logits - row_max  # (..., vocab), every entry <= 0
-    log_sum_exp = shifted.exp().sum(dim=-1).log()  # (...)
-    target_logit = shifted.gather(-1, safe_targets.unsqueeze(-1)).squeeze(-1)  # (...)
-    losses = torch.where(keep, log_sum_exp - target_logit, 0.0)
+    vocab = logits.shape[-1]
+    losses = _CrossEntropy.apply(logits.reshape(-1, vocab), safe_targets.reshape(-1), keep.reshape(-1))
+    losses = losses.view(targets.shape)
     if reduction == "none":
         return losses
     if reduction == "sum":
         return losses.sum()
     return losses.sum() / keep.sum()
+
+
+LOG_SUM_EXP_BLOCK = 1 << 18  # logits per block of the forward pass (1 MiB of float32: stays in the L2 cache)
+
+
+def log_sum_exp(logits: torch.Tensor) -> torch.Tensor:
+    """``log(sum(exp(logits), -1))`` of (rows, vocab) logits, in blocks of rows.
+
+    ``log(sum(exp(x))) = max(x) + log(sum(exp(x - max(x))))``: the shifted exponentials never overflow.
+    Working a cache-sized block of rows at a time keeps the (rows, vocab) temporary out of main memory.
+    """
+    rows = max(1, LOG_SUM_EXP_BLOCK // max(logits.shape[-1], 1))
+    out = logits.new_empty(logits.shape[0])
+    for start in range(0, logits.shape[0], rows):
+        block = logits[start : start + rows]
+        row_max = block.amax(dim=-1, keepdim=True)  # (rows, 1)
+        out[start : start + rows] = (block - row_max).exp_().sum(dim=-1).log_() + row_max.squeeze(-1)
+    return out
+
+
+class _CrossEntropy(torch.autograd.Function):
+    """Per-row loss ``log_sum_exp(x) - x[y]`` of (rows, vocab) logits with a hand-written backward.
+
+    The gradient of a row's loss is ``softmax(x) - onehot(y)``: backward builds it in one buffer
+    (``exp(x - lse)``, minus 1 at the target, times the incoming gradient), three passes over the
+    logits, where autograd through the forward's max/exp/sum/log would make several temporaries.
+    Only the logits (already alive) and one number per row are kept for backward.
+    """
+
+    @staticmethod
+    def forward(ctx, logits: torch.Tensor, targets: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        lse = log_sum_exp(logits)  # (rows,)
+        target_logit = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (rows,)
+        ctx.save_for_backward(logits, lse, targets, keep)
+        return torch.where(keep, lse - target_logit, 0.0)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_losses: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        logits, lse, targets, keep = ctx.saved_tensors
+        grad = torch.sub(logits, lse.unsqueeze(-1)).exp_()  # softmax, (rows, vocab)
+        grad.scatter_add_(-1, targets.unsqueeze(-1), torch.full_like(lse, -1.0).unsqueeze(-1))
+        grad.mul_(torch.where(keep, grad_losses, 0.0).unsqueeze(-1))
+        return grad, None, None
 
 
 def causal_lm_loss(

@@ -21,6 +21,7 @@ from typing import Any
 
 REPORT_TARGETS = ("none", "tensorboard", "trackio", "wandb")
 DTYPES = ("auto", "float32", "bfloat16")
+BUDGET_CLOCKS = ("wall", "process")
 
 
 @dataclass
@@ -53,7 +54,11 @@ class TrainConfig:
     max_iters: int = 1000
     """Optimizer steps in the whole run (the cosine schedule's horizon)."""
     time_budget_s: float | None = None
-    """Seconds of training: the first steps are timed and max_iters lowered to what fits (None: no limit)."""
+    """Seconds of training: steps are timed and max_iters re-planned to what fits, every tenth of the budget
+    (None: no limit)."""
+    time_budget_clock: str = "wall"
+    """The clock `time_budget_s` is counted on: "wall" (elapsed time) or "process" (this process's CPU time,
+    which other programs on a busy machine do not use up; with one thread it counts the compute a step takes)."""
     max_lr: float = 1e-3
     """Peak learning rate, reached at the end of warm-up."""
     min_lr: float = 1e-4
@@ -135,6 +140,9 @@ class TrainConfig:
             raise ValueError(f"grad_clip must be a finite number >= 0 or None, got {self.grad_clip!r}")
         if self.time_budget_s is not None and (not math.isfinite(self.time_budget_s) or self.time_budget_s <= 0):
             raise ValueError(f"time_budget_s must be a positive number of seconds, got {self.time_budget_s!r}")
+        if self.time_budget_clock not in BUDGET_CLOCKS:
+            raise ValueError(f"time_budget_clock must be one of {', '.join(BUDGET_CLOCKS)}, "
+                             f"got {self.time_budget_clock!r}")
         if self.warmup_iters > self.max_iters:
             raise ValueError(
                 f"warmup_iters ({self.warmup_iters}) is larger than max_iters ({self.max_iters}): the learning "

@@ -14,7 +14,8 @@ import contextlib
 import os
 import signal
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,9 @@ from .step import NonFiniteLossError, train_step
 from .summary import DataProvenance, RunSummary
 from .validation import evaluate, sample_completion
 
-CALIBRATION_STEPS = 4  # steps timed (after one warm-up step) to fit max_iters into time_budget_s
+CALIBRATION_STEPS = 4  # steps timed (after one warm-up step) before the first plan for time_budget_s
+REPLAN_EVERY = 0.1  # re-plan after every tenth of the budget, so that load changing mid-run moves the plan
+BUDGET_MARGIN = 1.05  # plan 5% slack for the evaluations and checkpoints still to come
 
 
 # ----------------------------------------------------------------------------- setup
@@ -143,6 +146,62 @@ def _load_sample_tokenizer(provenance: DataProvenance, config: TrainConfig) -> A
     from ..corpus.prepare import load_tokenizer
 
     return load_tokenizer(tokenizer_dir)
+
+
+# ----------------------------------------------------------------------------- the time budget
+
+
+@dataclass
+class BudgetPlanner:
+    """Fits the schedule (max_iters, warm-up, cosine end) into `time_budget_s`, and keeps fitting it.
+
+    Steps are timed on the budget's clock (wall time, or this process's CPU time). After one warm-up
+    step and `CALIBRATION_STEPS` timed ones, and again after every `REPLAN_EVERY` of the budget, the
+    budget still left over the median step time since the last plan gives the steps still to run (at
+    most the max_iters asked for). Re-planning is what makes a busy machine train the steps its budget
+    really allows: the first steps' speed is a poor guess when other programs come and go. The warm-up
+    is fixed by the first plan; the cosine ends at the planned last step.
+    """
+
+    budget_s: float
+    clock: Callable[[], float]
+    asked: tuple[int, int, int]  # (max_iters, warmup_iters, cosine_cycle_iters) of the config
+    follow_max_iters: bool  # the cosine ends at max_iters (no cosine_cycle_iters was given)
+    start: float = field(init=False)
+    next_plan_at: float = 0.0  # budget used at which to plan again (0: after the calibration steps)
+    warmup_iters: int | None = None  # fixed by the first plan
+    step_times: list[float] = field(default_factory=list)  # since the last plan (the first step excluded)
+    steps_timed: int = 0
+
+    def __post_init__(self) -> None:
+        self.start = self.clock()
+
+    def used(self) -> float:
+        """Budget used so far, in seconds of its clock."""
+        return self.clock() - self.start
+
+    def after_step(self, it: int, step_s: float) -> tuple[int, int, int] | None:
+        """Record a step's time; a new (max_iters, warmup_iters, cycle_iters) when it is time to plan."""
+        self.steps_timed += 1
+        if self.steps_timed == 1:
+            return None  # the first step pays for allocator warm-up
+        self.step_times.append(step_s)
+        used = self.used()
+        if len(self.step_times) < CALIBRATION_STEPS or used < self.next_plan_at:
+            return None
+        step_s = float(np.median(self.step_times))
+        self.step_times = []
+        self.next_plan_at = used + REPLAN_EVERY * self.budget_s
+        max_asked, warmup_asked, cycle_asked = self.asked
+        max_iters = min(max_asked, max(it + 1, it + int((self.budget_s - used) / (step_s * BUDGET_MARGIN))))
+        if self.warmup_iters is None:
+            self.warmup_iters = min(warmup_asked, round(warmup_asked * max_iters / max_asked))
+        cycle = max_iters if self.follow_max_iters else min(cycle_asked, max_iters)
+        return max_iters, self.warmup_iters, max(cycle, self.warmup_iters)
+
+
+def _budget_clock(name: str) -> Callable[[], float]:
+    return time.process_time if name == "process" else time.perf_counter
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -263,12 +322,17 @@ def _train(config: TrainConfig, data: TrainingData, run: RunDirectory, run_id: s
     step_loss = None
     stopped_by_budget = False
     t_start = time.perf_counter()
-    step_times: list[float] = []
+    clock = _budget_clock(config.time_budget_clock)
+    planner = None
+    if config.time_budget_s is not None and not resuming:  # a resumed run keeps the plan its checkpoint saved
+        planner = BudgetPlanner(config.time_budget_s, clock, (config.max_iters, config.warmup_iters, config.cycle_iters),
+                                follow_max_iters=config.cosine_cycle_iters is None)
+    budget_start = clock()
     it = start_iter
     model.train()
     try:
         while it < max_iters:
-            t0 = time.perf_counter()
+            t0, budget_t0 = time.perf_counter(), clock()
             lr = cosine_lr(it, config.max_lr, config.min_lr, warmup_iters, cycle_iters)
             batches = []
             for _ in range(config.grad_accum_steps):
@@ -298,19 +362,13 @@ def _train(config: TrainConfig, data: TrainingData, run: RunDirectory, run_id: s
             console.step(record)
 
             if config.time_budget_s is not None:
-                step_times.append(dt)
-                if len(step_times) == CALIBRATION_STEPS + 1 and not resuming:
-                    # the first step pays for allocator warm-up: plan with the median of the next ones
-                    step_s = float(np.median(step_times[1:]))
-                    fit = it + int((config.time_budget_s - (time.perf_counter() - t_start)) / (step_s * 1.05))
-                    if fit < max_iters:
-                        max_iters = max(it + 1, fit)
-                        warmup_iters = min(warmup_iters, round(config.warmup_iters * max_iters / config.max_iters))
-                        cycle_iters = min(cycle_iters, max_iters)
-                        if master:
-                            console.write(f"{step_s:.3f}s a step: {max_iters} steps fit in the "
-                                          f"{config.time_budget_s:.0f}s budget")
-                stopped_by_budget = time.perf_counter() - t_start > config.time_budget_s and it < max_iters
+                plan = planner.after_step(it, clock() - budget_t0) if planner is not None else None
+                if plan is not None:
+                    if master and plan[0] != max_iters:
+                        console.write(f"{planner.used():.0f}s of the {config.time_budget_s:.0f}s budget used "
+                                      f"({config.time_budget_clock} clock): planning {plan[0]} steps")
+                    max_iters, warmup_iters, cycle_iters = plan
+                stopped_by_budget = clock() - budget_start > config.time_budget_s and it < max_iters
 
             last = it == max_iters or stopped_by_budget
             if (config.eval_every and it % config.eval_every == 0) or last:
