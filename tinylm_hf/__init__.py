@@ -10,6 +10,7 @@ from .corpus import prepare_dataset, split_documents
 from .modeling import (
     TinyLMConfig,
     TinyLMForCausalLM,
+    TinyLMForMaskedLM,
     TinyLMModel,
     TinyLMPreTrainedModel,
     scaled_dot_product_attention,
@@ -27,6 +28,7 @@ from .tokenization import (
 )
 from .training import (
     AdamW,
+    MLMCollator,
     RunSummary,
     TrainConfig,
     clip_grad_norm,
@@ -48,9 +50,11 @@ __all__ = [
     "EOS_TOKEN",
     "AdamW",
     "BPETokenizer",
+    "MLMCollator",
     "RunSummary",
     "TinyLMConfig",
     "TinyLMForCausalLM",
+    "TinyLMForMaskedLM",
     "TinyLMModel",
     "TinyLMPreTrainedModel",
     "TinyLMTokenizer",

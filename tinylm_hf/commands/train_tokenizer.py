@@ -6,7 +6,7 @@ import argparse
 
 from ..fileio import check_output_folder, seal_folder
 from ..tokenization import EOS_TOKEN, train_tokenizer
-from ..tokenization.train_tokenizer import PAD_TOKEN
+from ..tokenization.train_tokenizer import MASK_TOKEN, PAD_TOKEN
 
 HELP = "train a byte-level BPE tokenizer and save a Hugging Face tokenizer folder"
 
@@ -17,7 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--special-token", action="append", dest="special_tokens", default=None,
         help=f'special token (repeatable; default "{EOS_TOKEN}"). "{EOS_TOKEN}" (else the first) becomes '
-        f'eos/bos/unk; "{PAD_TOKEN}" becomes pad if given, else pad = eos',
+        f'eos/bos/unk; "{PAD_TOKEN}" becomes pad if given, else pad = eos; "{MASK_TOKEN}" becomes the mask token '
+        "(masked-LM pretraining)",
     )
     parser.add_argument("--out", required=True, help="output folder (created; must not be a file)")
     parser.add_argument("--num-workers", type=int, default=None, help="processes for pre-tokenization (default: CPU count)")
