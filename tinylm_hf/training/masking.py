@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 import torch
 
-STRATEGIES = ("static", "dynamic", "whole_word", "ngram", "span")
+from .config import MASKING_STRATEGIES as STRATEGIES
+
 IGNORE_INDEX = -100
 BYTE_LEVEL_SPACES = {" ", "\n", "\t", "\r", "\x0b", "\x0c"}
 SENTENCEPIECE_SPACES = ("<0x20>", "<0x0A>", "<0x09>", "<0x0D>")  # whitespace byte-fallback pieces

@@ -1,9 +1,11 @@
-"""Evaluation during training: validation loss, perplexity and bits per byte, and a sample from a fixed prompt."""
+"""Evaluation during training: validation loss, perplexity and bits per byte (masked-token loss and accuracy
+for the mlm objective), and a sample from a fixed prompt."""
 
 from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -43,6 +45,34 @@ def evaluate(
     if bytes_per_token:
         out["val_bpb"] = loss / math.log(2) / bytes_per_token
     return out
+
+
+@torch.no_grad()
+def evaluate_masked_lm(
+    model: torch.nn.Module,
+    batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
+    device: torch.device,
+    max_batches: int | None = None,
+    autocast: contextlib.AbstractContextManager | None = None,
+) -> dict[str, float]:
+    """Masked-token loss and accuracy over (the first `max_batches` of) `(masked ids, labels)` batches:
+    `val_loss`, `val_perplexity` (exp of it) and `val_accuracy` (argmax equals the original token)."""
+    was_training = model.training
+    model.eval()
+    total, correct, count = 0.0, 0, 0
+    for i, (x, labels) in enumerate(batches):
+        if max_batches is not None and i >= max_batches:
+            break
+        x, labels = x.to(device), labels.to(device)
+        with autocast or contextlib.nullcontext():
+            logits = model(input_ids=x).logits
+        total += float(cross_entropy(logits, labels, reduction="sum"))
+        chosen = labels != -100
+        correct += int((logits.argmax(-1)[chosen] == labels[chosen]).sum())
+        count += int(chosen.sum())
+    model.train(was_training)
+    loss = total / max(count, 1)
+    return {"val_loss": loss, "val_perplexity": math.exp(min(loss, 700.0)), "val_accuracy": correct / max(count, 1)}
 
 
 @torch.no_grad()
