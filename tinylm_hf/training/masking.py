@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..modeling.loss_tinylm import IGNORE_INDEX
 from .config import MASKING_STRATEGIES as STRATEGIES
 
-IGNORE_INDEX = -100
 BYTE_LEVEL_SPACES = {" ", "\n", "\t", "\r", "\x0b", "\x0c"}
 SENTENCEPIECE_SPACES = ("<0x20>", "<0x0A>", "<0x09>", "<0x0D>")  # whitespace byte-fallback pieces
 LINE_BREAKS = {"\n", "\r", "<0x0A>", "<0x0D>"}

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from .batches import iter_eval_batches
+from ..modeling.loss_tinylm import IGNORE_INDEX
 from .functional import cross_entropy
 
 
@@ -67,7 +68,7 @@ def evaluate_masked_lm(
         with autocast or contextlib.nullcontext():
             logits = model(input_ids=x).logits
         total += float(cross_entropy(logits, labels, reduction="sum"))
-        chosen = labels != -100
+        chosen = labels != IGNORE_INDEX
         correct += int((logits.argmax(-1)[chosen] == labels[chosen]).sum())
         count += int(chosen.sum())
     model.train(was_training)
