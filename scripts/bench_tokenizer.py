@@ -1,12 +1,17 @@
 """Benchmark tinylm_hf's tokenizer against its peers, side by side in one run.
 
+(3) WordPiece: `train_wordpiece` vs `tokenizers`' WordPieceTrainer (BERT normaliser and pre-tokenizer,
+same specials and vocab size; its trainer is BPE with another score, so the vocabularies differ and
+only time and memory compare), run like (1); then `WordPieceTokenizer.encode` vs `tokenizers`'
+BERT WordPiece `encode` on the same vocab.txt (ids checked equal).
+
 (1) Training: `train_bpe` vs `tokenizers`' BpeTrainer (ByteLevel pre-tokenizer with the GPT-2
 regex, same special token, same vocab size). Each trainer runs in a fresh subprocess; wall time is
 the training call alone, peak memory is the largest RSS of the subprocess plus the USS of its
 workers (sampled every 20 ms) and the subprocess's own ru_maxrss. Our side loads only the tokenization
 modules (not the whole package, whose torch import would dominate memory).
 
-    python scripts/bench_tokenizer.py [--quick] [--data ../shared/data]
+    python scripts/bench_tokenizer.py [--quick] [--data ../shared/data] [--only-wordpiece]
 """
 
 from __future__ import annotations
@@ -64,6 +69,42 @@ print(json.dumps({"wall": wall, "vocab": tokenizer.get_vocab_size(),
 """
 
 
+WP_TRAIN_ROWS = [("tinystories_train_small.txt", 8_000, None), ("pd_novels_heldout.txt", 16_000, 10_000_000)]
+QUICK_WP_TRAIN_ROWS = [("tinystories_train_small.txt", 2_000, None)]
+
+# Rows: (file, vocab size, characters or None for the whole file).
+WP_OURS_CHILD = """
+import json, resource, sys, time, types
+root, path, vocab_size = sys.argv[1], sys.argv[2], int(sys.argv[3])
+for name, sub in (("tinylm_hf", ""), ("tinylm_hf.tokenization", "/tokenization")):
+    module = types.ModuleType(name)
+    module.__path__ = [root + "/tinylm_hf" + sub]
+    sys.modules[name] = module
+from tinylm_hf.tokenization.wordpiece_train import train_wordpiece
+start = time.perf_counter()
+vocab = train_wordpiece(path, vocab_size, lowercase=True, progress=False)
+wall = time.perf_counter() - start
+print(json.dumps({"wall": wall, "vocab": len(vocab),
+                  "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+"""
+
+WP_HF_CHILD = """
+import json, resource, sys, time
+from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+path, vocab_size = sys.argv[2], int(sys.argv[3])
+tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, show_progress=False,
+                                    special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+start = time.perf_counter()
+tokenizer.train([path], trainer)
+wall = time.perf_counter() - start
+print(json.dumps({"wall": wall, "vocab": tokenizer.get_vocab_size(),
+                  "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+"""
+
+
 def _tree_memory(process: psutil.Process) -> int:
     """Bytes held by a process tree: the root's RSS plus each descendant's unique set size.
 
@@ -106,36 +147,89 @@ def run_child(code: str, path: Path, vocab_size: int) -> dict:
     return result
 
 
-def bench_train(data_dir: Path, rows: list[tuple[str, int]]) -> list[dict]:
-    """train_bpe vs tokenizers BpeTrainer on each (file, vocab size) row, run back to back."""
+def bench_train(data_dir: Path, rows: list[tuple], ours_code: str = OURS_CHILD,
+                theirs_code: str = HF_CHILD) -> list[dict]:
+    """Our trainer vs the peer on each (file, vocab size[, characters]) row, run back to back.
+
+    A row with a character count trains both on that many characters of the file (written to a
+    temporary file first, untimed).
+    """
     results = []
-    for name, vocab_size in rows:
-        path = data_dir / name
-        if not path.is_file():
-            print(f"skipping {name}: not found in {data_dir}", file=sys.stderr)
-            continue
-        ours = run_child(OURS_CHILD, path, vocab_size)
-        theirs = run_child(HF_CHILD, path, vocab_size)
-        results.append({"file": name, "mb": path.stat().st_size / 1e6, "vocab_size": vocab_size,
-                        "ours": ours, "theirs": theirs})
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, vocab_size, *chars in rows:
+            path = data_dir / name
+            if not path.is_file():
+                print(f"skipping {name}: not found in {data_dir}", file=sys.stderr)
+                continue
+            label = name
+            if chars and chars[0] is not None:
+                label = f"{name} ({chars[0] / 1e6:g}M chars)"
+                with open(data_dir / name, encoding="utf-8") as f:
+                    path = Path(tmp) / f"{chars[0]}-{name}"
+                    path.write_text(f.read(chars[0]), encoding="utf-8")
+            ours = run_child(ours_code, path, vocab_size)
+            theirs = run_child(theirs_code, path, vocab_size)
+            results.append({"file": label, "mb": path.stat().st_size / 1e6, "vocab_size": vocab_size,
+                            "ours": ours, "theirs": theirs})
     return results
 
 
-def print_train_table(results: list[dict]) -> None:
-    print("(1) BPE training: tinylm_hf.train_bpe vs tokenizers BpeTrainer "
+def print_train_table(results: list[dict], title: str | None = None, note: str | None = None) -> None:
+    print(title or "(1) BPE training: tinylm_hf.train_bpe vs tokenizers BpeTrainer "
           f"(GPT-2 regex, special {SPECIAL!r}, {psutil.cpu_count()} CPUs)")
-    header = (f"{'corpus':<28}{'MB':>6}{'vocab':>7}{'ours s':>9}{'tok s':>8}{'wall ratio':>12}"
+    width = max([28] + [len(row["file"]) + 2 for row in results])
+    header = (f"{'corpus':<{width}}{'MB':>6}{'vocab':>7}{'ours s':>9}{'tok s':>8}{'wall ratio':>12}"
               f"{'ours MB':>9}{'tok MB':>8}{'mem ratio':>11}{'ours cpu':>10}{'tok cpu':>9}")
     print(header)
     print("-" * len(header))
     for row in results:
         ours, theirs = row["ours"], row["theirs"]
-        print(f"{row['file']:<28}{row['mb']:>6.1f}{row['vocab_size']:>7}"
+        print(f"{row['file']:<{width}}{row['mb']:>6.1f}{row['vocab_size']:>7}"
               f"{ours['wall']:>9.2f}{theirs['wall']:>8.2f}{ours['wall'] / theirs['wall']:>11.2f}x"
               f"{ours['peak_mb']:>9.0f}{theirs['peak_mb']:>8.0f}"
               f"{ours['peak_mb'] / theirs['peak_mb']:>10.2f}x{ours['cpu']:>10.1f}{theirs['cpu']:>9.1f}")
-    print("wall ratio = ours / tokenizers (<= 1.0 means train_bpe is as fast or faster); "
+    print(note or "wall ratio = ours / tokenizers (<= 1.0 means train_bpe is as fast or faster); "
           "mem ratio = peak memory ours / tokenizers; cpu = CPU seconds of the whole subprocess")
+
+
+def bench_wordpiece_encode(data: Path, *, repeats: int, novels_mb: float, vocab_size: int) -> None:
+    """(3b) WordPieceTokenizer.encode vs tokenizers' BERT WordPiece on one vocab trained here, ids checked equal."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+
+    from tinylm_hf.tokenization.wordpiece import WordPieceTokenizer
+    from tinylm_hf.tokenization.wordpiece_train import train_wordpiece
+
+    vocab = train_wordpiece(data / "tinystories_train_small.txt", vocab_size, lowercase=True, progress=False)
+    reference = Tokenizer(models.WordPiece({t: i for i, t in enumerate(vocab)}, unk_token="[UNK]"))
+    reference.normalizer = normalizers.BertNormalizer(lowercase=True)
+    reference.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    with open(data / "pd_novels_heldout.txt", encoding="utf-8") as f:
+        novels = f.read(int(novels_mb * 1e6))
+    corpora = {"tinystories_train_small.txt": (data / "tinystories_train_small.txt").read_text(encoding="utf-8"),
+               f"pd_novels_heldout.txt (first {novels_mb:g} MB)": novels}
+    print(f"(3b) WordPiece encoding, uncased, vocab {vocab_size} trained on TinyStories; best of {repeats}; "
+          "tokenizers runs with its default threads (TOKENIZERS_PARALLELISM unset)")
+    print("| corpus | encoder | wall s | MB/s | vs tokenizers |")
+    print("|---|---|---:|---:|---:|")
+    for title, text in corpora.items():
+        megabytes = len(text.encode("utf-8")) / 1e6
+        runners = {
+            "tokenizers encode": lambda: reference.encode(text).ids,
+            "tokenizers encode_batch (lines)": lambda: reference.encode_batch(text.split("\n")),
+            "WordPieceTokenizer.encode (cold)": lambda: WordPieceTokenizer(vocab, lowercase=True).encode(text),
+        }
+        if WordPieceTokenizer(vocab, lowercase=True).encode(text) != reference.encode(text).ids:
+            raise RuntimeError(f"ids differ from tokenizers on {title}")
+        best = {name: min(_timed(fn) for _ in range(repeats)) for name, fn in runners.items()}
+        for name, wall in best.items():
+            print(f"| {title} | {name} | {wall:.3f} | {megabytes / wall:.2f} | "
+                  f"{best['tokenizers encode'] / wall:.2f}x |")
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
 
 
 def _default_data_dir() -> Path:
@@ -150,7 +244,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="encode rounds (best counts)")
     parser.add_argument("--novels-mb", type=float, default=10.0, help="size of the novels slice to encode")
     parser.add_argument("--skip-train", action="store_true", help="only the encode tables")
+    parser.add_argument("--only-wordpiece", action="store_true", help="only section (3), WordPiece")
     args = parser.parse_args(argv)
+    if not args.skip_train:
+        rows = QUICK_WP_TRAIN_ROWS if args.quick else WP_TRAIN_ROWS
+        results = bench_train(args.data, rows, WP_OURS_CHILD, WP_HF_CHILD)
+        print_train_table(results, "(3a) WordPiece training: tinylm_hf.train_wordpiece vs tokenizers WordPieceTrainer "
+                          f"(uncased BERT normaliser, 5 BERT specials, {psutil.cpu_count()} CPUs)",
+                          "wall ratio = ours / tokenizers; mem ratio = peak memory ours / tokenizers; the trainers' "
+                          "rules differ (likelihood score vs pair count), so their vocabularies differ")
+        print()
+    bench_wordpiece_encode(args.data, repeats=1 if args.quick else args.repeats,
+                           novels_mb=1.0 if args.quick else args.novels_mb, vocab_size=2_000 if args.quick else 8_000)
+    print()
+    if args.only_wordpiece:
+        return 0
     if not args.skip_train:
         rows = QUICK_TRAIN_ROWS if args.quick else TRAIN_ROWS
         print_train_table(bench_train(args.data, rows))

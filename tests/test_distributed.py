@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from conftest import REPO_ROOT
-from test_loop import losses, tiny_config, write_byte_dataset
+from tiny_runs import losses, tiny_config, write_byte_dataset
 from tinylm_hf.training.loop import train
 
 
@@ -36,7 +36,7 @@ def test_two_gloo_ranks_match_one_process(tmp_path, grad_accum_steps):
             [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
              "--master_addr", "127.0.0.1", "--master_port", str(_free_port()),
              "-m", "tinylm_hf.cli", "train", "--config", str(tmp_path / "cfg.json")],
-            cwd=REPO_ROOT, env=env, capture_output=True, stdin=subprocess.DEVNULL, text=True, timeout=60,
+            cwd=REPO_ROOT, env=env, capture_output=True, stdin=subprocess.DEVNULL, text=True, timeout=300,
         )
     except subprocess.TimeoutExpired as err:
         pytest.fail(f"torchrun timed out:\n{err.stdout}\n{err.stderr}")

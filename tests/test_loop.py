@@ -162,3 +162,52 @@ def test_config_file_and_flags(tmp_path):
         TrainConfig.from_file(tmp_path / "bad.json")
     with pytest.raises(ValueError, match="batch_size"):
         TrainConfig(batch_size=0)
+
+
+def test_best_validation_checkpoint_is_kept_and_publishable(byte_data, tmp_path):
+    from tinylm_hf.publish import publish_run
+
+    summary = train(tiny_config(byte_data, tmp_path / "run", max_iters=12, eval_every=3, keep_last=1))
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    evals = {r["iter"]: r["val_loss"] for r in rows if "val_loss" in r}
+    best_iter = min(evals, key=evals.get)
+    best = torch.load(summary.best_checkpoint, weights_only=True)
+    assert best["iteration"] == best_iter and summary.best_val_loss == pytest.approx(evals[best_iter])
+    assert [p.name for p in list_checkpoints(tmp_path / "run" / "checkpoints")] == ["ckpt_00000012.pt"]
+    assert publish_run(summary, tmp_path / "best_hf", checkpoint="best").is_dir()
+
+
+def test_time_budget_fits_the_run_into_the_budget(byte_data, tmp_path):
+    summary = train(tiny_config(byte_data, tmp_path / "run", max_iters=100_000, warmup_iters=1000, eval_every=0,
+                                checkpoint_every=0, time_budget_s=3.0))
+    assert 5 < summary.iterations < 100_000 and not summary.interrupted
+    assert summary.checkpoint and summary.val_loss is not None
+
+
+def test_plain_log_lines_when_stdout_is_not_a_terminal(byte_data, tmp_path, capsys):
+    train(tiny_config(byte_data, tmp_path / "run", max_iters=4, eval_every=2, progress=True))
+    out = capsys.readouterr()
+    assert "\r" not in out.out + out.err  # no progress bar redraws
+    assert "iter 2: val loss" in out.out and "iter 4: val loss" in out.out
+
+
+def test_tensorboard_tracker_writes_events(byte_data, tmp_path):
+    pytest.importorskip("tensorboard")
+    train(tiny_config(byte_data, tmp_path / "run", max_iters=3, report_to="tensorboard"))
+    assert list((tmp_path / "run" / "tensorboard").glob("events.out.tfevents.*"))
+
+
+@pytest.mark.parametrize("tracker", ["trackio", "wandb"])
+def test_missing_tracker_package_is_a_clear_error(byte_data, tmp_path, tracker, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_tracker(name, *args, **kwargs):
+        if name == tracker:
+            raise ImportError(f"No module named {tracker!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_tracker)
+    with pytest.raises(ImportError, match=f"report_to={tracker} needs the {tracker} package: pip install {tracker}"):
+        train(tiny_config(byte_data, tmp_path / "run", max_iters=2, report_to=tracker))

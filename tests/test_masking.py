@@ -17,7 +17,15 @@ from transformers import BertTokenizerFast, PreTrainedTokenizerFast
 from conftest import PACKAGE_DATA
 from tiny_folders import train_reference_bpe
 from tinylm_hf import MLMCollator
-from tinylm_hf.tokenization import TinyLMTokenizer, TinyLMUnigramTokenizer, UnigramTokenizer, train_unigram
+from tinylm_hf.tokenization import (
+    TinyLMTokenizer,
+    TinyLMUnigramTokenizer,
+    TinyLMWordPieceTokenizer,
+    UnigramTokenizer,
+    train_unigram,
+    train_wordpiece,
+)
+from tinylm_hf.tokenization.wordpiece import write_vocab_txt
 from tinylm_hf.training.masking import (
     STRATEGIES,
     boundary_style,
@@ -47,6 +55,13 @@ def _wordpiece(tmp) -> BertTokenizerFast:
                              sep_token="[SEP]", mask_token="[MASK]")
 
 
+def _our_wordpiece(tmp) -> TinyLMWordPieceTokenizer:
+    corpus = tmp / "corpus.txt"
+    corpus.write_text(TEXT[:60_000], encoding="utf-8")
+    vocab = write_vocab_txt(train_wordpiece(corpus, 500, progress=False), tmp / "vocab.txt")
+    return TinyLMWordPieceTokenizer(vocab_file=str(vocab))
+
+
 def _unigram(tmp) -> TinyLMUnigramTokenizer:
     corpus = tmp / "corpus.txt"
     corpus.write_text(TEXT[:60_000], encoding="utf-8")
@@ -56,18 +71,24 @@ def _unigram(tmp) -> TinyLMUnigramTokenizer:
     return tok
 
 
-FAMILIES = {"byte_level": _byte_level, "wordpiece": _wordpiece, "sentencepiece": _unigram}
+FAMILIES = {  # name -> (builder, the word-boundary style it uses)
+    "byte_level": (_byte_level, "byte_level"),
+    "wordpiece": (_wordpiece, "wordpiece"),
+    "tinylm_wordpiece": (_our_wordpiece, "wordpiece"),
+    "sentencepiece": (_unigram, "sentencepiece"),
+}
 
 
 @pytest.fixture(scope="module", params=list(FAMILIES))
 def family(request, tmp_path_factory):
     """(style name, tokenizer, rows of real text (n, SEQ), with one special token inside each row)."""
-    tok = FAMILIES[request.param](tmp_path_factory.mktemp(request.param))
+    build, style = FAMILIES[request.param]
+    tok = build(tmp_path_factory.mktemp(request.param))
     ids = tok(TEXT[:400_000], add_special_tokens=False)["input_ids"]
     rows = np.asarray(ids[: len(ids) // SEQ * SEQ]).reshape(-1, SEQ)[:1500].copy()
     special = tok.eos_token_id if tok.eos_token_id is not None else tok.sep_token_id
     rows[:, 40] = special  # a document boundary inside every row
-    return request.param, tok, rows
+    return style, tok, rows
 
 
 def _word_starts(tok, rows: np.ndarray, style: str) -> np.ndarray:

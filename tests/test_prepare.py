@@ -108,3 +108,33 @@ def test_full_disk_keeps_earlier_outputs_and_leaves_no_partial_files(tmp_path, t
     with pytest.raises(OSError, match=f"no space left on {out}"):
         prepare_dataset(tok_dir, out, input_files=[tmp_path / "b.txt"], num_proc=1)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_a_killed_worker_is_a_clear_error_within_seconds(tmp_path, tok_dir):
+    import os
+    import signal
+    import threading
+    import time
+
+    psutil = pytest.importorskip("psutil")
+    text = "\n\n".join(f"Story {i}: the cat sat on the mat and looked at the moon." * 40 for i in range(6000))
+    (tmp_path / "big.txt").write_text(text, encoding="utf-8")
+    killed = []
+
+    def kill_the_workers():
+        deadline = time.time() + 60
+        while time.time() < deadline and not killed:
+            children = psutil.Process().children(recursive=True)
+            if len(children) >= 2:  # the pool is up: kill it mid-map
+                time.sleep(0.5)
+                for child in psutil.Process().children(recursive=True):
+                    os.kill(child.pid, signal.SIGKILL)
+                    killed.append(child.pid)
+            time.sleep(0.05)
+
+    threading.Thread(target=kill_the_workers, daemon=True).start()
+    start = time.time()
+    with pytest.raises(ChildProcessError, match="worker process died"):
+        prepare_dataset(tok_dir, tmp_path / "out", input_files=[tmp_path / "big.txt"], num_proc=2)
+    assert killed and time.time() - start < 60
+    assert not (tmp_path / "out" / "train.bin").exists()

@@ -24,7 +24,21 @@ SIGNATURES = [
     (tinylm_hf.load_checkpoint, ["src", "model", "optimizer"]),
     (tinylm_hf.AdamW, ["params", "lr", "betas", "eps", "weight_decay"]),
     (training.train, ["config"]),
+    (tinylm_hf.train_wordpiece, ["input_path", "vocab_size", "special_tokens", "lowercase", "continuing_subword_prefix",
+                                 "progress"]),
+    (tinylm_hf.WordPieceTokenizer, ["vocab", "unk_token", "lowercase", "max_input_chars_per_word"]),
+    (tinylm_hf.train_unigram, ["input_path", "vocab_size", "special_tokens", "max_piece_length", "shrinking_factor",
+                               "num_sub_iterations", "progress"]),
+    (tinylm_hf.UnigramTokenizer, ["pieces", "unk_token", "byte_fallback"]),
+    (tinylm_hf.train_sentencepiece_bpe, ["input_path", "vocab_size", "special_tokens", "byte_fallback", "progress"]),
+    (tinylm_hf.count_words, ["inputs"]),
+    (tinylm_hf.train_tokenizer, ["inputs", "vocab_size", "special_tokens", "algorithm"]),
 ]
+
+
+def test_wordpiece_default_special_tokens_are_berts():
+    default = inspect.signature(tinylm_hf.train_wordpiece).parameters["special_tokens"].default
+    assert tuple(default) == ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
 @pytest.mark.parametrize("fn,names", SIGNATURES, ids=[getattr(f, "__qualname__", str(f)) for f, _ in SIGNATURES])

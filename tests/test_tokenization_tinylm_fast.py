@@ -170,3 +170,39 @@ def test_fast_rejects_non_gpt2_pattern(tmp_path):
     source = write_source_files(tmp_path)
     with pytest.raises(ValueError, match="gpt2"):
         TinyLMTokenizerFast(vocab_file=str(source / "vocab.json"), merges_file=str(source / "merges.txt"), pattern="gpt4")
+
+
+def test_fast_decode_of_an_out_of_range_id_raises_as_the_slow_one(tmp_path):
+    from tinylm_hf.tokenization import build_hf_tokenizer
+
+    build_hf_tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|endoftext|>"]).save_pretrained(tmp_path)
+    for cls in (TinyLMTokenizer, TinyLMTokenizerFast):
+        with pytest.raises(ValueError, match="token id 5000 is not in the vocabulary"):
+            cls.from_pretrained(tmp_path).decode([65, 5000])
+
+
+def test_tokenizer_json_that_disagrees_with_vocab_json_is_an_error(tmp_path):
+    import json as json_module
+
+    from tinylm_hf.tokenization import build_hf_tokenizer
+
+    build_hf_tokenizer({i: bytes([i]) for i in range(256)} | {256: b"ab"}, [(b"a", b"b")],
+                       ["<|endoftext|>"]).save_pretrained(tmp_path)
+    spec = json_module.loads((tmp_path / "tokenizer.json").read_text(encoding="utf-8"))
+    spec["model"]["merges"] = []
+    spec["model"]["vocab"].pop("ab")
+    (tmp_path / "tokenizer.json").write_text(json_module.dumps(spec), encoding="utf-8")
+    with pytest.raises(ValueError, match="tokenizer.json disagrees with .*vocab.json"):
+        TinyLMTokenizerFast.from_pretrained(tmp_path)
+
+
+def test_missing_or_undecodable_merges_txt_is_named(tmp_path):
+    from tinylm_hf.tokenization import build_hf_tokenizer
+
+    build_hf_tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|endoftext|>"]).save_pretrained(tmp_path)
+    (tmp_path / "merges.txt").write_bytes(b"#version: 0.2\n\xff\xfe a\n")
+    with pytest.raises(ValueError, match="merges.txt: not valid UTF-8"):
+        TinyLMTokenizer.from_pretrained(tmp_path)
+    (tmp_path / "merges.txt").unlink()
+    with pytest.raises(ValueError, match="merges.txt is missing beside .*vocab.json"):
+        TinyLMTokenizer.from_pretrained(tmp_path)

@@ -17,6 +17,7 @@ from .training.step import NonFiniteLossError
 # command name -> module in tinylm_hf.commands
 COMMANDS = {
     "train-tokenizer": "train_tokenizer",
+    "count-words": "count_words",
     "prepare": "prepare",
     "train": "train",
     "quickstart": "quickstart",

@@ -1,38 +1,17 @@
-"""Atomic file writes for the package's outputs (headers, metrics, cards, task files).
-
-A temp file in the same folder, then `os.replace`: a reader (or a run killed mid-write) sees the old
-file or the new one, never half of one; the data is fsynced before the rename, and files are
-0644 whatever the temp file's mode. The tokenizer files keep their own writer in
-`tokenization/gpt2_files.py`, since those files are copied alone into saved folders for remote code.
-"""
+"""File outputs: atomic writes (implemented in `tokenization/atomic_files.py`, which remote-code folders
+carry), JSON, and finishing a freshly written folder (modes, fsync) before it is renamed into place."""
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
-FILE_MODE = 0o644
-DIR_MODE = 0o755
+from .tokenization.atomic_files import DIR_MODE, FILE_MODE, write_bytes_atomic, write_text_atomic
 
-
-def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
-    """Write UTF-8 text to `path` atomically (the parent folder must exist)."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, FILE_MODE)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+__all__ = ["DIR_MODE", "FILE_MODE", "check_output_folder", "seal_folder", "write_bytes_atomic", "write_json_atomic",
+           "write_text_atomic"]
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:

@@ -11,8 +11,20 @@ from __future__ import annotations
 
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
+from transformers.models.auto import tokenization_auto
+
 from .modeling import TinyLMConfig, TinyLMForCausalLM, TinyLMForMaskedLM, TinyLMModel
-from .tokenization import TinyLMTokenizer
+from .tokenization import (
+    TinyLMSentencePieceBPETokenizer,
+    TinyLMTokenizer,
+    TinyLMUnigramTokenizer,
+    TinyLMWordPieceTokenizer,
+)
+
+# Tokenizers that serve no config of their own: AutoTokenizer finds them by the `tokenizer_class`
+# name in tokenizer_config.json (the table AutoTokenizer.register fills; only the slow classes, so
+# AutoTokenizer returns our from-scratch tokenizer, as for BPE).
+STANDALONE_TOKENIZERS = (TinyLMWordPieceTokenizer, TinyLMUnigramTokenizer, TinyLMSentencePieceBPETokenizer)
 
 _DONE = False
 
@@ -33,4 +45,7 @@ def register() -> None:
     TinyLMForCausalLM.register_for_auto_class("AutoModelForCausalLM")
     TinyLMForMaskedLM.register_for_auto_class("AutoModelForMaskedLM")
     TinyLMTokenizer.register_for_auto_class("AutoTokenizer")
+    for tokenizer_class in STANDALONE_TOKENIZERS:
+        tokenization_auto.REGISTERED_TOKENIZER_CLASSES[tokenizer_class.__name__] = tokenizer_class
+        tokenizer_class.register_for_auto_class("AutoTokenizer")
     _DONE = True

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import typing
 
 from ..publish import publish_run
 from ..training import TrainConfig, train
+from ..training.loop import is_main_process, wait_for_all_ranks
 from ..training.config import field_docs, field_sections
 
 HELP = "train a TinyLM model on data made by `tinylm prepare`"
@@ -73,13 +73,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     summary = train(config)
-    if int(os.environ.get("RANK", "0")) != 0:
+    if is_main_process() and not summary.interrupted and args.publish != "none":
+        print(f"Hugging Face folder: {publish_run(summary, checkpoint=args.publish)}")
+    wait_for_all_ranks()  # under torchrun: no rank leaves while rank 0 still publishes
+    if not is_main_process():
         return 0
     if summary.interrupted:
         print(f"interrupted at iteration {summary.iterations}: continue with --resume")
         return 130
-    if args.publish != "none":
-        hf_dir = publish_run(summary, checkpoint=args.publish)
-        print(f"Hugging Face folder: {hf_dir}")
     print(json.dumps({k: v for k, v in summary.to_dict().items() if k not in ("train_config",)}, indent=2))
     return 0

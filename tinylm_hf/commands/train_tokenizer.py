@@ -1,37 +1,55 @@
-"""`tinylm train-tokenizer`: train a tokenizer on text files and save a Hugging Face tokenizer folder."""
+"""`tinylm train-tokenizer`: train a tokenizer (BPE, WordPiece, Unigram or SentencePiece BPE) on files, a
+`datasets` dataset or summed word counts, and save a Hugging Face tokenizer folder."""
 
 from __future__ import annotations
 
 import argparse
 
+from ..corpus.sources import expand_inputs, iter_dataset_texts
 from ..fileio import check_output_folder, seal_folder
-from ..tokenization import EOS_TOKEN, train_tokenizer
-from ..tokenization.train_tokenizer import MASK_TOKEN, PAD_TOKEN
+from ..tokenization import sum_word_counts, train_tokenizer
+from ..tokenization.train_tokenizer import ALGORITHMS, DEFAULT_SPECIAL_TOKENS, MASK_TOKEN, PAD_TOKEN
 
-HELP = "train a byte-level BPE tokenizer and save a Hugging Face tokenizer folder"
+HELP = "train a tokenizer (bpe, wordpiece, unigram, sentencepiece-bpe) and save a Hugging Face tokenizer folder"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--input", nargs="+", required=True, help="UTF-8 text file(s) to train on")
-    parser.add_argument("--vocab-size", type=int, required=True, help="final vocabulary size, bytes and specials included")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--input", nargs="+", help="UTF-8 text files or globs (data/*.txt) to train on")
+    source.add_argument("--dataset", help="a `datasets` dataset NAME or NAME:SPLIT, streamed")
+    source.add_argument("--counts", nargs="+", help="word-count JSON files from `tinylm count-words`, summed")
+    parser.add_argument("--algorithm", choices=ALGORITHMS, default="bpe", help="tokenizer family (default: bpe)")
+    parser.add_argument("--vocab-size", type=int, required=True, help="final vocabulary size, specials included")
     parser.add_argument(
         "--special-token", action="append", dest="special_tokens", default=None,
-        help=f'special token (repeatable; default "{EOS_TOKEN}"). "{EOS_TOKEN}" (else the first) becomes '
-        f'eos/bos/unk; "{PAD_TOKEN}" becomes pad if given, else pad = eos; "{MASK_TOKEN}" becomes the mask token '
-        "(masked-LM pretraining)",
+        help=f"special token (repeatable). Defaults: bpe {list(DEFAULT_SPECIAL_TOKENS['bpe'])} (the first becomes "
+        f"eos/bos/unk; {PAD_TOKEN!r} becomes pad if given), wordpiece {list(DEFAULT_SPECIAL_TOKENS['wordpiece'])}, "
+        "none for unigram and sentencepiece-bpe (they have <unk>, <s>, </s>). "
+        f"{MASK_TOKEN!r} becomes the bpe tokenizer's mask token (masked-LM pretraining)",
     )
+    parser.add_argument("--text-column", default="text", help="the text column with --dataset (default: text)")
+    parser.add_argument("--pattern", default="gpt2", help='bpe pre-tokenization regex: "gpt2", "gpt4" or a regex')
+    parser.add_argument("--lowercase", action="store_true", help="wordpiece: lower-case and strip accents (uncased)")
+    parser.add_argument("--no-byte-fallback", dest="byte_fallback", action="store_false",
+                        help="sentencepiece-bpe: map unknown characters to <unk>, not to <0x..> byte tokens")
     parser.add_argument("--out", required=True, help="output folder (created; must not be a file)")
-    parser.add_argument("--num-workers", type=int, default=None, help="processes for pre-tokenization (default: CPU count)")
-    parser.add_argument("--pattern", default="gpt2", help='pre-tokenization regex: "gpt2" (default), "gpt4" or a custom regex')
+    parser.add_argument("--num-workers", type=int, default=None, help="processes counting BPE pre-tokens (default: CPUs)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar over merges")
 
 
 def run(args: argparse.Namespace) -> int:
     check_output_folder(args.out)
-    tokenizer = train_tokenizer(args.input, args.vocab_size, args.special_tokens or [EOS_TOKEN], pattern=args.pattern,
+    if args.counts:
+        inputs = sum_word_counts(args.counts)
+    elif args.dataset:
+        inputs = iter_dataset_texts(args.dataset, args.text_column)
+    else:
+        inputs = expand_inputs(args.input)
+    tokenizer = train_tokenizer(inputs, args.vocab_size, args.special_tokens, algorithm=args.algorithm,
+                                pattern=args.pattern, lowercase=args.lowercase, byte_fallback=args.byte_fallback,
                                 num_workers=args.num_workers, progress=not args.no_progress)
     saved = tokenizer.save_pretrained(args.out)
     seal_folder(args.out)
-    print(f"saved a {len(tokenizer)}-token tokenizer ({len(tokenizer.bpe.merges)} merges) to {args.out}: "
-          f"{', '.join(sorted({p.rsplit('/', 1)[-1] for p in saved}))}")
+    print(f"saved a {len(tokenizer)}-token {args.algorithm} tokenizer ({type(tokenizer).__name__}) to {args.out}: "
+          f"{', '.join(sorted({str(p).rsplit('/', 1)[-1] for p in saved}))}")
     return 0

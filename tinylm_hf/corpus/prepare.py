@@ -96,6 +96,22 @@ def _check_column(ds: Any, column: str, source: Any) -> None:
         )
 
 
+def _map_in_workers(ds: Any, function: Any, *, num_proc: int, desc: str, fn_kwargs: dict[str, Any]) -> Any:
+    """`ds.map` over `num_proc` worker processes; a worker that dies (killed, out of memory) is a clear error."""
+    from multiprocess.context import ProcessError  # datasets' pool reports a lost worker through these
+
+    try:
+        return ds.map(function, batched=True, num_proc=num_proc, remove_columns=ds.column_names, fn_kwargs=fn_kwargs,
+                      desc=desc)
+    except (RuntimeError, EOFError, ConnectionError, ProcessError) as err:
+        if num_proc > 1 and ("died" in str(err) or not isinstance(err, RuntimeError)):
+            raise ChildProcessError(
+                f"a worker process died while {desc} (killed, or out of memory?); nothing was written. "
+                "Run again, with a lower --num-proc if memory is short"
+            ) from err
+        raise
+
+
 def _carve_validation(ds: Any, column: str, val_fraction: float) -> tuple[Any, Any]:
     """The trailing documents holding about `val_fraction` of the characters become validation."""
     if len(ds) < 2:
@@ -184,10 +200,9 @@ def prepare_dataset(
     try:
         headers = {}
         for name, ds in zip(SPLITS, (train_ds, val_ds)):
-            tokenized = ds.map(
-                _tokenize, batched=True, num_proc=min(num_proc, max(1, len(ds))), remove_columns=ds.column_names,
+            tokenized = _map_in_workers(
+                ds, _tokenize, num_proc=min(num_proc, max(1, len(ds))), desc=f"tokenizing {name}",
                 fn_kwargs={"tokenizer_dir": tokenizer_dir, "column": column, "eos_id": int(eos_id)},
-                desc=f"tokenizing {name}",
             )
             header = {**base, "split": name, "documents": len(ds), "bytes": int(sum(tokenized["n_bytes"]))}
             if "split_rule" in ds.column_names:

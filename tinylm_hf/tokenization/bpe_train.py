@@ -106,6 +106,31 @@ def train_bpe_from_counts(
     return _train_from_word_counts(merged.items(), vocab_size, specials, progress=progress)
 
 
+def train_bpe_from_iterator(
+    iterator: Iterable[str],
+    vocab_size: int,
+    special_tokens: Sequence[str] | None,
+    *,
+    pattern: str = "gpt2",
+    progress: bool = True,
+) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    """Train a byte-level BPE on an iterable of texts (a list, a generator, a `datasets` column).
+
+    Texts are counted one at a time (memory grows with the distinct pre-tokens, not the data); each
+    text is pre-tokenized on its own. Equal to `train_bpe` on the texts joined, when every text ends
+    where a pre-token ends (e.g. texts that end in a special token or a newline before a letter).
+    """
+    # Imported here: word_counts imports this module for its file counter.
+    from .word_counts import count_words, iter_texts
+
+    specials = check_special_tokens(special_tokens)
+    _check_vocab_size(vocab_size, specials)
+    counts = count_words(iter_texts(iterator), algorithm="bpe", special_tokens=specials, pattern=pattern)
+    if not counts:
+        raise ValueError("the iterator gave no text outside the special tokens")
+    return train_bpe_from_counts(counts, vocab_size, specials, progress=progress)
+
+
 def _check_vocab_size(vocab_size: int, specials: list[str]) -> None:
     if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
         raise TypeError(f"vocab_size must be an int, got {vocab_size!r}")
@@ -333,7 +358,7 @@ def _learn_merges(
     ]
     heapq.heapify(heap)
     merges: list[tuple[bytes, bytes]] = []
-    bar = _progress_bar(num_merges, progress)
+    bar = progress_bar(num_merges, progress, "BPE merges")
     # 5. Merge loop.
     while len(merges) < num_merges and heap:
         neg_count, key, pair = heapq.heappop(heap)
@@ -347,7 +372,7 @@ def _learn_merges(
         token_bytes.append(token_bytes[left] + token_bytes[right])
         inverted.append(_invert(token_bytes[new_id]))
         merges.append((token_bytes[left], token_bytes[right]))
-        new_pairs = _merge_words(words, freqs, where.pop(pair), left, right, new_id, pair_counts, where)
+        new_pairs, _ = merge_words(words, freqs, where.pop(pair), left, right, new_id, pair_counts, where)
         del pair_counts[pair]
         for new_pair in new_pairs:
             # A new pair can net to zero: (Y, X) in "Y X" -> "Y Y" is counted and then uncounted.
@@ -362,7 +387,7 @@ def _learn_merges(
     return merges
 
 
-def _merge_words(
+def merge_words(
     words: list[list[int]],
     freqs: list[int],
     word_indices: list[int],
@@ -371,15 +396,17 @@ def _merge_words(
     new_id: int,
     pair_counts: defaultdict[int, int],
     where: defaultdict[int, list[int]],
-) -> set[int]:
+) -> tuple[set[int], int]:
     """Replace (left, right) by new_id in the given words, updating neighbour pair counts.
 
-    Returns the pairs that contain new_id (all new, their counts final for this merge).
+    Returns the pairs that contain new_id (their counts final for this merge) and how many
+    occurrences were replaced, weighted by word frequency (the WordPiece trainer's token counts).
     """
     shift = PAIR_SHIFT
     new_left = new_id << shift  # (new_id, x) = new_left | x
     right_left = right << shift  # (right, x) = right_left | x
     new_pairs: set[int] = set()
+    replaced = 0
     for index in word_indices:
         word = words[index]
         if left not in word:
@@ -406,21 +433,23 @@ def _merge_words(
                     where[pair].append(index)
                     new_pairs.add(pair)
                 out.append(new_id)
+                replaced += freq
                 i += 2
             else:
                 out.append(token)
                 i += 1
         words[index] = out
-    return new_pairs
+    return new_pairs, replaced
 
 
 def _invert(token: bytes) -> str:
     return token.translate(INVERT_TABLE).decode("latin-1") + INVERT_END
 
 
-def _progress_bar(total: int, enabled: bool):
+def progress_bar(total: int, enabled: bool, desc: str):
+    """A tqdm bar counting merges, or None when disabled (tqdm is imported only when needed)."""
     if not enabled:
         return None
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc="BPE merges", unit="merge")
+    return tqdm(total=total, desc=desc, unit="merge")

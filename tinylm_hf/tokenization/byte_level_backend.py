@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
+from .atomic_files import write_text_atomic
 from .pretokenize import GPT2_PATTERN, resolve_pattern
 
 
@@ -78,8 +79,4 @@ def build_byte_level_bpe(
 
 def save_tokenizer_json(tokenizer: Tokenizer, path: str | os.PathLike) -> str:
     """Write `tokenizer.json` atomically; returns the path as a string."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tokenizer.save(str(tmp))
-    os.replace(tmp, path)
-    return str(path)
+    return str(write_text_atomic(path, tokenizer.to_str(pretty=True)))

@@ -13,6 +13,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from .atomic_files import write_text_atomic
 from .byte_unicode import token_to_unicode, unicode_to_token
 
 VOCAB_FILE = "vocab.json"
@@ -105,21 +106,6 @@ def write_gpt2_files(
     vocab_path = Path(directory) / f"{prefix}{VOCAB_FILE}"
     merges_path = Path(directory) / f"{prefix}{MERGES_FILE}"
     ordered = dict(sorted(vocab.items(), key=lambda item: item[1]))
-    _write_atomic(vocab_path, json.dumps(ordered, ensure_ascii=False, indent=2) + "\n")
-    _write_atomic(merges_path, "\n".join([MERGES_HEADER, *(f"{a} {b}" for a, b in merges)]) + "\n")
+    write_text_atomic(vocab_path, json.dumps(ordered, ensure_ascii=False, indent=2) + "\n")
+    write_text_atomic(merges_path, "\n".join([MERGES_HEADER, *(f"{a} {b}" for a, b in merges)]) + "\n")
     return str(vocab_path), str(merges_path)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    # A sibling of tinylm_hf/fileio.py's writer: remote-code folders cannot import the package.
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()

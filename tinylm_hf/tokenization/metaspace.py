@@ -22,6 +22,8 @@ from pathlib import Path
 
 import regex
 
+from .atomic_files import write_bytes_atomic
+
 SPACE_SYMBOL = "\u2581"  # "▁": sentencepiece's visible space
 UNK_TOKEN = "<unk>"
 BOS_TOKEN = "<s>"
@@ -457,11 +459,7 @@ def serialize_sentencepiece_model(model: SentencePieceModel) -> bytes:
 
 def write_sentencepiece_model(model: SentencePieceModel, path: str | os.PathLike) -> str:
     """Write a `.model` file atomically; returns the path as a string."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(serialize_sentencepiece_model(model))
-    os.replace(tmp, path)
-    return str(path)
+    return str(write_bytes_atomic(path, serialize_sentencepiece_model(model)))
 
 
 def piece_types(

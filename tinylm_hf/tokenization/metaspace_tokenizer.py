@@ -13,6 +13,7 @@ import os
 from collections.abc import Iterable, Sequence
 from itertools import chain
 
+from .encode_cache import EncodeCache
 from .metaspace import (
     BYTE_PIECES,
     CONTROL,
@@ -30,25 +31,8 @@ from .metaspace import (
     write_sentencepiece_model,
 )
 
-# Units cached before the cache is emptied (bounds memory on endless streams).
-CACHE_LIMIT = 1 << 16
 # What sentencepiece's decoder writes for an unknown piece.
 UNK_SURFACE = " \u2047 "
-
-
-class _UnitCache(dict):
-    """unit str -> ids; a miss segments the unit, so hits never leave C when read through `map`."""
-
-    def __init__(self, encode_unit) -> None:
-        super().__init__()
-        self._encode_unit = encode_unit
-
-    def __missing__(self, unit: str) -> list[int]:
-        ids = self._encode_unit(unit)
-        if len(self) >= CACHE_LIMIT:
-            self.clear()
-        self[unit] = ids
-        return ids
 
 
 class MetaspaceTokenizer:
@@ -105,7 +89,7 @@ class MetaspaceTokenizer:
                 raise ValueError(f"byte_fallback=True needs all 256 byte pieces <0x00>..<0xFF>; missing {missing[:4]}")
             self._byte_ids = [self.piece_to_id[p] for p in BYTE_PIECES]
         self._cut_units = has_word_boundaries(self.normal)
-        self._cache = _UnitCache(self._encode_unit)
+        self._cache = EncodeCache(self._encode_unit)
 
     # ------------------------------------------------------------------------------- encoding
     def encode(self, text: str) -> list[int]:

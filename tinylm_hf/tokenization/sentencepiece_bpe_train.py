@@ -23,7 +23,7 @@ import os
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
-from .bpe_train import PAIR_MASK, PAIR_SHIFT, _merge_words, _progress_bar
+from .bpe_train import PAIR_MASK, PAIR_SHIFT, merge_words, progress_bar
 from .metaspace import join_shapes, piece_shape
 from .metaspace_train import (
     check_vocab_size,
@@ -157,7 +157,7 @@ def _learn_pieces(counts: Mapping[str, int], chars: list[str], num_merges: int, 
     heapq.heapify(heap)
     merged: list[str] = []
     made = set(chars)
-    bar = _progress_bar(num_merges, progress)
+    bar = progress_bar(num_merges, progress, "SentencePiece BPE merges")
     while len(merged) < num_merges and heap:
         neg_count, length, utf8, pair = heapq.heappop(heap)
         count = pair_counts.get(pair, 0)
@@ -175,7 +175,7 @@ def _learn_pieces(counts: Mapping[str, int], chars: list[str], num_merges: int, 
         texts.append(piece)
         left, right = pair >> PAIR_SHIFT, pair & PAIR_MASK
         shapes.append(join_shapes(shapes[left], shapes[right]))
-        new_pairs = _merge_words(words, freqs, where.pop(pair), left, right, new_id, pair_counts, where)
+        new_pairs, _ = merge_words(words, freqs, where.pop(pair), left, right, new_id, pair_counts, where)
         del pair_counts[pair]
         for new_pair in new_pairs:
             new_count = pair_counts[new_pair]

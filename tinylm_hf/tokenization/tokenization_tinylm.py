@@ -63,6 +63,9 @@ class TinyLMTokenizer(PreTrainedTokenizer):
         **kwargs: Any,
     ) -> None:
         # The base __init__ calls get_vocab(), so the BPE model must exist before it.
+        if vocab is None and merges is None and (vocab_file is None) != (merges_file is None):
+            missing, present = (MERGES_FILE, vocab_file) if merges_file is None else (VOCAB_FILE, merges_file)
+            raise ValueError(f"{missing} is missing beside {present}: the tokenizer needs both GPT-2 files")
         if (vocab is None) != (merges is None) or (vocab is None and (vocab_file is None or merges_file is None)):
             raise ValueError("TinyLMTokenizer needs vocab_file and merges_file, or vocab and merges (in memory)")
         if vocab is None:

@@ -31,6 +31,19 @@ def _read_merges(merges: list | str) -> list[tuple[str, str]]:
     return [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in merges]
 
 
+def _check_same_as_gpt2_files(
+    vocab: dict[str, int], merges: list[tuple[str, str]], vocab_file: str | None, merges_file: str | None
+) -> None:
+    """A folder's tokenizer.json must hold the vocabulary and merges of its vocab.json / merges.txt:
+    otherwise the slow and fast classes would give different ids for the same folder."""
+    if vocab_file and os.path.isfile(vocab_file) and read_vocab_json(vocab_file) != vocab:
+        raise ValueError(f"tokenizer.json disagrees with {vocab_file}: the folder holds two different vocabularies; "
+                         "re-save the tokenizer")
+    if merges_file and os.path.isfile(merges_file) and read_merges_txt(merges_file) != [tuple(m) for m in merges]:
+        raise ValueError(f"tokenizer.json disagrees with {merges_file}: the folder holds two different merge lists; "
+                         "re-save the tokenizer")
+
+
 class TinyLMTokenizerFast(PreTrainedTokenizerFast):
     """Fast twin of `TinyLMTokenizer`: ids equal on the same folder, special tokens included.
 
@@ -58,6 +71,8 @@ class TinyLMTokenizerFast(PreTrainedTokenizerFast):
         **kwargs: Any,
     ) -> None:
         check_fast_pattern(pattern)
+        if isinstance(vocab, dict) and merges is not None:
+            _check_same_as_gpt2_files(vocab, _read_merges(merges), vocab_file, merges_file)
         vocab = vocab if vocab is not None else vocab_file
         merges = merges if merges is not None else merges_file
         if vocab is None or merges is None:
@@ -77,6 +92,15 @@ class TinyLMTokenizerFast(PreTrainedTokenizerFast):
         # Each class states its own backend: kept out of tokenizer_config.json so that TinyLMTokenizer
         # loading a folder this class saved does not claim to run on `tokenizers`.
         self.init_kwargs.pop("backend", None)
+
+    def _decode(self, token_ids: int | list[int], *args: Any, **kwargs: Any) -> str:
+        """As `TinyLMTokenizer.decode`: an id outside the vocabulary is a ValueError, not silently dropped."""
+        ids = [token_ids] if isinstance(token_ids, int) else token_ids
+        size = len(self)
+        for index in ids:
+            if not 0 <= int(index) < size:
+                raise ValueError(f"token id {index} is not in the vocabulary (size {size})")
+        return super()._decode(token_ids, *args, **kwargs)
 
     def _save_pretrained(
         self,

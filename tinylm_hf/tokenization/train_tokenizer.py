@@ -1,18 +1,42 @@
-"""Train a tokenizer and wrap it as a Hugging Face tokenizer: the library call behind `tinylm train-tokenizer`."""
+"""Train any of the four tokenizers and wrap it as a Hugging Face tokenizer: the library call behind
+`tinylm train-tokenizer`.
+
+Every source goes through word counts (`count_words`): files (counted in parallel for BPE), an
+iterable of texts such as a `datasets` column (counted one text at a time), or counts summed over
+shards counted elsewhere (`sum_word_counts`). Each trainer's `*_from_counts` gives exactly what it
+gives on the concatenated text.
+"""
 
 from __future__ import annotations
 
 import os
-from collections import Counter
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
 
 from .bpe import BPETokenizer
-from .bpe_train import count_pretokens, train_bpe, train_bpe_from_counts
-from .pretokenize import EOS_TOKEN, check_special_tokens, resolve_pattern
+from .bpe_train import train_bpe_from_counts
+from .metaspace import BOS_TOKEN
+from .metaspace import EOS_TOKEN as SENTENCEPIECE_EOS_TOKEN
+from .pretokenize import EOS_TOKEN, check_special_tokens
+from .sentencepiece_bpe import SentencePieceBPETokenizer
+from .sentencepiece_bpe_train import train_sentencepiece_bpe_from_counts
 from .tokenization_tinylm import TinyLMTokenizer
+from .tokenization_tinylm_sentencepiece_bpe import TinyLMSentencePieceBPETokenizer
+from .tokenization_tinylm_unigram import TinyLMUnigramTokenizer
+from .tokenization_tinylm_wordpiece import TinyLMWordPieceTokenizer
+from .unigram import UnigramTokenizer
+from .unigram_train import train_unigram_from_counts
+from .word_counts import WordCounts, count_words, make_word_counts
+from .wordpiece import write_vocab_txt
+from .wordpiece_train import BERT_SPECIAL_TOKENS, train_wordpiece_from_counts
 
 PAD_TOKEN = "<|pad|>"
 MASK_TOKEN = "<|mask|>"  # becomes the mask token (masked-LM pretraining) when given
+CONTROL_TOKENS = (BOS_TOKEN, SENTENCEPIECE_EOS_TOKEN)  # sentencepiece's <s>, </s>: ids 1 and 2
+ALGORITHMS = ("bpe", "wordpiece", "unigram", "sentencepiece-bpe")
+DEFAULT_SPECIAL_TOKENS = {"bpe": (EOS_TOKEN,), "wordpiece": BERT_SPECIAL_TOKENS, "unigram": (), "sentencepiece-bpe": ()}
 
 
 def build_hf_tokenizer(
@@ -41,29 +65,87 @@ def build_hf_tokenizer(
     )
 
 
-def train_tokenizer(
-    input_paths: Sequence[str | os.PathLike],
-    vocab_size: int,
-    special_tokens: Sequence[str] = (EOS_TOKEN,),
+def collect_word_counts(
+    inputs: Sequence[str | os.PathLike] | Iterable[str] | WordCounts,
     *,
+    algorithm: str,
+    special_tokens: Sequence[str],
     pattern: str = "gpt2",
+    lowercase: bool = False,
+    num_workers: int | None = None,
+) -> WordCounts:
+    """Word counts of files (paths), texts (an iterable of str) or already counted shards (`WordCounts`)."""
+    if isinstance(inputs, WordCounts):
+        options = make_word_counts({}, algorithm=algorithm, pattern=pattern, lowercase=lowercase,
+                                   special_tokens=special_tokens).options()
+        if inputs.options() != options:
+            raise ValueError(f"the word counts were made with {inputs.options()}, but training asks for {options}: "
+                             "count the shards with the same --algorithm, --pattern, --lowercase and special tokens")
+        return inputs
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    items = list(inputs) if isinstance(inputs, Sequence) else inputs
+    if isinstance(items, list):
+        if not items:
+            raise ValueError("no input files or texts given")
+        # in a list, str items are file paths (as on the command line); texts come as an iterator
+        items = [Path(item) if isinstance(item, str) else item for item in items]
+        for item in items:
+            if isinstance(item, os.PathLike) and not os.path.isfile(item):
+                raise FileNotFoundError(f"input file {os.fspath(item)} does not exist")
+    counts = count_words(items, algorithm=algorithm, special_tokens=special_tokens, pattern=pattern, lowercase=lowercase,
+                         num_workers=num_workers)
+    if not counts:
+        raise ValueError("the input holds no text to train on (empty, or only special tokens)")
+    return make_word_counts(counts, algorithm=algorithm, pattern=pattern, lowercase=lowercase,
+                            special_tokens=special_tokens)
+
+
+def train_tokenizer(
+    inputs: Sequence[str | os.PathLike] | Iterable[str] | WordCounts,
+    vocab_size: int,
+    special_tokens: Sequence[str] | None = None,
+    *,
+    algorithm: str = "bpe",
+    pattern: str = "gpt2",
+    lowercase: bool = False,
+    byte_fallback: bool = True,
     num_workers: int | None = None,
     progress: bool = True,
-) -> TinyLMTokenizer:
-    """Train byte-level BPE on text files and return it as a `TinyLMTokenizer` (save it with `save_pretrained`)."""
-    paths = [os.fspath(p) for p in input_paths]
-    if not paths:
-        raise ValueError("no input files given")
-    for path in paths:
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"input file {path} does not exist")
-    specials = check_special_tokens(list(special_tokens))
-    if len(paths) == 1:
-        vocab, merges = train_bpe(paths[0], vocab_size, specials, num_workers=num_workers, pattern=pattern,
-                                  progress=progress)
-    else:  # pre-token counts summed over the files train exactly as one concatenated file would
-        counts: Counter[str] = Counter()
-        for path in paths:
-            counts.update(count_pretokens(path, specials, resolve_pattern(pattern), num_workers=num_workers))
+) -> Any:
+    """Train `algorithm` on `inputs` and return its Hugging Face tokenizer (save it with `save_pretrained`).
+
+    Args:
+        inputs: a list of text files, an iterator of texts (e.g. a `datasets` column), or `WordCounts`
+            (e.g. `sum_word_counts([...])` over shards counted with `count_words`).
+        special_tokens: default `<|endoftext|>` for bpe, BERT's five for wordpiece, none for the
+            sentencepiece-style algorithms (they always have `<unk>`, `<s>`, `</s>`).
+        pattern: the pre-tokenization regex of bpe ("gpt2", "gpt4" or a regex).
+        lowercase: lower-case and strip accents (wordpiece, as BERT's uncased models).
+        byte_fallback: sentencepiece-bpe: unknown characters become `<0x..>` byte tokens.
+        num_workers: processes counting each large file (bpe; default: the CPU count).
+    """
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {algorithm!r}: choose one of {', '.join(ALGORITHMS)}")
+    specials = check_special_tokens(list(DEFAULT_SPECIAL_TOKENS[algorithm] if special_tokens is None else special_tokens))
+    record = collect_word_counts(inputs, algorithm=algorithm, special_tokens=specials, pattern=pattern,
+                                 lowercase=lowercase, num_workers=num_workers)
+    counts = record.counts
+    if algorithm == "bpe":
         vocab, merges = train_bpe_from_counts(counts, vocab_size, specials, progress=progress)
-    return build_hf_tokenizer(vocab, merges, specials, pattern=pattern)
+        return build_hf_tokenizer(vocab, merges, specials, pattern=pattern)
+    with tempfile.TemporaryDirectory() as tmp:  # the other classes load from their own file format
+        if algorithm == "wordpiece":
+            vocab = train_wordpiece_from_counts(counts, vocab_size, specials, progress=progress)
+            write_vocab_txt(vocab, Path(tmp) / "vocab.txt")
+            return TinyLMWordPieceTokenizer(str(Path(tmp) / "vocab.txt"), do_lower_case=lowercase)
+        model_file = str(Path(tmp) / "tokenizer.model")
+        if algorithm == "unigram":
+            pieces = train_unigram_from_counts(counts, vocab_size, specials, progress=progress)
+            UnigramTokenizer(pieces, special_tokens=[*CONTROL_TOKENS, *specials]).save(model_file)
+            return TinyLMUnigramTokenizer(model_file)
+        pieces = train_sentencepiece_bpe_from_counts(counts, vocab_size, specials, byte_fallback=byte_fallback,
+                                                     progress=progress)
+        SentencePieceBPETokenizer(pieces, byte_fallback=byte_fallback, special_tokens=[*CONTROL_TOKENS, *specials]
+                                  ).save(model_file)
+        return TinyLMSentencePieceBPETokenizer(model_file)

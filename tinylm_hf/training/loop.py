@@ -61,6 +61,19 @@ def _distributed() -> tuple[int, int, int]:
     return dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0"))
 
 
+def is_main_process() -> bool:
+    """True in a single process and on rank 0 under torchrun: the process that writes shared outputs."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def wait_for_all_ranks() -> None:
+    """Under torchrun, hold every rank until all arrive (so no rank exits while another still writes)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+
+
 @dataclass
 class TrainingData:
     """The prepared token arrays and what their headers say."""

@@ -1,0 +1,84 @@
+"""`train_tokenizer` / `tinylm train-tokenizer` and `tinylm count-words`: every algorithm, every source."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from transformers import AutoTokenizer
+
+from conftest import PACKAGE_DATA
+from tinylm_hf.cli import main
+from tinylm_hf.tokenization import train_tokenizer
+
+CASES = [("bpe", 400, "TinyLMTokenizer"), ("wordpiece", 500, "TinyLMWordPieceTokenizer"),
+         ("unigram", 300, "TinyLMUnigramTokenizer"), ("sentencepiece-bpe", 400, "TinyLMSentencePieceBPETokenizer")]
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory) -> list[Path]:
+    """Two shards of real stories, cut at a line boundary."""
+    lines = (PACKAGE_DATA / "tinystories_valid_small.txt").read_text(encoding="utf-8").splitlines(keepends=True)[:1200]
+    root = tmp_path_factory.mktemp("shards")
+    paths = [root / "a.txt", root / "b.txt"]
+    paths[0].write_text("".join(lines[:600]), encoding="utf-8")
+    paths[1].write_text("".join(lines[600:]), encoding="utf-8")
+    return paths
+
+
+@pytest.mark.parametrize("algorithm, vocab_size, class_name", CASES, ids=[c[0] for c in CASES])
+def test_cli_saves_a_folder_auto_tokenizer_loads_as_our_class(tmp_path, shards, algorithm, vocab_size, class_name):
+    assert main(["train-tokenizer", "--algorithm", algorithm, "--input", str(shards[0].parent / "*.txt"),
+                 "--vocab-size", str(vocab_size), "--out", str(tmp_path / "tok"), "--no-progress"]) == 0
+    loaded = AutoTokenizer.from_pretrained(tmp_path / "tok")
+    assert type(loaded).__name__ == class_name and len(loaded) == vocab_size
+    text = "Once upon a time, Lily found a shiny red ball."
+    assert loaded.decode(loaded(text, add_special_tokens=False)["input_ids"]).strip() == text
+
+
+@pytest.mark.parametrize("algorithm, vocab_size", [(c[0], c[1]) for c in CASES], ids=[c[0] for c in CASES])
+def test_summed_shard_counts_train_the_same_tokenizer(tmp_path, shards, algorithm, vocab_size):
+    for i, shard in enumerate(shards):
+        assert main(["count-words", "--algorithm", algorithm, "--input", str(shard),
+                     "--out", str(tmp_path / f"c{i}.json")]) == 0
+    assert main(["train-tokenizer", "--algorithm", algorithm, "--counts", str(tmp_path / "c0.json"),
+                 str(tmp_path / "c1.json"), "--vocab-size", str(vocab_size), "--out", str(tmp_path / "from_counts"),
+                 "--no-progress"]) == 0
+    whole = train_tokenizer(shards, vocab_size, algorithm=algorithm, progress=False)
+    from_counts = AutoTokenizer.from_pretrained(tmp_path / "from_counts")
+    assert from_counts.get_vocab() == whole.get_vocab()
+
+
+def test_counts_made_with_other_options_are_refused(tmp_path, shards, capsys):
+    main(["count-words", "--algorithm", "wordpiece", "--input", str(shards[0]), "--out", str(tmp_path / "a.json")])
+    main(["count-words", "--algorithm", "wordpiece", "--lowercase", "--input", str(shards[1]),
+          "--out", str(tmp_path / "b.json")])
+    code = main(["train-tokenizer", "--algorithm", "wordpiece", "--counts", str(tmp_path / "a.json"),
+                 str(tmp_path / "b.json"), "--vocab-size", "500", "--out", str(tmp_path / "t")])
+    assert code == 2 and "different options" in capsys.readouterr().err
+
+
+def test_iterator_of_texts_trains_like_the_file(shards):
+    texts = (story for shard in shards for story in shard.read_text(encoding="utf-8").split("<|endoftext|>"))
+    from_iterator = train_tokenizer(texts, 400, algorithm="bpe", progress=False)
+    from_files = train_tokenizer(shards, 400, algorithm="bpe", progress=False)
+    # the trainer cuts special tokens out of the files, so the stories one by one count the same words
+    assert from_iterator.get_vocab() == from_files.get_vocab()
+
+
+def test_dataset_source_streams_a_local_dataset(tmp_path, shards):
+    rows = [{"story": t} for t in shards[0].read_text(encoding="utf-8").split("<|endoftext|>") if t.strip()]
+    (tmp_path / "ds").mkdir()
+    (tmp_path / "ds" / "train.jsonl").write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
+    assert main(["train-tokenizer", "--algorithm", "unigram", "--dataset", str(tmp_path / "ds"), "--text-column",
+                 "story", "--vocab-size", "300", "--out", str(tmp_path / "tok"), "--no-progress"]) == 0
+    assert len(AutoTokenizer.from_pretrained(tmp_path / "tok")) == 300
+
+
+def test_unknown_algorithm_and_missing_glob_are_clear_errors(tmp_path, capsys):
+    with pytest.raises(ValueError, match="unknown algorithm 'bpe2'"):
+        train_tokenizer([PACKAGE_DATA / "tinystories_valid_small.txt"], 300, algorithm="bpe2")
+    code = main(["train-tokenizer", "--input", str(tmp_path / "none*.txt"), "--vocab-size", "300",
+                 "--out", str(tmp_path / "t")])
+    assert code == 2 and "no input file matches" in capsys.readouterr().err

@@ -1,0 +1,212 @@
+"""count_words and the word-count files: the trainers' own splitting, and shards that sum to the whole."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import PACKAGE_DATA
+from naive_bpe import naive_counts
+
+from tinylm_hf.tokenization import word_counts
+from tinylm_hf.tokenization.bpe_train import train_bpe, train_bpe_from_counts, train_bpe_from_iterator
+from tinylm_hf.tokenization.pretokenize import GPT4_PATTERN
+from tinylm_hf.tokenization.word_counts import (
+    WORD_SPLITTERS,
+    count_words,
+    load_word_counts,
+    save_word_counts,
+    sum_word_counts,
+)
+from tinylm_hf.tokenization.wordpiece import pretokenize_bert
+from tinylm_hf.tokenization.wordpiece_train import train_wordpiece, train_wordpiece_from_counts
+
+EOT = "<|endoftext|>"
+BERT = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+@pytest.fixture(scope="module")
+def text() -> str:
+    return (PACKAGE_DATA / "tinystories_train_small.txt").read_text(encoding="utf-8")[:120_000]
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# --------------------------------------------------------------------------------------- splitting
+@pytest.mark.parametrize("pattern", ["gpt2", "gpt4"])
+def test_bpe_counts_equal_the_oracle_counts(text, pattern):
+    regex = {"gpt2": None, "gpt4": GPT4_PATTERN}[pattern]
+    expected = naive_counts(text, [EOT]) if regex is None else naive_counts(text, [EOT], regex)
+    assert count_words([text], special_tokens=[EOT], pattern=pattern) == expected
+
+
+@pytest.mark.parametrize("lowercase", [False, True])
+def test_wordpiece_counts_are_bert_words(lowercase):
+    text = "Héllo, WORLD! 中文 [CLS] don't\x00stop"
+    expected = Counter(pretokenize_bert(text.replace("[CLS]", " "), lowercase=lowercase))
+    assert count_words([text], algorithm="wordpiece", special_tokens=["[CLS]"], lowercase=lowercase) == expected
+
+
+def test_path_texts_and_mixed_inputs(tmp_path):
+    path = write(tmp_path, "a.txt", "the cat sat")
+    alone = count_words(path, algorithm="wordpiece")
+    assert alone == Counter({"the": 1, "cat": 1, "sat": 1})
+    assert count_words(str(path), algorithm="wordpiece") == alone
+    assert count_words([path, "the dog"], algorithm="wordpiece") == alone + Counter({"the": 1, "dog": 1})
+    assert count_words(iter(["a", "a"]), algorithm="wordpiece") == Counter({"a": 2})
+
+
+@pytest.mark.parametrize("algorithm", ["bpe", "wordpiece"])
+def test_file_read_in_small_blocks_equals_whole_text(monkeypatch, tmp_path, algorithm):
+    body = "Ünïcödé wörds 中文 and<|endoftext|> more<|endoftext|>\n" * 400 + "tail without newline"
+    path = write(tmp_path, "t.txt", body)
+    monkeypatch.setattr(word_counts, "READ_BYTES", 37)  # blocks end inside characters and specials
+    assert count_words(path, algorithm=algorithm, special_tokens=[EOT]) == count_words(
+        [body], algorithm=algorithm, special_tokens=[EOT]
+    )
+
+
+def test_block_cut_never_splits_a_special_token_holding_a_space(monkeypatch, tmp_path):
+    body = "ab <sp ecial> cd " * 200
+    path = write(tmp_path, "t.txt", body)
+    monkeypatch.setattr(word_counts, "READ_BYTES", 11)
+    counts = count_words(path, algorithm="wordpiece", special_tokens=["<sp ecial>"])
+    assert counts == Counter({"ab": 200, "cd": 200})
+
+
+def test_unknown_algorithm_raises_listing_known_ones():
+    with pytest.raises(ValueError, match=r"unknown algorithm 'unigramm'.*'bpe'.*'unigram'.*'wordpiece'"):
+        count_words(["x"], algorithm="unigramm")
+
+
+def test_splitter_table_is_open_to_new_algorithms(monkeypatch):
+    row = word_counts.WordSplitter(lambda pattern, lowercase: str.split, lambda text: text.rfind(" ") + 1 or -1)
+    monkeypatch.setitem(WORD_SPLITTERS, "whitespace", row)
+    assert count_words(["a b a"], algorithm="whitespace") == Counter({"a": 2, "b": 1})
+
+
+def test_non_text_items_raise():
+    with pytest.raises(TypeError, match="item 1"):
+        count_words(["ok", 3])
+    with pytest.raises(TypeError):
+        count_words(b"bytes")
+
+
+def test_undecodable_file_raises(tmp_path):
+    path = tmp_path / "t.txt"
+    path.write_bytes(b"ok \xff\xfe")
+    with pytest.raises(ValueError, match="not UTF-8"):
+        count_words(path, algorithm="wordpiece")
+
+
+# ------------------------------------------------------------------------------------------- files
+def test_save_load_round_trip_records_options(tmp_path):
+    counts = Counter({"héllo": 3, "world": 1})
+    path = save_word_counts(counts, tmp_path / "c.json", algorithm="bpe", pattern=GPT4_PATTERN, lowercase=True,
+                            special_tokens=[EOT])  # fmt: skip
+    loaded = load_word_counts(path)
+    assert loaded.counts == counts
+    assert loaded.options() == {"algorithm": "bpe", "pattern": "gpt4", "lowercase": None, "special_tokens": [EOT]}
+    assert json.loads(path.read_text(encoding="utf-8"))["format"] == "tinylm-word-counts"
+
+
+def test_sum_refuses_counts_made_with_other_options(tmp_path):
+    a = save_word_counts({"a": 1}, tmp_path / "a.json", algorithm="wordpiece", pattern="gpt2", lowercase=True,
+                         special_tokens=BERT)  # fmt: skip
+    b = save_word_counts({"a": 1}, tmp_path / "b.json", algorithm="wordpiece", pattern="gpt2", lowercase=False,
+                         special_tokens=BERT)  # fmt: skip
+    c = save_word_counts({"a": 2}, tmp_path / "c.json", algorithm="bpe", pattern="gpt2", lowercase=False,
+                         special_tokens=BERT)  # fmt: skip
+    with pytest.raises(ValueError, match="different options"):
+        sum_word_counts([a, b])
+    with pytest.raises(ValueError, match="different options"):
+        sum_word_counts([a, c])
+    assert sum_word_counts([a, a]).counts == Counter({"a": 2})
+
+
+def test_options_an_algorithm_ignores_do_not_block_a_sum(tmp_path):
+    a = save_word_counts({"a": 1}, tmp_path / "a.json", algorithm="wordpiece", pattern="gpt2", lowercase=False,
+                         special_tokens=["[A]", "[B]"])  # fmt: skip
+    b = save_word_counts({"b": 1}, tmp_path / "b.json", algorithm="wordpiece", pattern="gpt4", lowercase=False,
+                         special_tokens=["[B]", "[A]"])  # fmt: skip
+    assert sum_word_counts([a, b]).counts == Counter({"a": 1, "b": 1})
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [("not json", "not a word-count JSON"), ('{"format": "other"}', "not a word-count file"),
+     ('{"format": "tinylm-word-counts", "version": 9}', "version 9"),
+     ('{"format": "tinylm-word-counts", "version": 1, "algorithm": "bpe"}', "lacks"),
+     ('{"format": "tinylm-word-counts", "version": 1, "algorithm": "bpe", "pattern": "gpt2", "lowercase": null, '
+      '"special_tokens": [], "counts": {"a": -2}}', "non-negative")],
+    ids=["not-json", "other-format", "version", "missing-keys", "negative-count"],
+)  # fmt: skip
+def test_corrupt_count_file_raises(tmp_path, content, message):
+    path = tmp_path / "c.json"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(ValueError, match=message):
+        load_word_counts(path)
+
+
+def test_sum_of_nothing_raises():
+    with pytest.raises(ValueError, match="at least one"):
+        sum_word_counts([])
+
+
+# ------------------------------------------------------------------------- shards = concatenated text
+def _shards(text: str, cut_after: str) -> tuple[str, str]:
+    middle = text.index(cut_after, len(text) // 2) + len(cut_after)
+    return text[:middle], text[middle:]
+
+
+def test_bpe_shard_counts_sum_to_training_on_the_whole_text(tmp_path, text):
+    first, second = _shards(text, EOT)  # a shard ends where a document ends
+    paths = [write(tmp_path, "1.txt", first), write(tmp_path, "2.txt", second)]
+    files = []
+    for i, path in enumerate(paths):
+        counts = count_words(path, special_tokens=[EOT])
+        files.append(save_word_counts(counts, tmp_path / f"{i}.json", algorithm="bpe", pattern="gpt2", lowercase=False,
+                                      special_tokens=[EOT]))  # fmt: skip
+    total = sum_word_counts(files)
+    whole = train_bpe(write(tmp_path, "all.txt", first + second), 400, [EOT], progress=False)
+    assert train_bpe_from_counts(total.counts, 400, [EOT]) == whole
+    assert train_bpe_from_iterator([first, second], 400, [EOT], progress=False) == whole
+
+
+@pytest.mark.parametrize("lowercase", [False, True])
+def test_wordpiece_shard_counts_sum_to_training_on_the_whole_text(tmp_path, text, lowercase):
+    first, second = _shards(text, "\n")
+    files = []
+    for i, shard in enumerate((first, second)):
+        counts = count_words(write(tmp_path, f"{i}.txt", shard), algorithm="wordpiece", special_tokens=BERT,
+                             lowercase=lowercase)  # fmt: skip
+        files.append(save_word_counts(counts, tmp_path / f"{i}.json", algorithm="wordpiece", pattern="gpt2",
+                                      lowercase=lowercase, special_tokens=BERT))  # fmt: skip
+    total = sum_word_counts(files)
+    whole = train_wordpiece(write(tmp_path, "all.txt", first + second), 500, lowercase=lowercase, progress=False)
+    assert train_wordpiece_from_counts(total, 500) == whole
+
+
+def test_from_counts_refuses_bpe_counts(tmp_path):
+    path = save_word_counts({"ab": 1}, tmp_path / "c.json", algorithm="bpe", pattern="gpt2", lowercase=False,
+                            special_tokens=[])  # fmt: skip
+    with pytest.raises(ValueError, match="'bpe', not 'wordpiece'"):
+        train_wordpiece_from_counts(load_word_counts(path), 100)
+
+
+def test_train_bpe_from_iterator_of_one_text_equals_train_bpe(tmp_path, text):
+    whole = train_bpe(write(tmp_path, "t.txt", text), 350, [EOT], progress=False)
+    assert train_bpe_from_iterator(iter([text]), 350, [EOT], progress=False) == whole
+
+
+def test_train_bpe_from_iterator_bad_input_raises():
+    with pytest.raises(TypeError, match="iterable of strings"):
+        train_bpe_from_iterator("text", 300, [EOT], progress=False)
+    with pytest.raises(ValueError, match="no text"):
+        train_bpe_from_iterator([EOT], 300, [EOT], progress=False)

@@ -1,0 +1,171 @@
+"""train_wordpiece: the same vocabulary as the naive oracle, from files, iterators and counts."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import PACKAGE_DATA, shared_file
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from naive_wordpiece import naive_train_wordpiece
+
+from tinylm_hf.tokenization.word_counts import count_words
+from tinylm_hf.tokenization.wordpiece import WordPieceTokenizer
+from tinylm_hf.tokenization.wordpiece_train import (
+    BERT_SPECIAL_TOKENS,
+    train_wordpiece,
+    train_wordpiece_from_counts,
+    train_wordpiece_from_iterator,
+)
+
+SPECIALS = list(BERT_SPECIAL_TOKENS)
+
+
+def write(tmp_path, name: str, text: str):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def bundled_slice(chars: int) -> str:
+    return (PACKAGE_DATA / "tinystories_train_small.txt").read_text(encoding="utf-8")[:chars]
+
+
+def oracle_for_file(path, vocab_size: int, specials: list[str], lowercase: bool = False) -> list[str]:
+    counts = count_words(path, algorithm="wordpiece", special_tokens=specials, lowercase=lowercase)
+    return naive_train_wordpiece(dict(counts), vocab_size, specials)
+
+
+# ------------------------------------------------------------------------------- oracle equality
+def test_hand_checked_example():
+    # All four pairs score 1/4; (p, ##u) is the greatest pair. Then h ##u scores 3/9, and so on.
+    vocab = train_wordpiece_from_counts({"hug": 2, "hugs": 1, "pug": 1}, 10, ["[UNK]"])
+    assert vocab == ["[UNK]", "h", "p", "##g", "##s", "##u", "pu", "hu", "pug", "hug"]
+
+
+@pytest.mark.parametrize("lowercase", [False, True], ids=["cased", "uncased"])
+def test_bundled_slice_matches_oracle(tmp_path, lowercase):
+    path = write(tmp_path, "t.txt", bundled_slice(30_000))
+    assert train_wordpiece(path, 300, lowercase=lowercase, progress=False) == oracle_for_file(path, 300, SPECIALS, lowercase)
+
+
+@pytest.mark.slow
+def test_multilingual_matches_oracle():
+    path = shared_file("multilingual_samples.txt")
+    assert train_wordpiece(path, 2300, progress=False) == oracle_for_file(path, 2300, SPECIALS)
+
+
+def test_corpus_en_slice_matches_oracle_with_other_prefix(tmp_path):
+    path = write(tmp_path, "t.txt", shared_file("corpus.en").read_text(encoding="utf-8")[:25_000])
+    counts = count_words(path, algorithm="wordpiece", special_tokens=["[UNK]"])
+    ours = train_wordpiece(path, 300, ["[UNK]"], continuing_subword_prefix="@@", progress=False)
+    assert ours == naive_train_wordpiece(dict(counts), 300, ["[UNK]"], prefix="@@")
+
+
+@pytest.mark.slow
+def test_tinystories_train_small_matches_oracle():
+    path = shared_file("tinystories_train_small.txt")
+    assert train_wordpiece(path, 1000, progress=False) == oracle_for_file(path, 1000, SPECIALS)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    counts=st.dictionaries(st.text(alphabet="abcé#", min_size=1, max_size=6), st.integers(1, 5), min_size=1, max_size=12),
+    extra=st.integers(0, 25),
+)
+def test_random_counts_match_oracle(counts, extra):
+    specials = ["[UNK]"]
+    size = 1 + len({w[0] for w in counts} | {"##" + c for w in counts for c in w[1:]}) + extra
+    assert train_wordpiece_from_counts(counts, size, specials) == naive_train_wordpiece(counts, size, specials)
+
+
+# --------------------------------------------------------------------------------- vocabulary layout
+def test_layout_specials_then_alphabet_then_merges(tmp_path):
+    path = write(tmp_path, "t.txt", "ab ba abc [CLS] cab")
+    vocab = train_wordpiece(path, 12, progress=False)
+    assert vocab[:5] == SPECIALS
+    assert vocab[5:11] == ["a", "b", "c", "##a", "##b", "##c"]
+    assert len(vocab) == 12 and len(set(vocab)) == 12
+
+
+def test_special_tokens_are_cut_out_before_counting(tmp_path):
+    path = write(tmp_path, "t.txt", "x[MASK]y " * 50)
+    vocab = train_wordpiece(path, 20, progress=False)
+    assert "M" not in vocab and "##A" not in vocab  # the special's letters never reach the alphabet
+    assert "x" in vocab and "y" in vocab
+
+
+def test_stops_early_when_no_pair_is_left(tmp_path):
+    path = write(tmp_path, "t.txt", "ab ab")
+    assert train_wordpiece(path, 100, ["[UNK]"], progress=False) == ["[UNK]", "a", "##b", "ab"]
+
+
+def test_trained_vocab_encodes_its_corpus_without_unknown(tmp_path):
+    text = bundled_slice(50_000)
+    vocab = train_wordpiece(write(tmp_path, "t.txt", text), 800, lowercase=True, progress=False)
+    tok = WordPieceTokenizer(vocab, lowercase=True)
+    ids = tok.encode(text)
+    assert vocab.index("[UNK]") not in ids
+    assert len(ids) < 0.8 * len(text.replace(" ", ""))  # merges were learned: fewer tokens than characters
+
+
+def test_file_iterator_and_counts_give_the_same_vocab(tmp_path):
+    text = bundled_slice(40_000)
+    path = write(tmp_path, "t.txt", text)
+    from_file = train_wordpiece(path, 500, progress=False)
+    lines = (line for line in text.splitlines(keepends=True))  # a generator: consumed once
+    assert train_wordpiece_from_iterator(lines, 500, progress=False) == from_file
+    counts = count_words(path, algorithm="wordpiece", special_tokens=SPECIALS)
+    assert train_wordpiece_from_counts(counts, 500) == from_file
+
+
+def test_progress_bar_reports_merges(tmp_path, capsys):
+    train_wordpiece(write(tmp_path, "t.txt", bundled_slice(5000)), 120, progress=True)
+    assert "WordPiece merges" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------- bad input
+def test_vocab_too_small_for_alphabet_raises_with_sizes(tmp_path):
+    path = write(tmp_path, "t.txt", "abc cab")
+    with pytest.raises(ValueError, match=r"alphabet has 5 tokens .* 5 special tokens = 10"):
+        train_wordpiece(path, 9, progress=False)
+
+
+def test_vocab_smaller_than_specials_raises(tmp_path):
+    with pytest.raises(ValueError, match="special tokens"):
+        train_wordpiece(write(tmp_path, "t.txt", "a"), 3, progress=False)
+
+
+def test_empty_file_raises(tmp_path):
+    with pytest.raises(ValueError, match="empty"):
+        train_wordpiece(write(tmp_path, "t.txt", ""), 100, progress=False)
+
+
+def test_file_without_words_raises(tmp_path):
+    with pytest.raises(ValueError, match="no words"):
+        train_wordpiece(write(tmp_path, "t.txt", " \n[CLS]\t\x00 "), 100, progress=False)
+
+
+def test_undecodable_file_raises(tmp_path):
+    path = tmp_path / "t.txt"
+    path.write_bytes("hello wörld".encode("latin-1"))
+    with pytest.raises(ValueError, match="not UTF-8.*offset 7"):
+        train_wordpiece(path, 100, progress=False)
+
+
+def test_missing_file_raises(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        train_wordpiece(tmp_path / "nope.txt", 100, progress=False)
+
+
+def test_iterator_of_non_strings_raises():
+    with pytest.raises(TypeError, match="item 1"):
+        train_wordpiece_from_iterator(["ok", b"bytes"], 100, progress=False)
+    with pytest.raises(TypeError, match="iterable of strings"):
+        train_wordpiece_from_iterator("a whole text", 100, progress=False)
+
+
+def test_bad_counts_raise():
+    with pytest.raises(ValueError, match="non-negative"):
+        train_wordpiece_from_counts({"a": -1}, 100)
+    with pytest.raises(ValueError, match="no word"):
+        train_wordpiece_from_counts({"a": 0}, 100)

@@ -1,0 +1,35 @@
+"""`tinylm count-words`: count the words of one shard as a trainer would, for training on many machines.
+
+Count every shard (a Slurm array, `datasets.map`, Spark or Ray tasks), then
+`tinylm train-tokenizer --counts shard-*.json ...` sums them and trains exactly as on the whole text.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ..corpus.sources import expand_inputs
+from ..tokenization import count_words, save_word_counts
+from ..tokenization.train_tokenizer import ALGORITHMS, DEFAULT_SPECIAL_TOKENS
+
+HELP = "count one shard's words for a tokenizer trainer (sum shards with train-tokenizer --counts)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--input", nargs="+", required=True, help="the shard's text files or globs")
+    parser.add_argument("--algorithm", choices=ALGORITHMS, default="bpe", help="whose words to count (default: bpe)")
+    parser.add_argument("--special-token", action="append", dest="special_tokens", default=None,
+                        help="special token cut out before counting (repeatable; the algorithm's defaults otherwise)")
+    parser.add_argument("--pattern", default="gpt2", help='bpe pre-tokenization regex: "gpt2", "gpt4" or a regex')
+    parser.add_argument("--lowercase", action="store_true", help="wordpiece: lower-case and strip accents")
+    parser.add_argument("--out", required=True, help="the counts' JSON file")
+
+
+def run(args: argparse.Namespace) -> int:
+    specials = list(DEFAULT_SPECIAL_TOKENS[args.algorithm]) if args.special_tokens is None else args.special_tokens
+    counts = count_words(expand_inputs(args.input), algorithm=args.algorithm, special_tokens=specials,
+                         pattern=args.pattern, lowercase=args.lowercase)
+    path = save_word_counts(counts, args.out, algorithm=args.algorithm, pattern=args.pattern,
+                            lowercase=args.lowercase, special_tokens=specials)
+    print(f"counted {sum(counts.values()):,} words ({len(counts):,} distinct) into {path}")
+    return 0

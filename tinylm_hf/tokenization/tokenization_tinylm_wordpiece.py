@@ -1,0 +1,114 @@
+"""TinyLMWordPieceTokenizer: the from-scratch `WordPieceTokenizer` as a Hugging Face (slow) tokenizer.
+
+Files: BERT's `vocab.txt` (one token a line, line number = id); every saved folder also gets
+`tokenizer.json`, the same WordPiece as a `tokenizers` pipeline, for fast-tokenizer consumers
+(`TinyLMWordPieceTokenizerFast`). With special tokens, inputs are `[CLS] A [SEP]` and
+`[CLS] A [SEP] B [SEP]`, `token_type_ids` 0 for the first segment and 1 for the second, as BERT.
+
+This file imports only same-folder siblings: transformers copies it flat for `trust_remote_code`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from tokenizers import Tokenizer
+from transformers import PreTrainedTokenizer
+
+from .byte_level_backend import save_tokenizer_json
+from .wordpiece import WordPieceTokenizer, join_wordpieces, load_vocab_txt, write_vocab_txt
+from .wordpiece_backend import build_bert_wordpiece, wordpiece_init_kwargs
+
+VOCAB_FILES_NAMES = {"vocab_file": "vocab.txt"}
+
+
+class TinyLMWordPieceTokenizer(PreTrainedTokenizer):
+    """BERT-style WordPiece tokenizer (`vocab.txt`) backed by tinylm's hand-written `WordPieceTokenizer`.
+
+    Args:
+        vocab_file: path to a BERT `vocab.txt`.
+        do_lower_case: lower-case and strip accents before matching (BERT "uncased").
+        max_input_chars_per_word: longer words become the unknown token.
+    """
+
+    vocab_files_names = VOCAB_FILES_NAMES
+    model_input_names = ["input_ids", "token_type_ids", "attention_mask"]
+
+    def __init__(
+        self,
+        vocab_file: str,
+        do_lower_case: bool = False,
+        unk_token: str = "[UNK]",
+        sep_token: str | None = "[SEP]",
+        pad_token: str | None = "[PAD]",
+        cls_token: str | None = "[CLS]",
+        mask_token: str | None = "[MASK]",
+        max_input_chars_per_word: int = 100,
+        **kwargs: Any,
+    ) -> None:
+        # The base __init__ calls get_vocab(), so the model must exist before it.
+        self.wordpiece = WordPieceTokenizer(
+            load_vocab_txt(vocab_file),
+            unk_token=str(unk_token),
+            lowercase=do_lower_case,
+            max_input_chars_per_word=max_input_chars_per_word,
+        )
+        self.do_lower_case = do_lower_case
+        self.max_input_chars_per_word = max_input_chars_per_word
+        special = {"unk_token": unk_token, "sep_token": sep_token, "pad_token": pad_token,
+                   "cls_token": cls_token, "mask_token": mask_token}  # fmt: skip
+        super().__init__(**wordpiece_init_kwargs(do_lower_case, max_input_chars_per_word, special, kwargs))
+
+    # ------------------------------------------------------------------------------ vocabulary
+    @property
+    def vocab_size(self) -> int:
+        """Size of the base vocabulary (vocab.txt), without tokens added later."""
+        return len(self.wordpiece.vocab)
+
+    def get_vocab(self) -> dict[str, int]:
+        """Token string -> id, base vocabulary plus added tokens."""
+        vocab = dict(self.wordpiece.token_to_id)
+        vocab.update(self._added_tokens_encoder)
+        return vocab
+
+    def _convert_token_to_id(self, token: str) -> int:
+        return self.wordpiece.token_to_id.get(token, self.wordpiece.unk_id)
+
+    def _convert_id_to_token(self, index: int) -> str:
+        token = self.wordpiece.vocab.get(index)
+        if token is None:
+            raise ValueError(f"token id {index} is not in the vocabulary (size {len(self)})")
+        return token
+
+    # ------------------------------------------------------------------------- encode / decode
+    def _tokenize(self, text: str, **kwargs: Any) -> list[str]:
+        """WordPiece tokens of text that holds no added tokens (the base class split them out)."""
+        return self.wordpiece.tokenize(text)
+
+    def convert_tokens_to_string(self, tokens: list[str]) -> str:
+        """Join tokens as `tokenizers.decoders.WordPiece` does, so slow and fast decode alike."""
+        return join_wordpieces(tokens, self.wordpiece.prefix)
+
+    # ----------------------------------------------------------------------------------- files
+    def save_vocabulary(self, save_directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
+        """Write vocab.txt and tokenizer.json (the same tokenizer for `tokenizers`)."""
+        if not os.path.isdir(save_directory):
+            raise FileNotFoundError(f"save_vocabulary needs an existing directory, got {save_directory!r}")
+        prefix = f"{filename_prefix}-" if filename_prefix else ""
+        vocab = self.wordpiece.vocab
+        vocab_path = write_vocab_txt([vocab[i] for i in range(len(vocab))], os.path.join(save_directory, prefix + "vocab.txt"))
+        json_path = save_tokenizer_json(self.to_backend_tokenizer(), os.path.join(save_directory, prefix + "tokenizer.json"))
+        return str(vocab_path), json_path
+
+    def to_backend_tokenizer(self) -> Tokenizer:
+        """The same vocabulary, normaliser, template and added tokens as a `tokenizers.Tokenizer`."""
+        return build_bert_wordpiece(
+            self.wordpiece.token_to_id,
+            lowercase=self.do_lower_case,
+            unk_token=self.wordpiece.unk_token,
+            cls_token=None if self.cls_token is None else str(self.cls_token),
+            sep_token=None if self.sep_token is None else str(self.sep_token),
+            max_input_chars_per_word=self.max_input_chars_per_word,
+            added_tokens=self.added_tokens_decoder,
+        )

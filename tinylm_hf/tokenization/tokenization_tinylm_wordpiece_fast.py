@@ -1,0 +1,79 @@
+"""TinyLMWordPieceTokenizerFast: the same WordPiece as `TinyLMWordPieceTokenizer`, run by `tokenizers`.
+
+Loaded by its own class (`TinyLMWordPieceTokenizerFast.from_pretrained(DIR)`); `AutoTokenizer` returns
+the from-scratch slow class, as for the BPE pair. Ids, token type ids and decoding equal the slow class.
+
+This file imports only same-folder siblings: transformers copies it flat for `trust_remote_code`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from tokenizers import models
+from transformers import PreTrainedTokenizerFast
+
+from .wordpiece import load_vocab_txt, write_vocab_txt
+from .wordpiece_backend import build_bert_wordpiece, wordpiece_init_kwargs
+
+
+class TinyLMWordPieceTokenizerFast(PreTrainedTokenizerFast):
+    """Fast twin of `TinyLMWordPieceTokenizer`, built from `vocab` (token -> id, what transformers 5
+    extracts from `tokenizer.json`) or from `vocab_file` (a BERT `vocab.txt`)."""
+
+    vocab_files_names = {"vocab_file": "vocab.txt", "tokenizer_file": "tokenizer.json"}
+    model_input_names = ["input_ids", "token_type_ids", "attention_mask"]
+    slow_tokenizer_class = None
+    model = models.WordPiece
+
+    def __init__(
+        self,
+        vocab: dict[str, int] | str | None = None,
+        vocab_file: str | None = None,
+        do_lower_case: bool = False,
+        unk_token: str = "[UNK]",
+        sep_token: str | None = "[SEP]",
+        pad_token: str | None = "[PAD]",
+        cls_token: str | None = "[CLS]",
+        mask_token: str | None = "[MASK]",
+        max_input_chars_per_word: int = 100,
+        **kwargs: Any,
+    ) -> None:
+        vocab = vocab if vocab is not None else vocab_file
+        if vocab is None:
+            raise ValueError("TinyLMWordPieceTokenizerFast needs `vocab` (token -> id) or `vocab_file` (vocab.txt)")
+        if isinstance(vocab, (str, os.PathLike)):
+            vocab = {token: i for i, token in enumerate(load_vocab_txt(vocab))}
+        for name in ("tokenizer_object", "tokenizer_file", "auto_map"):
+            kwargs.pop(name, None)  # auto_map: the slow class's remote-code pointer, not this class's code
+        backend = build_bert_wordpiece(
+            vocab,
+            lowercase=do_lower_case,
+            unk_token=str(unk_token),
+            cls_token=None if cls_token is None else str(cls_token),
+            sep_token=None if sep_token is None else str(sep_token),
+            max_input_chars_per_word=max_input_chars_per_word,
+        )
+        self.do_lower_case = do_lower_case
+        special = {"unk_token": unk_token, "sep_token": sep_token, "pad_token": pad_token,
+                   "cls_token": cls_token, "mask_token": mask_token}  # fmt: skip
+        super().__init__(
+            tokenizer_object=backend,
+            **wordpiece_init_kwargs(do_lower_case, max_input_chars_per_word, special, kwargs),
+        )
+
+    def _save_pretrained(
+        self,
+        save_directory: str | os.PathLike,
+        file_names: tuple[str, ...],
+        legacy_format: bool | None = None,
+        filename_prefix: str | None = None,
+    ) -> tuple[str, ...]:
+        """Write tokenizer.json and also vocab.txt, so the folder loads with TinyLMWordPieceTokenizer."""
+        file_names = super()._save_pretrained(save_directory, file_names, legacy_format, filename_prefix)
+        vocab = json.loads(self.backend_tokenizer.to_str())["model"]["vocab"]
+        prefix = f"{filename_prefix}-" if filename_prefix else ""
+        tokens = [token for token, _ in sorted(vocab.items(), key=lambda item: item[1])]
+        return file_names + (str(write_vocab_txt(tokens, os.path.join(save_directory, prefix + "vocab.txt"))),)

@@ -1,0 +1,294 @@
+"""WordPiece encoding (BERT): normalise, split into words, then greedy longest-match-first per word.
+
+The pipeline is BERT's, step for step as `tokenizers` runs it (`BertNormalizer`, `BertPreTokenizer`,
+`WordPiece`), so ids equal `tokenizers` and `transformers.BertTokenizer` on the same `vocab.txt`:
+
+1. clean: drop control/format/private-use characters, U+0000 and U+FFFD; every whitespace -> " ".
+2. put spaces around CJK ideographs, so each one is a word.
+3. with `lowercase`: NFD, drop non-spacing marks (accents), then lower-case character by character.
+4. words: split on spaces; every punctuation character is a word of its own.
+5. each word: the longest vocabulary entry that starts it, then the longest `##`-entry that starts
+   the rest, and so on; a word that cannot be covered (or is longer than `max_input_chars_per_word`)
+   becomes the unknown token.
+
+Character classes come from `bert_unicode.py` (the tables `tokenizers` uses), not `unicodedata`.
+This file imports only same-folder siblings: transformers copies it flat for `trust_remote_code`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import chain
+from pathlib import Path
+
+from .encode_cache import EncodeCache
+from .atomic_files import write_text_atomic
+from .bert_unicode import LOWERCASE_EXTRA, NFD_KEPT, NONSPACING_MARKS, PUNCTUATION, REMOVED, WHITESPACE
+from .pretokenize import check_special_tokens, split_on_special_tokens
+
+CONTINUING_SUBWORD_PREFIX = "##"
+# CJK ideograph blocks that BERT isolates (as in `tokenizers`' BertNormalizer).
+CJK_RANGES = (
+    (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0x20000, 0x2A6DF),
+    (0x2A700, 0x2B73F), (0x2B740, 0x2B81F), (0x2B920, 0x2CEAF), (0x2F800, 0x2FA1F),
+)  # fmt: skip
+
+
+def _char_class(ranges: Iterable[tuple[int, int]]) -> str:
+    """The inside of a regex character class matching the given inclusive code point ranges."""
+    return "".join(re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges)
+
+
+class _Patterns:
+    """The compiled character classes, either complete or cut to the BMP.
+
+    `re` matches a class of BMP characters with one table lookup but walks astral ranges one by one
+    (~20x slower on these classes), so text without astral characters uses the BMP versions.
+    """
+
+    def __init__(self, limit: int) -> None:
+        def char_class(ranges: Iterable[tuple[int, int]]) -> str:
+            return _char_class((a, min(b, limit)) for a, b in ranges if a <= limit)
+
+        self.remove = re.compile(f"[{char_class(REMOVED)}]+")
+        self.space = re.compile(f"[{char_class(WHITESPACE)}]")
+        self.cjk = re.compile(f"([{char_class(CJK_RANGES)}])")
+        self.marks = re.compile(f"[{char_class(NONSPACING_MARKS)}]+")
+        self.nfd_kept = re.compile(f"([{char_class(NFD_KEPT)}])") if NFD_KEPT[0][0] <= limit else None
+        punctuation = char_class(PUNCTUATION)
+        self.words = re.compile(f"[{punctuation}]|[^{punctuation} ]+")
+
+
+_BMP = _Patterns(0xFFFF)
+_ALL = _Patterns(0x10FFFF)
+_ASTRAL = re.compile("[\U00010000-\U0010FFFF]")
+_LOWER_EXTRA = re.compile(f"[{_char_class((cp, cp) for cp in sorted(LOWERCASE_EXTRA))}]")
+# ASCII text takes a shorter path: controls dropped (\t \n \r become spaces) by one translate.
+_ASCII_CLEAN = {cp: None for cp in chain(range(0, 9), (11, 12), range(14, 32), (127,))} | {9: " ", 10: " ", 13: " "}
+
+
+def normalize_bert(text: str, *, lowercase: bool = False) -> str:
+    """BERT's normalisation of `text` (steps 1-3 above), as `tokenizers.normalizers.BertNormalizer`.
+
+    >>> normalize_bert("Héllo\\tWörld 中文", lowercase=True)
+    'hello world  中  文 '
+    """
+    if text.isascii():
+        text = text.translate(_ASCII_CLEAN)
+        return text.lower() if lowercase else text
+    return _normalize_unicode(text, lowercase, _ALL if _ASTRAL.search(text) else _BMP)
+
+
+def _normalize_unicode(text: str, lowercase: bool, patterns: _Patterns) -> str:
+    text = patterns.space.sub(" ", patterns.remove.sub("", text))
+    text = patterns.cjk.sub(r" \1 ", text)
+    if lowercase:
+        text = patterns.marks.sub("", _nfd(text, patterns.nfd_kept))
+        text = _LOWER_EXTRA.sub(lambda m: LOWERCASE_EXTRA[ord(m.group())], text)
+        text = text.replace("\u03a3", "\u03c3").lower()  # Σ: no final-sigma rule, as in tokenizers
+    return text
+
+
+def _nfd(text: str, kept: re.Pattern | None) -> str:
+    """NFD, except for the few characters `tokenizers`' tables do not decompose (all are starters)."""
+    if kept is None or kept.search(text) is None:
+        return unicodedata.normalize("NFD", text)
+    parts = kept.split(text)  # odd items are the kept characters
+    return "".join(p if i % 2 else unicodedata.normalize("NFD", p) for i, p in enumerate(parts))
+
+
+def split_bert_words(normalized: str) -> list[str]:
+    """Words of normalised text: split on spaces, each punctuation character alone (BertPreTokenizer)."""
+    if normalized.isascii() or _ASTRAL.search(normalized) is None:
+        return _BMP.words.findall(normalized)
+    return _ALL.words.findall(normalized)
+
+
+def pretokenize_bert(text: str, *, lowercase: bool = False) -> list[str]:
+    """BERT words of raw text: `normalize_bert` then `split_bert_words`.
+
+    >>> pretokenize_bert("Don't stop!")
+    ['Don', "'", 't', 'stop', '!']
+    """
+    return split_bert_words(normalize_bert(text, lowercase=lowercase))
+
+
+class WordPieceTokenizer:
+    """BERT's WordPiece: `vocab` (tokens in id order, or token -> id), greedy longest-match-first.
+
+    Special tokens (`special_tokens`, optional) are matched in the raw text first, longest first, as
+    `tokenizers` matches added tokens; by default none are, as with a bare `WordPiece` model.
+
+    >>> tok = WordPieceTokenizer(["[UNK]", "un", "##aff", "##able", "aff", "!"], lowercase=True)
+    >>> tok.encode("Unaffable! Affable?")
+    [1, 2, 3, 5, 4, 3, 0]
+    >>> tok.tokenize("Unaffable!")
+    ['un', '##aff', '##able', '!']
+    >>> tok.decode([1, 2, 3, 5])
+    'unaffable!'
+    """
+
+    def __init__(
+        self,
+        vocab: Sequence[str] | Mapping[str, int],
+        *,
+        unk_token: str = "[UNK]",
+        lowercase: bool = False,
+        max_input_chars_per_word: int = 100,
+        continuing_subword_prefix: str = CONTINUING_SUBWORD_PREFIX,
+        special_tokens: Sequence[str] | None = None,
+    ) -> None:
+        self.token_to_id: dict[str, int] = _vocab_mapping(vocab)
+        self.vocab: dict[int, str] = {i: t for t, i in self.token_to_id.items()}
+        if unk_token not in self.token_to_id:
+            raise ValueError(f"unk_token {unk_token!r} is not in the vocabulary; add it or pass the vocab's unknown token")
+        if not isinstance(max_input_chars_per_word, int) or max_input_chars_per_word < 1:
+            raise ValueError(f"max_input_chars_per_word must be a positive int, got {max_input_chars_per_word!r}")
+        self.unk_token = unk_token
+        self.unk_id = self.token_to_id[unk_token]
+        self.lowercase = bool(lowercase)
+        self.max_input_chars_per_word = max_input_chars_per_word
+        self.prefix = continuing_subword_prefix
+        self.special_tokens = check_special_tokens(special_tokens)
+        missing = [t for t in self.special_tokens if t not in self.token_to_id]
+        if missing:
+            raise ValueError(f"special tokens {missing} are not in the vocabulary")
+        self._longest = max(map(len, self.token_to_id))
+        self._cache = EncodeCache(self._encode_word)
+
+    def _encode_word(self, word: str) -> list[int]:
+        """Greedy longest-match-first over one word; [unk] if any part cannot be matched."""
+        if len(word) > self.max_input_chars_per_word:
+            return [self.unk_id]
+        vocab, prefix, ids, start = self.token_to_id, self.prefix, [], 0
+        while start < len(word):
+            end = min(len(word), start + self._longest)
+            while end > start:
+                piece = word[start:end] if start == 0 else prefix + word[start:end]
+                index = vocab.get(piece)
+                if index is not None:
+                    ids.append(index)
+                    break
+                end -= 1
+            else:
+                return [self.unk_id]
+            start = end
+        return ids
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        """Ids of `text`, special-token text included as plain text."""
+        words = split_bert_words(normalize_bert(text, lowercase=self.lowercase))
+        return list(chain.from_iterable(map(self._cache.__getitem__, words)))
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of `text`; special tokens (if any were given) map to their own ids."""
+        if not self.special_tokens:
+            return self.encode_ordinary(text)
+        ids: list[int] = []
+        for i, part in enumerate(split_on_special_tokens(text, self.special_tokens, keep=True)):
+            if i % 2:
+                ids.append(self.token_to_id[part])
+            elif part:
+                ids += self.encode_ordinary(part)
+        return ids
+
+    def tokenize(self, text: str) -> list[str]:
+        """Token strings of `text` (`##` marks a piece that continues a word)."""
+        vocab = self.vocab
+        return [vocab[i] for i in self.encode(text)]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Join tokens as `tokenizers.decoders.WordPiece` does (continuations glued, cleanup on)."""
+        try:
+            tokens = [self.vocab[i] for i in ids]
+        except KeyError as exc:
+            raise ValueError(f"token id {exc.args[0]!r} is not in the vocabulary (size {len(self.vocab)})") from None
+        return join_wordpieces(tokens, self.prefix)
+
+    @classmethod
+    def from_file(cls, vocab_path: str | os.PathLike, **kwargs) -> WordPieceTokenizer:
+        """Load a BERT `vocab.txt` (one token a line, line number = id)."""
+        return cls(load_vocab_txt(vocab_path), **kwargs)
+
+    def save(self, vocab_path: str | os.PathLike) -> Path:
+        """Write the vocabulary as a BERT `vocab.txt` (atomically)."""
+        return write_vocab_txt([self.vocab[i] for i in range(len(self.vocab))], vocab_path)
+
+
+def _vocab_mapping(vocab: Sequence[str] | Mapping[str, int]) -> dict[str, int]:
+    if isinstance(vocab, Mapping):
+        mapping = dict(vocab)
+        if sorted(mapping.values()) != list(range(len(mapping))):
+            raise ValueError("vocab ids must be 0..len(vocab)-1, each used once")
+    elif isinstance(vocab, (str, bytes)) or not isinstance(vocab, Sequence):
+        raise TypeError(f"vocab must be a list of tokens in id order or a token -> id dict, got {type(vocab).__name__}")
+    else:
+        mapping = {token: i for i, token in enumerate(vocab)}
+        if len(mapping) != len(vocab):
+            duplicates = sorted({t for t in vocab if list(vocab).count(t) > 1})
+            raise ValueError(f"duplicate tokens in vocab: {duplicates[:10]}")
+    if not mapping:
+        raise ValueError("vocab is empty")
+    bad = [t for t in mapping if not isinstance(t, str) or not t]
+    if bad:
+        raise ValueError(f"vocab tokens must be non-empty strings, got {bad[:5]}")
+    return mapping
+
+
+# Cleanup applied by `tokenizers.decoders.WordPiece(cleanup=True)` to each decoded token, in order.
+_CLEANUP = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"), (" 'm", "'m"),
+            (" do not", " don't"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"))  # fmt: skip
+
+
+def join_wordpieces(tokens: list[str], prefix: str = CONTINUING_SUBWORD_PREFIX, *, cleanup: bool = True) -> str:
+    """Text of WordPiece tokens: continuations glued to the word before, others after a space."""
+    out = []
+    for i, token in enumerate(tokens):
+        if i:
+            token = token[len(prefix) :] if prefix and token.startswith(prefix) else " " + token
+        if cleanup:
+            for old, new in _CLEANUP:
+                token = token.replace(old, new)
+        out.append(token)
+    return "".join(out)
+
+
+# ----------------------------------------------------------------------------------- vocab.txt
+def load_vocab_txt(path: str | os.PathLike) -> list[str]:
+    """Tokens of a BERT `vocab.txt` in id order; corrupt files raise ValueError naming the line."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"vocab file not found: {str(path)!r}")
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ValueError(f"{str(path)!r} is not UTF-8 (line {line}): is it really a BERT vocab.txt?") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the final newline
+    tokens = [line[:-1] if line.endswith("\r") else line for line in lines]
+    if not tokens:
+        raise ValueError(f"{str(path)!r} is empty: a vocab.txt holds one token a line")
+    seen: dict[str, int] = {}
+    for number, token in enumerate(tokens, start=1):
+        if not token or any(c.isspace() for c in token):
+            raise ValueError(f"{str(path)!r} line {number}: token {token!r} is empty or holds whitespace")
+        if token in seen:
+            raise ValueError(f"{str(path)!r} line {number}: token {token!r} repeats line {seen[token]}")
+        seen[token] = number
+    return tokens
+
+
+def write_vocab_txt(tokens: Sequence[str], path: str | os.PathLike) -> Path:
+    """Write tokens (in id order) one a line, atomically."""
+    path = Path(path)
+    bad = [t for t in tokens if not t or any(c.isspace() for c in t)]
+    if bad:
+        raise ValueError(f"vocab.txt tokens must be non-empty and free of whitespace, got {bad[:5]}")
+    write_text_atomic(path, "".join(t + "\n" for t in tokens))
+    return path

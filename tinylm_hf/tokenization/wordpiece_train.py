@@ -1,0 +1,258 @@
+"""WordPiece training: merge the pair with the best likelihood score, with incremental updates.
+
+Words are BERT words (`word_counts.count_words(..., algorithm="wordpiece")`). A word starts as its
+characters, every character after the first carrying the continuing-subword prefix ("##"):
+"hug" -> h ##u ##g. Each step merges the pair (a, b) with the greatest score
+
+    freq(ab) / (freq(a) * freq(b))        (freq: occurrences in the corpus' current segmentation)
+
+ties broken to the lexicographically greatest (a, b) (Python string order); a + b drops b's prefix
+(h + ##u -> hu, ##u + ##g -> ##ug). A merged string already in the vocabulary keeps its id.
+Vocabulary ids: the special tokens in the given order, the alphabet (first characters sorted by code
+point, then "##" characters sorted), then one id per new token in merge order.
+
+Bookkeeping is the BPE trainer's (`bpe_train.merge_words`: words as id lists, a pair -> words index,
+a max-heap with stale entries skipped). One difference: merging (a, b) lowers freq(a) and freq(b),
+which *raises* the score of every other pair holding a or b, so those pairs are pushed again (a
+token -> pairs index finds them). Scores compare exactly (integer cross-multiplication on ties of
+the float score), so the order never depends on rounding.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+
+from .bpe_train import PAIR_MASK, PAIR_SHIFT, merge_words, progress_bar
+from .pretokenize import check_special_tokens
+from .word_counts import WordCounts, count_words, iter_texts
+from .wordpiece import CONTINUING_SUBWORD_PREFIX
+
+BERT_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# Inverting code points (c -> MAX - c, 3 bytes each) plus a terminator above every inverted code
+# point turns "greatest (a, b)" into "smallest bytes", which is what a min-heap pops first.
+_MAX_CODE = 0xFFFFFF
+_END = b"\xff\xff\xff"
+# The heap is rebuilt from live pairs once it holds 4x their number plus this many entries.
+COMPACT_SLACK = 100_000
+
+
+def train_wordpiece(
+    input_path: str | os.PathLike,
+    vocab_size: int,
+    special_tokens: Sequence[str] | None = BERT_SPECIAL_TOKENS,
+    *,
+    lowercase: bool = False,
+    continuing_subword_prefix: str = CONTINUING_SUBWORD_PREFIX,
+    progress: bool = True,
+) -> list[str]:
+    """Train WordPiece on a UTF-8 text file; return the vocabulary in id order (a BERT vocab.txt).
+
+    Special tokens are cut out of the text before pre-tokenization. `lowercase` lower-cases and
+    strips accents, as BERT's uncased models (and `WordPieceTokenizer(lowercase=True)`) do.
+    """
+    specials = check_special_tokens(special_tokens)
+    _check_vocab_size(vocab_size, specials)
+    path = os.fspath(input_path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"training file not found: {path!r}")
+    if os.path.getsize(path) == 0:
+        raise ValueError(f"training file {path!r} is empty")
+    counts = count_words(path, algorithm="wordpiece", special_tokens=specials, lowercase=lowercase)
+    if not counts:
+        raise ValueError(f"training file {path!r} holds no words outside the special tokens")
+    return _train(counts, vocab_size, specials, continuing_subword_prefix, progress)
+
+
+def train_wordpiece_from_iterator(
+    iterator: Iterable[str],
+    vocab_size: int,
+    special_tokens: Sequence[str] | None = BERT_SPECIAL_TOKENS,
+    *,
+    lowercase: bool = False,
+    continuing_subword_prefix: str = CONTINUING_SUBWORD_PREFIX,
+    progress: bool = True,
+) -> list[str]:
+    """Train WordPiece on an iterable of texts (a list, a generator, a `datasets` column).
+
+    Texts are counted one at a time (memory grows with the distinct words, not the data); each text
+    is pre-tokenized on its own, so no word spans two texts.
+    """
+    specials = check_special_tokens(special_tokens)
+    _check_vocab_size(vocab_size, specials)
+    counts = count_words(iter_texts(iterator), algorithm="wordpiece", special_tokens=specials, lowercase=lowercase)
+    if not counts:
+        raise ValueError("the iterator gave no words outside the special tokens")
+    return _train(counts, vocab_size, specials, continuing_subword_prefix, progress)
+
+
+def train_wordpiece_from_counts(
+    counts: Mapping[str, int] | WordCounts,
+    vocab_size: int,
+    special_tokens: Sequence[str] | None = BERT_SPECIAL_TOKENS,
+    *,
+    continuing_subword_prefix: str = CONTINUING_SUBWORD_PREFIX,
+    progress: bool = False,
+) -> list[str]:
+    """Train WordPiece from word counts (`count_words(..., algorithm="wordpiece")`, summed shards).
+
+    Identical to `train_wordpiece` on a file whose BERT words have these counts. Keys are words
+    already normalised (lower-cased if wanted): lowercasing happened when counting.
+
+    >>> train_wordpiece_from_counts({"hug": 2, "hugs": 1, "pug": 1}, 10, ["[UNK]"])
+    ['[UNK]', 'h', 'p', '##g', '##s', '##u', 'pu', 'hu', 'pug', 'hug']
+    """
+    if isinstance(counts, WordCounts):
+        if counts.algorithm != "wordpiece":
+            raise ValueError(f"these word counts were made for algorithm {counts.algorithm!r}, not 'wordpiece'")
+        counts = counts.counts
+    if not isinstance(counts, Mapping):
+        raise TypeError(f"counts must be a mapping of word -> count, got {type(counts).__name__}")
+    specials = check_special_tokens(special_tokens)
+    _check_vocab_size(vocab_size, specials)
+    for word, count in counts.items():
+        if not isinstance(word, str):
+            raise TypeError(f"words must be str, got {word!r}")
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise ValueError(f"count of word {word!r} must be a non-negative int, got {count!r}")
+    kept = {word: count for word, count in counts.items() if word and count}
+    if not kept:
+        raise ValueError("counts hold no word with a positive count")
+    return _train(kept, vocab_size, specials, continuing_subword_prefix, progress)
+
+
+def _check_vocab_size(vocab_size: int, specials: list[str]) -> None:
+    if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
+        raise TypeError(f"vocab_size must be an int, got {vocab_size!r}")
+    if vocab_size < len(specials) + 1:
+        raise ValueError(f"vocab_size={vocab_size} cannot hold {len(specials)} special tokens and an alphabet")
+
+
+# ------------------------------------------------------------------------------------------ merges
+class _Score:
+    """freq(ab) / (freq(a) * freq(b)) as exact integers; "less" means a *greater* score (min-heap)."""
+
+    __slots__ = ("count", "denominator")
+
+    def __init__(self, count: int, denominator: int) -> None:
+        self.count, self.denominator = count, denominator
+
+    def __eq__(self, other: object) -> bool:
+        return self.count * other.denominator == other.count * self.denominator  # type: ignore[attr-defined]
+
+    def __lt__(self, other: _Score) -> bool:
+        return self.count * other.denominator > other.count * self.denominator
+
+
+def _invert(token: str) -> bytes:
+    return b"".join((_MAX_CODE - ord(c) - 1).to_bytes(3, "big") for c in token) + _END
+
+
+def _train(counts: Mapping[str, int], vocab_size: int, specials: list[str], prefix: str, progress: bool) -> list[str]:
+    # 1. Vocabulary: specials, then the alphabet (first characters, then prefixed others).
+    tokens = list(specials)
+    alphabet = sorted({word[0] for word in counts}) + sorted({prefix + c for word in counts for c in word[1:]})
+    tokens += [t for t in alphabet if t not in set(specials)]
+    if vocab_size < len(tokens):
+        raise ValueError(
+            f"vocab_size={vocab_size} is too small: the corpus alphabet has {len(tokens) - len(specials)} "
+            f"tokens (first characters and {prefix!r}-characters) plus {len(specials)} special tokens = {len(tokens)}"
+        )
+    ids = {token: i for i, token in enumerate(tokens)}
+    # 2. Words as id lists, deduplicated with counts; token frequencies over the corpus.
+    words: list[list[int]] = []
+    freqs: list[int] = []
+    token_freq: defaultdict[int, int] = defaultdict(int)  # token id -> occurrences
+    for word, count in counts.items():
+        word_ids = [ids[word[0]]] + [ids[prefix + c] for c in word[1:]]
+        for token in word_ids:
+            token_freq[token] += count
+        if len(word_ids) > 1:
+            words.append(word_ids)
+            freqs.append(count)
+    _merge(words, freqs, tokens, ids, token_freq, vocab_size, prefix, progress)
+    return tokens
+
+
+def _merge(
+    words: list[list[int]],
+    freqs: list[int],
+    tokens: list[str],
+    ids: dict[str, int],
+    token_freq: defaultdict[int, int],
+    vocab_size: int,
+    prefix: str,
+    progress: bool,
+) -> None:
+    """Merge best-scoring pairs until `tokens` holds `vocab_size` entries or no pair is left."""
+    shift = PAIR_SHIFT
+    # 3. Pair counts, the pair -> words index (entries may repeat or go stale, as in BPE), and the
+    # token -> pairs index (pairs whose score rises when the token's frequency falls).
+    pair_counts: defaultdict[int, int] = defaultdict(int)
+    where: defaultdict[int, list[int]] = defaultdict(list)
+    pairs_of: defaultdict[int, set[int]] = defaultdict(set)
+    for index, word in enumerate(words):
+        for left, right in zip(word, word[1:]):
+            pair = (left << shift) | right
+            pair_counts[pair] += freqs[index]
+            where[pair].append(index)
+    for pair in pair_counts:
+        pairs_of[pair >> shift].add(pair)
+        pairs_of[pair & PAIR_MASK].add(pair)
+    inverted = [_invert(t) for t in tokens]
+
+    def entry(pair: int) -> tuple:
+        count = pair_counts[pair]
+        denominator = token_freq[pair >> shift] * token_freq[pair & PAIR_MASK]
+        key = inverted[pair >> shift] + inverted[pair & PAIR_MASK]
+        return (-count / denominator, _Score(count, denominator), key, pair)
+
+    # 4. Max-heap by (score, greatest pair). An entry is current if its count and denominator still
+    # hold; a stale one is re-pushed with its current score (or dropped once its count is 0).
+    heap = [entry(pair) for pair in pair_counts]
+    heapq.heapify(heap)
+    bar = progress_bar(vocab_size - len(tokens), progress, "WordPiece merges")
+    # 5. Merge loop.
+    while len(tokens) < vocab_size and heap:
+        _, score, _, pair = heapq.heappop(heap)
+        left, right = pair >> shift, pair & PAIR_MASK
+        count = pair_counts.get(pair, 0)
+        if count == 0:
+            continue
+        if count != score.count or token_freq[left] * token_freq[right] != score.denominator:
+            heapq.heappush(heap, entry(pair))
+            continue
+        merged = tokens[left] + (tokens[right][len(prefix) :] if tokens[right].startswith(prefix) else tokens[right])
+        new_id = ids.get(merged)
+        if new_id is None:
+            new_id = ids[merged] = len(tokens)
+            tokens.append(merged)
+            inverted.append(_invert(merged))
+            if bar is not None:
+                bar.update(1)
+        new_pairs, replaced = merge_words(words, freqs, where.pop(pair), left, right, new_id, pair_counts, where)
+        del pair_counts[pair]
+        token_freq[left] -= replaced
+        token_freq[right] -= replaced
+        token_freq[new_id] += replaced
+        for new_pair in new_pairs:
+            pairs_of[new_pair >> shift].add(new_pair)
+            pairs_of[new_pair & PAIR_MASK].add(new_pair)
+        # Scores rose for every live pair holding left or right; new pairs have final counts.
+        rescored = set(new_pairs)
+        for token in {left, right}:
+            live = [p for p in pairs_of[token] if pair_counts.get(p, 0) > 0]
+            if 2 * len(live) < len(pairs_of[token]):
+                pairs_of[token] = set(live)  # drop pairs that died
+            rescored.update(live)
+        for other in rescored:
+            if pair_counts.get(other, 0) > 0:
+                heapq.heappush(heap, entry(other))
+        if len(heap) > 4 * len(pair_counts) + COMPACT_SLACK:
+            # Most entries are stale duplicates: rebuild from the live pairs to bound memory.
+            heap = [entry(p) for p, count in pair_counts.items() if count > 0]
+            heapq.heapify(heap)
+    if bar is not None:
+        bar.close()
