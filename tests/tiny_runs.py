@@ -14,15 +14,15 @@ from tinylm_hf.training.config import TrainConfig
 TINY_MODEL = {"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2}
 
 
-def write_byte_dataset(out: Path, n_bytes: int = 120_000) -> Path:
+def write_byte_dataset(out: Path, n_bytes: int = 120_000, extra_special_tokens: tuple[str, ...] = ()) -> Path:
     """train.bin/val.bin holding the UTF-8 bytes of real stories, with headers, and the byte tokenizer
-    (BPE without merges: id = byte value, eos 256) that reads them."""
+    (BPE without merges: id = byte value, eos 256, then `extra_special_tokens`) that reads them."""
     from tinylm_hf import EOS_TOKEN
     from tinylm_hf.corpus import tokenizer_fingerprint
     from tinylm_hf.tokenization import build_hf_tokenizer
 
     out.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_hf_tokenizer({i: bytes([i]) for i in range(256)}, [], [EOS_TOKEN])
+    tokenizer = build_hf_tokenizer({i: bytes([i]) for i in range(256)}, [], [EOS_TOKEN, *extra_special_tokens])
     tokenizer.save_pretrained(out / "tokenizer")
     raw = (PACKAGE_DATA / "tinystories_valid_small.txt").read_bytes()[:n_bytes]
     arr = np.frombuffer(raw, dtype=np.uint8).astype(np.uint16)

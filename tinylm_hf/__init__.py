@@ -10,6 +10,7 @@ from .corpus import prepare_dataset, split_documents
 from .modeling import (
     TinyLMConfig,
     TinyLMForCausalLM,
+    TinyLMForMaskedLM,
     TinyLMModel,
     TinyLMPreTrainedModel,
     scaled_dot_product_attention,
@@ -51,6 +52,7 @@ from .tokenization import (
 )
 from .training import (
     AdamW,
+    MLMCollator,
     RunSummary,
     TrainConfig,
     clip_grad_norm,
@@ -72,10 +74,12 @@ __all__ = [
     "AdamW",
     "BPETokenizer",
     "EOS_TOKEN",
+    "MLMCollator",
     "RunSummary",
     "SentencePieceBPETokenizer",
     "TinyLMConfig",
     "TinyLMForCausalLM",
+    "TinyLMForMaskedLM",
     "TinyLMModel",
     "TinyLMPreTrainedModel",
     "TinyLMSentencePieceBPETokenizer",

@@ -1,7 +1,7 @@
 """The one place TinyLM's classes are registered with transformers' Auto classes.
 
 After `register()` (which `import tinylm_hf` calls), `AutoConfig`, `AutoModel`,
-`AutoModelForCausalLM` and `AutoTokenizer` resolve `model_type="tinylm"` folders to the installed
+`AutoModelForCausalLM`, `AutoModelForMaskedLM` and `AutoTokenizer` resolve `model_type="tinylm"` folders to the installed
 classes, so a folder's own `*.py` files are never needed (nor run) while tinylm_hf is installed.
 `register_for_auto_class` makes `save_pretrained` write `auto_map` and copy the code, so saved
 folders also load where tinylm_hf is not installed, with `trust_remote_code=True`.
@@ -9,11 +9,11 @@ folders also load where tinylm_hf is not installed, with `trust_remote_code=True
 
 from __future__ import annotations
 
-from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
 from transformers.models.auto import tokenization_auto
 
-from .modeling import TinyLMConfig, TinyLMForCausalLM, TinyLMModel
+from .modeling import TinyLMConfig, TinyLMForCausalLM, TinyLMForMaskedLM, TinyLMModel
 from .tokenization import (
     TinyLMSentencePieceBPETokenizer,
     TinyLMTokenizer,
@@ -37,11 +37,13 @@ def register() -> None:
     AutoConfig.register(TinyLMConfig.model_type, TinyLMConfig, exist_ok=True)
     AutoModel.register(TinyLMConfig, TinyLMModel, exist_ok=True)
     AutoModelForCausalLM.register(TinyLMConfig, TinyLMForCausalLM, exist_ok=True)
+    AutoModelForMaskedLM.register(TinyLMConfig, TinyLMForMaskedLM, exist_ok=True)
     # AutoTokenizer returns the from-scratch slow tokenizer; the fast twin is loaded by its own class.
     AutoTokenizer.register(TinyLMConfig, slow_tokenizer_class=TinyLMTokenizer, exist_ok=True)
     TinyLMConfig.register_for_auto_class("AutoConfig")
     TinyLMModel.register_for_auto_class("AutoModel")
     TinyLMForCausalLM.register_for_auto_class("AutoModelForCausalLM")
+    TinyLMForMaskedLM.register_for_auto_class("AutoModelForMaskedLM")
     TinyLMTokenizer.register_for_auto_class("AutoTokenizer")
     for tokenizer_class in STANDALONE_TOKENIZERS:
         tokenization_auto.REGISTERED_TOKENIZER_CLASSES[tokenizer_class.__name__] = tokenizer_class

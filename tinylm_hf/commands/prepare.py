@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 
 from ..corpus import prepare_dataset
+from ..corpus.prepare import load_tokenizer
+from ..training.mlm_data import write_static_masks
 
 HELP = "tokenize a corpus into train.bin / val.bin for training"
 
@@ -20,6 +22,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--val-fraction", type=float, default=0.05, help="share of the text for validation")
     parser.add_argument("--num-proc", type=int, default=None, help="tokenizing processes")
     parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument("--mlm-static", action="store_true",
+                        help="also mask the data once for masked-LM training with --masking static (BERT's static "
+                        "masking: every epoch sees the same masks); the tokenizer needs a mask token")
+    parser.add_argument("--mlm-probability", type=float, default=0.15, help="share of tokens masked (with --mlm-static)")
+    parser.add_argument("--mlm-seed", type=int, default=0, help="seed of the static masks (with --mlm-static)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,4 +41,8 @@ def run(args: argparse.Namespace) -> int:
     if "val_carved" in headers["train"]["source"]:
         print(f"validation: the last {headers['train']['source']['val_carved']:.0%} of the text, by size")
     print(f"wrote {args.out}/train.bin and val.bin")
+    if args.mlm_static:
+        masked = write_static_masks(args.out, load_tokenizer(args.tokenizer), mlm_probability=args.mlm_probability,
+                                    seed=args.mlm_seed)
+        print(f"static masks: {', '.join(f'{name}.masked.bin / {name}.chosen.bin' for name in masked)}")
     return 0

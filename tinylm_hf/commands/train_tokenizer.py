@@ -8,7 +8,7 @@ import argparse
 from ..corpus.sources import expand_inputs, iter_dataset_texts
 from ..fileio import check_output_folder, seal_folder
 from ..tokenization import sum_word_counts, train_tokenizer
-from ..tokenization.train_tokenizer import ALGORITHMS, DEFAULT_SPECIAL_TOKENS, PAD_TOKEN
+from ..tokenization.train_tokenizer import ALGORITHMS, DEFAULT_SPECIAL_TOKENS, MASK_TOKEN, PAD_TOKEN
 
 HELP = "train a tokenizer (bpe, wordpiece, unigram, sentencepiece-bpe) and save a Hugging Face tokenizer folder"
 
@@ -24,7 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--special-token", action="append", dest="special_tokens", default=None,
         help=f"special token (repeatable). Defaults: bpe {list(DEFAULT_SPECIAL_TOKENS['bpe'])} (the first becomes "
         f"eos/bos/unk; {PAD_TOKEN!r} becomes pad if given), wordpiece {list(DEFAULT_SPECIAL_TOKENS['wordpiece'])}, "
-        "none for unigram and sentencepiece-bpe (they have <unk>, <s>, </s>)",
+        "none for unigram and sentencepiece-bpe (they have <unk>, <s>, </s>). "
+        f"{MASK_TOKEN!r} becomes the bpe tokenizer's mask token (masked-LM pretraining)",
     )
     parser.add_argument("--text-column", default="text", help="the text column with --dataset (default: text)")
     parser.add_argument("--pattern", default="gpt2", help='bpe pre-tokenization regex: "gpt2", "gpt4" or a regex')

@@ -19,6 +19,7 @@ from .layers import (
     softmax,
 )
 from .modeling_tinylm import TinyLMForCausalLM, TinyLMModel, TinyLMPreTrainedModel
+from .modeling_tinylm_mlm import TinyLMForMaskedLM
 
 __all__ = [
     "PRESETS",
@@ -29,6 +30,7 @@ __all__ = [
     "SwiGLU",
     "TinyLMConfig",
     "TinyLMForCausalLM",
+    "TinyLMForMaskedLM",
     "TinyLMModel",
     "TinyLMPreTrainedModel",
     "apply_rotary",

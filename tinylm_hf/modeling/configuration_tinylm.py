@@ -57,7 +57,9 @@ class TinyLMConfig(PretrainedConfig):
 
     Field names are the Hugging Face ones (``hidden_size``, ``num_hidden_layers``, ...), so a TinyLM
     config maps one to one onto a ``LlamaConfig``. ``head_dim`` is derived (``hidden_size //
-    num_attention_heads``). Invalid values raise ``ValueError`` naming the field.
+    num_attention_heads``). ``use_bidirectional_attention=True`` (Gemma's name) makes every layer attend
+    both ways, padding still masked: the encoder of ``TinyLMForMaskedLM``, which sets it. Invalid values
+    raise ``ValueError`` naming the field.
 
     >>> TinyLMConfig.from_preset("cs336-tinystories").head_dim
     32
@@ -82,6 +84,7 @@ class TinyLMConfig(PretrainedConfig):
         bos_token_id: int | None = None,
         eos_token_id: int | list[int] | None = None,
         pad_token_id: int | None = None,
+        use_bidirectional_attention: bool = False,
         **kwargs: Any,
     ) -> None:
         self.vocab_size = vocab_size
@@ -94,6 +97,7 @@ class TinyLMConfig(PretrainedConfig):
         self.rms_norm_eps = rms_norm_eps
         self.initializer_range = initializer_range
         self.use_cache = use_cache
+        self.use_bidirectional_attention = use_bidirectional_attention
         saved_head_dim = kwargs.pop("head_dim", None)
         _validate(self, tie_word_embeddings, bos_token_id, eos_token_id, pad_token_id)
         self.head_dim = hidden_size // num_attention_heads
@@ -138,7 +142,11 @@ def _validate(
             raise ValueError(f"{name} must be a number, got {type(value).__name__} ({value!r})")
         if not value > 0:
             raise ValueError(f"{name} must be positive, got {value}")
-    for name, value in (("tie_word_embeddings", tie_word_embeddings), ("use_cache", config.use_cache)):
+    for name, value in (
+        ("tie_word_embeddings", tie_word_embeddings),
+        ("use_cache", config.use_cache),
+        ("use_bidirectional_attention", config.use_bidirectional_attention),
+    ):
         if not isinstance(value, bool):
             raise ValueError(f"{name} must be a bool, got {type(value).__name__} ({value!r})")
     token_ids = {"bos_token_id": bos_token_id, "pad_token_id": pad_token_id}

@@ -201,7 +201,11 @@ class RotaryEmbedding(nn.Module):
 
 
 class CausalSelfAttention(nn.Module):
-    """Causal multi-head self-attention with bias-free q/k/v/o projections and optional RoPE and KV cache."""
+    """Causal multi-head self-attention with bias-free q/k/v/o projections and optional RoPE and KV cache.
+
+    ``is_causal`` (an attribute, as in transformers) set to False makes it bidirectional: with no mask,
+    every query sees every key (the encoder of ``TinyLMForMaskedLM``).
+    """
 
     def __init__(self, hidden_size: int, num_heads: int, *, layer_idx: int = 0, device=None, dtype=None) -> None:
         super().__init__()
@@ -210,6 +214,7 @@ class CausalSelfAttention(nn.Module):
         self.num_heads = num_heads
         self.head_dim = hidden_size // num_heads
         self.layer_idx = layer_idx
+        self.is_causal = True
         kw = {"bias": False, "device": device, "dtype": dtype}
         self.q_proj = nn.Linear(hidden_size, hidden_size, **kw)
         self.k_proj = nn.Linear(hidden_size, hidden_size, **kw)
@@ -230,7 +235,8 @@ class CausalSelfAttention(nn.Module):
 
         Args:
             rope: (cos, sin) of shape (batch or 1, seq, head_dim // 2) from RotaryEmbedding, or None for no RoPE.
-            attention_mask: boolean (batch or 1, 1, seq, kv_len), True = attend; None = plain causal.
+            attention_mask: boolean (batch or 1, 1, seq, kv_len), True = attend; None = plain causal
+                (or no mask at all when ``is_causal`` is False).
             past_key_values: a transformers Cache; ``update(k, v, layer_idx)`` returns all keys/values.
             attn_implementation: "sdpa" (torch's fused kernel) or "eager" (our reference attention).
             output_attentions: also return the attention weights (batch, heads, seq, kv_len), computed by the
@@ -250,20 +256,31 @@ class CausalSelfAttention(nn.Module):
         if past_key_values is not None:
             k, v = past_key_values.update(k, v, self.layer_idx)  # (batch, heads, kv_len, head_dim)
         if output_attentions:
-            if attention_mask is None:
+            if attention_mask is None and self.is_causal:
                 attention_mask = causal_mask(q.shape[-2], k.shape[-2], q.device)
             probs = attention_probs(q, k, attention_mask)  # (batch, heads, seq, kv_len)
             out = self.o_proj((probs @ v).transpose(1, 2).reshape(batch, seq, -1))
             return out, probs
-        out = attend(q, k, v, attention_mask, attn_implementation)
+        out = attend(q, k, v, attention_mask, attn_implementation, is_causal=self.is_causal)
         return self.o_proj(out.transpose(1, 2).reshape(batch, seq, -1))
 
 
 def attend(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, attn_implementation: str
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None,
+    attn_implementation: str,
+    is_causal: bool = True,
 ) -> torch.Tensor:
-    """Causal attention over (batch, heads, seq, head_dim); ``mask`` None means plain causal."""
+    """Attention over (batch, heads, seq, head_dim); ``mask`` None means plain causal (no mask if not is_causal)."""
     q_len, kv_len = q.shape[-2], k.shape[-2]
+    if mask is None and not is_causal:
+        if attn_implementation not in ATTN_IMPLEMENTATIONS:
+            raise ValueError(f"attn_implementation must be one of {ATTN_IMPLEMENTATIONS}, got {attn_implementation!r}")
+        if attn_implementation == "sdpa":
+            return F.scaled_dot_product_attention(q, k, v)
+        return scaled_dot_product_attention(q, k, v)
     if attn_implementation == "sdpa":
         if mask is None and q_len == kv_len:
             return F.scaled_dot_product_attention(q, k, v, is_causal=True)

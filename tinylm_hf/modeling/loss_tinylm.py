@@ -1,4 +1,4 @@
-"""The one hand-written cross-entropy of TinyLM, and the next-token loss the model's ``labels=`` path computes.
+"""The one hand-written cross-entropy of TinyLM, and the next-token and masked-token losses of ``labels=``.
 
 Both the training loop (``tinylm_hf.training``) and ``TinyLMForCausalLM(labels=...)`` use ``cross_entropy``
 from here. This file imports only torch: transformers copies it flat next to ``modeling_tinylm.py`` for
@@ -119,10 +119,25 @@ def causal_lm_loss(
             )
         # shifting the labels (not the logits) avoids copying the largest tensor of the step
         shift_labels = F.pad(labels, (0, 1), value=ignore_index)[..., 1:]
-    shift_labels = shift_labels.to(logits.device)
+    return masked_lm_loss(logits, shift_labels, num_items_in_batch=num_items_in_batch, ignore_index=ignore_index)
+
+
+def masked_lm_loss(
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    num_items_in_batch: int | torch.Tensor | None = None,
+    ignore_index: int = IGNORE_INDEX,
+) -> torch.Tensor:
+    """Loss of ``logits`` (batch, seq, vocab) against ``labels`` (batch, seq) at the same positions, no shift.
+
+    The masked-LM loss: labels hold the original token where a position was chosen for masking and
+    ``ignore_index`` elsewhere. ``num_items_in_batch`` as in `causal_lm_loss`.
+    """
+    labels = labels.to(logits.device)
     if num_items_in_batch is None:
-        return cross_entropy(logits, shift_labels, ignore_index=ignore_index)
-    total = cross_entropy(logits, shift_labels, ignore_index=ignore_index, reduction="sum")
+        return cross_entropy(logits, labels, ignore_index=ignore_index)
+    total = cross_entropy(logits, labels, ignore_index=ignore_index, reduction="sum")
     if isinstance(num_items_in_batch, torch.Tensor):
         num_items_in_batch = num_items_in_batch.to(total.device)
     return total / num_items_in_batch

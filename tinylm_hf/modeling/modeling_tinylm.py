@@ -96,8 +96,13 @@ class TinyLMPreTrainedModel(PreTrainedModel):
         return (model, info) if want_info else model
 
     def save_pretrained(self, save_directory, *args, **kwargs) -> None:
-        """Save as transformers does, with both ``AutoModel`` and ``AutoModelForCausalLM`` in ``auto_map``."""
-        self.config.auto_map = {**AUTO_MAP, **(getattr(self.config, "auto_map", None) or {})}
+        """Save as transformers does, with both ``AutoModel`` and ``AutoModelForCausalLM`` in ``auto_map``.
+
+        A bidirectional (masked-LM) model gets only ``AutoModel`` here: it is no causal LM, and its own
+        class adds ``AutoModelForMaskedLM``.
+        """
+        base = {"AutoModel": AUTO_MAP["AutoModel"]} if self.config.use_bidirectional_attention else AUTO_MAP
+        self.config.auto_map = {**base, **(getattr(self.config, "auto_map", None) or {})}
         return super().save_pretrained(save_directory, *args, **kwargs)
 
 
@@ -114,6 +119,8 @@ class TinyLMModel(TinyLMPreTrainedModel):
         self.layers = nn.ModuleList(TinyLMDecoderLayer(config, i) for i in range(config.num_hidden_layers))
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.rotary_emb = RotaryEmbedding(config.head_dim, config.max_position_embeddings, config.rope_theta)
+        for layer in self.layers:
+            layer.self_attn.is_causal = not config.use_bidirectional_attention
         self.gradient_checkpointing = False
         self.post_init()
 
@@ -151,8 +158,11 @@ class TinyLMModel(TinyLMPreTrainedModel):
                 self._check_token_ids(input_ids)
             inputs_embeds = self.embed_tokens(input_ids)
         batch, seq = inputs_embeds.shape[:2]
+        causal = not self.config.use_bidirectional_attention
+        if not causal and (use_cache or past_key_values is not None):
+            raise ValueError("a bidirectional (masked-LM) TinyLM has no KV cache: pass use_cache=False and no past_key_values")
         if use_cache is None:  # a training forward keeps no cache unless asked to
-            use_cache = self.config.use_cache and not self.training
+            use_cache = causal and self.config.use_cache and not self.training
         if use_cache and past_key_values is None:
             past_key_values = DynamicCache(config=self.config)
         past_len, kv_len = _cache_lengths(past_key_values, seq)
@@ -167,8 +177,10 @@ class TinyLMModel(TinyLMPreTrainedModel):
         elif checking:
             self._check_position_ids(position_ids)
             if attention_mask is None and past_len == 0:
-                attention_mask = _packed_sequences_mask(position_ids, batch)
-        mask = _build_attention_mask(attention_mask, batch, past_len, seq, inputs_embeds.device, checking, kv_len)
+                attention_mask = _packed_sequences_mask(position_ids, batch, causal)
+        mask = _build_attention_mask(
+            attention_mask, batch, past_len, seq, inputs_embeds.device, checking, kv_len, causal=causal
+        )
         rope = self.rotary_emb(position_ids, dtype=inputs_embeds.dtype)
         hidden_states, all_hidden_states, all_attentions = self._run_layers(
             inputs_embeds, rope, mask, past_key_values, output_attentions, keep_states
@@ -243,8 +255,10 @@ def _hidden_state_selection(output_hidden_states: bool | int | list[int] | None,
     return {i % count for i in indices if -count <= i < count}
 
 
-def _packed_sequences_mask(position_ids: torch.Tensor, batch: int) -> torch.Tensor | None:
+def _packed_sequences_mask(position_ids: torch.Tensor, batch: int, causal: bool = True) -> torch.Tensor | None:
     """Block-causal (batch, 1, seq, seq) mask when rows pack several sequences (positions restart), else None.
+
+    Block-diagonal instead when not ``causal`` (a bidirectional encoder).
 
     Padding-free batches (e.g. ``DataCollatorWithFlattening``) pass no attention_mask, only position_ids
     that start again at each sequence; tokens must not attend across those boundaries (as in Llama).
@@ -255,7 +269,7 @@ def _packed_sequences_mask(position_ids: torch.Tensor, batch: int) -> torch.Tens
     if not bool((sequence_ids[:, -1] > 0).any()):
         return None
     same = sequence_ids[:, :, None] == sequence_ids[:, None, :]  # (batch, seq, seq)
-    return (same & torch.ones_like(same[0]).tril())[:, None]
+    return (same & torch.ones_like(same[0]).tril())[:, None] if causal else same[:, None]
 
 
 def _cache_lengths(past_key_values: Cache | None, seq: int) -> tuple[int, int]:
@@ -284,11 +298,14 @@ def _build_attention_mask(
     device: torch.device,
     skip_all_ones: bool = True,
     kv_len: int | None = None,
+    *,
+    causal: bool = True,
 ) -> torch.Tensor | None:
     """Boolean (batch, 1, seq, kv_len) mask, True = attend; None when plain causal attention is enough.
 
     ``kv_len`` is the key length the cache hands attention: past + seq, or more for a static cache
-    (whose unfilled slots the causal part masks out).
+    (whose unfilled slots the causal part masks out). Not ``causal`` (a bidirectional encoder): only
+    padding keys are masked, as a (batch, 1, 1, kv_len) mask, and None means no mask at all.
     """
     real_len = past_len + seq
     kv_len = real_len if kv_len is None else kv_len
@@ -304,13 +321,17 @@ def _build_attention_mask(
             attention_mask = None
     if attention_mask is None and kv_len == real_len:
         return None
-    causal = torch.ones(seq, kv_len, dtype=torch.bool, device=device).tril(diagonal=past_len)
+    if not causal:
+        # a row of padding only would see nothing (NaN): let it see everything (its output is ignored)
+        key_ok = attention_mask.bool()[:, None, None, :]  # (batch, 1, 1, kv_len)
+        return key_ok | ~key_ok.any(dim=-1, keepdim=True)
+    allowed = torch.ones(seq, kv_len, dtype=torch.bool, device=device).tril(diagonal=past_len)
     if attention_mask is None:
-        return causal[None, None]  # (1, 1, seq, kv_len)
+        return allowed[None, None]  # (1, 1, seq, kv_len)
     key_ok = attention_mask.bool()
     if kv_len > real_len:
         key_ok = torch.nn.functional.pad(key_ok, (0, kv_len - real_len), value=False)
-    mask = causal & key_ok[:, None, None, :]  # (batch, 1, seq, kv_len)
+    mask = allowed & key_ok[:, None, None, :]  # (batch, 1, seq, kv_len)
     # a padding query before any real token sees nothing: let it see everything (its output is ignored) to avoid NaN
     return mask | ~mask.any(dim=-1, keepdim=True)
 
@@ -335,6 +356,11 @@ class TinyLMForCausalLM(TinyLMPreTrainedModel, GenerationMixin):
     _tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
 
     def __init__(self, config: TinyLMConfig) -> None:
+        if config.use_bidirectional_attention:
+            raise ValueError(
+                "this config has use_bidirectional_attention=True: it is a masked-LM encoder, not a causal LM; "
+                "load it with AutoModelForMaskedLM / TinyLMForMaskedLM"
+            )
         super().__init__(config)
         self.model = TinyLMModel(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)

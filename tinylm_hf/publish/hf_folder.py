@@ -23,14 +23,15 @@ HF_DIR = "hf"
 
 
 def model_from_checkpoint(path: str | os.PathLike) -> Any:
-    """A `TinyLMForCausalLM` holding a training checkpoint's weights (loaded weights-only)."""
-    from ..modeling import TinyLMConfig, TinyLMForCausalLM
+    """A `TinyLMForCausalLM` (`TinyLMForMaskedLM` for an encoder) holding a training checkpoint's weights."""
+    from ..modeling import TinyLMConfig, TinyLMForCausalLM, TinyLMForMaskedLM
 
     state = load_state(path)
     if "model_config" not in state:
         raise ValueError(f"{path} has no model config: it is not a training checkpoint of `tinylm train`")
     config = {k: v for k, v in state["model_config"].items() if k not in ("architectures", "auto_map", "dtype", "torch_dtype")}
-    model = TinyLMForCausalLM(TinyLMConfig(**config))
+    model_class = TinyLMForMaskedLM if config.get("use_bidirectional_attention") else TinyLMForCausalLM
+    model = model_class(TinyLMConfig(**config))
     model.load_state_dict(state["model"])
     return model.eval()
 
@@ -66,10 +67,11 @@ def publish_run(
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else model.config.eos_token_id
-        GenerationConfig(
-            bos_token_id=model.config.bos_token_id, eos_token_id=eos, pad_token_id=eos,
-            do_sample=True, temperature=0.8, top_k=50, max_new_tokens=200,
-        ).save_pretrained(tmp)
+        if summary.objective == "clm":  # an encoder does not generate
+            GenerationConfig(
+                bos_token_id=model.config.bos_token_id, eos_token_id=eos, pad_token_id=eos,
+                do_sample=True, temperature=0.8, top_k=50, max_new_tokens=200,
+            ).save_pretrained(tmp)
         name = Path(summary.out_dir).resolve().name
         write_model_card(tmp, summary, model=model, model_name=name, repo_id=f"your-name/{name}")
         seal_folder(tmp)

@@ -66,13 +66,15 @@ def describe_training(summary: RunSummary | None) -> str:
         return "No training record is stored with this folder."
     cfg = summary.train_config
     lines = [
+        f"- objective: {describe_objective(summary)}",
         f"- optimizer steps: {summary.iterations:,}",
         f"- tokens seen: {summary.tokens:,}",
         f"- trained context: {summary.context_length} tokens; batch {summary.batch_size} sequences",
     ]
     for label, value in (("final training loss", summary.loss), ("validation loss", summary.val_loss),
                          ("validation perplexity", summary.val_perplexity),
-                         ("validation bits per byte", summary.val_bpb)):
+                         ("validation bits per byte", summary.val_bpb),
+                         ("validation masked-token accuracy", summary.val_accuracy)):
         if value is not None:
             lines.append(f"- {label}: {value:.4f}")
     lines.append(f"- wall-clock seconds: {summary.elapsed_s:,.0f} on {summary.world_size} process(es)")
@@ -86,9 +88,28 @@ def describe_training(summary: RunSummary | None) -> str:
     return head + "\n\n" + "\n".join(lines)
 
 
+MASKING_NAMES = {
+    "static": "static masking (BERT: masked once when the data was prepared)",
+    "dynamic": "dynamic masking (RoBERTa: a new mask every time a sequence is seen)",
+    "whole_word": "whole-word masking (all pieces of a word masked together)",
+    "ngram": "n-gram masking (ERNIE: 1-3 word n-grams, shorter ones more likely)",
+    "span": "span masking (SpanBERT: geometric span lengths, p = 0.2, clipped at 10 words)",
+}
+
+
+def describe_objective(summary: RunSummary) -> str:
+    """One line naming the training objective and, for masked-LM, the masking strategy and probability."""
+    if summary.objective != "mlm":
+        return "causal language modelling (next-token prediction)"
+    probability = summary.train_config.get("mlm_probability", 0.15)
+    masking = MASKING_NAMES.get(summary.masking or "", summary.masking or "unknown masking")
+    return (f"masked language modelling (mlm) with {masking}; {probability:.0%} of the tokens chosen, "
+            "replaced by the mask token 80%, a random token 10%, kept 10%")
+
+
 def results_from_summary(summary: RunSummary | None) -> dict[str, Any] | None:
     """Evaluation results (perplexity, bits per byte, cross-entropy) from the run's last validation."""
-    if summary is None or summary.val_loss is None:
+    if summary is None or summary.val_loss is None or summary.objective == "mlm":  # masked-token loss is no LM metric
         return None
     results: dict[str, Any] = {"cross_entropy": summary.val_loss, "dataset": f"{summary.data.name} (validation split)"}
     if summary.val_perplexity is not None:
@@ -132,7 +153,8 @@ def render_model_card(folder: str | os.PathLike, summary: RunSummary | None = No
         results = results_from_summary(summary)
     data = describe_data(summary.data if summary else None)
     card_data = ModelCardData(
-        library_name="transformers", pipeline_tag="text-generation", license=facts.pop("license", None),
+        library_name="transformers", license=facts.pop("license", None),
+        pipeline_tag="fill-mask" if summary is not None and summary.objective == "mlm" else "text-generation",
         datasets=facts.pop("datasets", data.pop("datasets")),
         tags=["tinylm", "custom_code", "llama-compatible", *facts.pop("tags", [])],
         model_name=model_name, eval_results=_eval_results(results),

@@ -33,6 +33,7 @@ from .wordpiece import write_vocab_txt
 from .wordpiece_train import BERT_SPECIAL_TOKENS, train_wordpiece_from_counts
 
 PAD_TOKEN = "<|pad|>"
+MASK_TOKEN = "<|mask|>"  # becomes the mask token (masked-LM pretraining) when given
 CONTROL_TOKENS = (BOS_TOKEN, SENTENCEPIECE_EOS_TOKEN)  # sentencepiece's <s>, </s>: ids 1 and 2
 ALGORITHMS = ("bpe", "wordpiece", "unigram", "sentencepiece-bpe")
 DEFAULT_SPECIAL_TOKENS = {"bpe": (EOS_TOKEN,), "wordpiece": BERT_SPECIAL_TOKENS, "unigram": (), "sentencepiece-bpe": ()}
@@ -48,18 +49,19 @@ def build_hf_tokenizer(
     """A `TinyLMTokenizer` over trained `vocab`/`merges`, with every special token registered as special.
 
     `EOS_TOKEN` (else the first special token) becomes eos, bos and unk; `PAD_TOKEN` becomes pad when
-    given, else pad is eos.
+    given, else pad is eos; `MASK_TOKEN` becomes the mask token when given.
     """
     special_tokens = check_special_tokens(special_tokens)
     if not special_tokens:
         raise ValueError(f'at least one special token is needed to serve as eos/pad, e.g. "{EOS_TOKEN}"')
     eos = EOS_TOKEN if EOS_TOKEN in special_tokens else special_tokens[0]
     pad = PAD_TOKEN if PAD_TOKEN in special_tokens else eos
-    extra = [s for s in special_tokens if s not in (eos, pad)]
+    mask = {"mask_token": MASK_TOKEN} if MASK_TOKEN in special_tokens else {}
+    extra = [s for s in special_tokens if s not in (eos, pad, MASK_TOKEN)]
     bpe = BPETokenizer(vocab, merges, special_tokens, pattern=pattern)  # gives missing specials their ids
     return TinyLMTokenizer(
         vocab=bpe.vocab, merges=bpe.merges, unk_token=eos, bos_token=eos, eos_token=eos, pad_token=pad,
-        pattern=pattern, extra_special_tokens=extra,
+        pattern=pattern, extra_special_tokens=extra, **mask,
     )
 
 

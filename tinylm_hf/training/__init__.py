@@ -8,6 +8,7 @@ from .checkpoint import load_checkpoint, save_checkpoint
 from .config import TrainConfig
 from .functional import clip_grad_norm, cross_entropy
 from .loop import train
+from .masking import MLMCollator
 from .optimizer import AdamW, param_groups_for_weight_decay
 from .schedule import cosine_lr
 from .step import NonFiniteLossError, StepResult, train_step
@@ -16,6 +17,7 @@ from .summary import DataProvenance, RunSummary
 __all__ = [
     "AdamW",
     "DataProvenance",
+    "MLMCollator",
     "NonFiniteLossError",
     "RunSummary",
     "StepResult",

@@ -22,6 +22,8 @@ from typing import Any
 REPORT_TARGETS = ("none", "tensorboard", "trackio", "wandb")
 DTYPES = ("auto", "float32", "bfloat16")
 BUDGET_CLOCKS = ("wall", "process")
+OBJECTIVES = ("clm", "mlm")
+MASKING_STRATEGIES = ("static", "dynamic", "whole_word", "ngram", "span")  # MLMCollator's (training/masking.py)
 
 
 @dataclass
@@ -43,6 +45,14 @@ class TrainConfig:
     """TinyLMConfig field overrides, e.g. {hidden_size: 128, num_hidden_layers: 2}."""
     init_from: str | None = None
     """Start from a saved Hugging Face model folder (from_pretrained) instead of random weights."""
+
+    # ---- objective
+    objective: str = "clm"
+    """clm: next-token prediction (TinyLMForCausalLM); mlm: masked-token prediction (TinyLMForMaskedLM, an encoder)."""
+    masking: str = "dynamic"
+    """MLM masking strategy: static (needs `tinylm prepare --mlm-static`), dynamic, whole_word, ngram or span."""
+    mlm_probability: float = 0.15
+    """Share of the tokens chosen for masked-LM prediction, in (0, 1)."""
 
     # ---- optimisation
     batch_size: int = 32
@@ -158,6 +168,13 @@ class TrainConfig:
             raise TypeError(f"model must be a mapping of TinyLMConfig overrides, got {type(self.model).__name__}")
         if self.resume and self.overwrite:
             raise ValueError("resume and overwrite contradict each other: pass one of them")
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
+        if self.masking not in MASKING_STRATEGIES:
+            raise ValueError(f"masking must be one of {', '.join(MASKING_STRATEGIES)}, got {self.masking!r}")
+        if isinstance(self.mlm_probability, bool) or not isinstance(self.mlm_probability, (int, float)) \
+                or not 0 < self.mlm_probability < 1:
+            raise ValueError(f"mlm_probability must be strictly between 0 and 1 (e.g. 0.15), got {self.mlm_probability!r}")
         if not self.data_dir:
             raise ValueError("data_dir is required: the folder made by `tinylm prepare`")
 

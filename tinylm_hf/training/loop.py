@@ -34,13 +34,15 @@ from .checkpoint import (
     save_training_state,
 )
 from .config import TrainConfig
+from .masking import MLMCollator
 from .metrics import Console, MetricsLog, Tracker, plot_losses, rewrite_metrics
 from .optimizer import AdamW, param_groups_for_weight_decay
 from .run_dir import RunDirectory
 from .schedule import cosine_lr
+from .mlm_data import StaticMasks, iter_mlm_eval_batches, mask_windows, static_windows
 from .step import NonFiniteLossError, train_step
 from .summary import DataProvenance, RunSummary
-from .validation import evaluate, sample_completion
+from .validation import evaluate, evaluate_masked_lm, sample_completion
 
 CALIBRATION_STEPS = 4  # steps timed (after one warm-up step) before the first plan for time_budget_s
 REPLAN_EVERY = 0.1  # re-plan after every tenth of the budget, so that load changing mid-run moves the plan
@@ -108,13 +110,15 @@ def open_data(config: TrainConfig) -> TrainingData:
 
 
 def build_model(config: TrainConfig, vocab_size: int, eos_id: int | None) -> torch.nn.Module:
-    """A TinyLMForCausalLM from `init_from`, or a preset/overrides sized to the tokenizer and context."""
-    from ..modeling import TinyLMConfig, TinyLMForCausalLM
+    """A TinyLMForCausalLM (TinyLMForMaskedLM for objective mlm) from `init_from`, or a preset/overrides
+    sized to the tokenizer and context."""
+    from ..modeling import TinyLMConfig, TinyLMForCausalLM, TinyLMForMaskedLM
 
+    model_class = TinyLMForMaskedLM if config.objective == "mlm" else TinyLMForCausalLM
     if config.init_from:
         if not Path(config.init_from).is_dir():
             raise FileNotFoundError(f"init_from folder {config.init_from} does not exist")
-        model = TinyLMForCausalLM.from_pretrained(config.init_from)
+        model = model_class.from_pretrained(config.init_from)
     else:
         overrides = dict(config.model)
         overrides.setdefault("vocab_size", vocab_size)
@@ -128,7 +132,7 @@ def build_model(config: TrainConfig, vocab_size: int, eos_id: int | None) -> tor
             model_config = TinyLMConfig(**overrides)
         if model_config.max_position_embeddings < config.context_length and "max_position_embeddings" not in config.model:
             model_config.max_position_embeddings = config.context_length
-        model = TinyLMForCausalLM(model_config)
+        model = model_class(model_config)
     if model.config.vocab_size < vocab_size:
         raise ValueError(f"model vocab_size {model.config.vocab_size} is smaller than the data's {vocab_size}")
     if model.config.max_position_embeddings < config.context_length:
@@ -141,7 +145,7 @@ def build_model(config: TrainConfig, vocab_size: int, eos_id: int | None) -> tor
 
 def _load_sample_tokenizer(provenance: DataProvenance, config: TrainConfig) -> Any:
     tokenizer_dir = config.tokenizer_dir or provenance.tokenizer_dir
-    if not config.sample_tokens or not tokenizer_dir or not Path(tokenizer_dir).is_dir():
+    if config.objective != "clm" or not config.sample_tokens or not tokenizer_dir or not Path(tokenizer_dir).is_dir():
         return None
     from ..corpus.prepare import load_tokenizer
 
@@ -204,6 +208,50 @@ def _budget_clock(name: str) -> Callable[[], float]:
     return time.process_time if name == "process" else time.perf_counter
 
 
+# ----------------------------------------------------------------------------- masked-LM data
+
+
+@dataclass
+class MaskedLMData:
+    """What the mlm objective adds to the data: the collator, or the stored static masks of each split."""
+
+    collator: MLMCollator
+    train_masks: StaticMasks | None
+    val_masks: StaticMasks | None
+
+
+def open_masked_lm_data(config: TrainConfig, data: TrainingData) -> MaskedLMData:
+    """The collator for `config.masking` (the data's tokenizer decides words and the mask token)."""
+    from ..corpus.prepare import load_tokenizer
+
+    tokenizer_dir = config.tokenizer_dir or data.provenance.tokenizer_dir
+    if not tokenizer_dir or not Path(tokenizer_dir).is_dir():
+        raise FileNotFoundError(f"objective mlm needs the data's tokenizer folder ({tokenizer_dir}); pass --tokenizer-dir")
+    tokenizer = load_tokenizer(tokenizer_dir)
+    collator = MLMCollator(tokenizer, config.masking, mlm_probability=config.mlm_probability, seed=config.seed)
+    if config.masking != "static":
+        return MaskedLMData(collator, None, None)
+    return MaskedLMData(collator, StaticMasks.open(config.data_dir, "train", data.train),
+                        StaticMasks.open(config.data_dir, "val", data.val))
+
+
+def _micro_batch(config: TrainConfig, data: TrainingData, mlm: MaskedLMData | None, starts: torch.Tensor,
+                 rows: slice, device: torch.device, seed: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(inputs, targets) of this rank's rows: next tokens (clm), or masked inputs and labels (mlm).
+
+    Dynamic masks are drawn for the whole global micro-batch from a generator seeded by `seed` (the
+    run's seed, iteration and micro-step), so resumed and multi-process runs mask exactly as one
+    uninterrupted process would.
+    """
+    if mlm is None:
+        return batch_from_starts(data.train, starts[rows], config.context_length, device)
+    if mlm.train_masks is not None:
+        return static_windows(data.train, mlm.train_masks, starts[rows], config.context_length, device)
+    x, _ = batch_from_starts(data.train, starts, config.context_length, "cpu")
+    x, y = mask_windows(x, mlm.collator, np.random.default_rng(seed))
+    return x[rows].to(device), y[rows].to(device)
+
+
 # ----------------------------------------------------------------------------- the loop
 
 
@@ -251,6 +299,7 @@ def _train(config: TrainConfig, data: TrainingData, run: RunDirectory, run_id: s
                       betas=(config.beta1, config.beta2), eps=config.eps, weight_decay=config.weight_decay)
     sampler = torch.Generator().manual_seed(config.seed)
     tokenizer = _load_sample_tokenizer(data.provenance, config) if master else None
+    mlm = open_masked_lm_data(config, data) if config.objective == "mlm" else None
 
     start_iter, tokens_seen, metrics, best_val = 0, 0, [], float("inf")
     max_iters, warmup_iters, cycle_iters = config.max_iters, config.warmup_iters, config.cycle_iters
@@ -335,10 +384,10 @@ def _train(config: TrainConfig, data: TrainingData, run: RunDirectory, run_id: s
             t0, budget_t0 = time.perf_counter(), clock()
             lr = cosine_lr(it, config.max_lr, config.min_lr, warmup_iters, cycle_iters)
             batches = []
-            for _ in range(config.grad_accum_steps):
+            for i in range(config.grad_accum_steps):
                 starts = sample_starts(len(data.train), micro_global, config.context_length, sampler)
-                batches.append(batch_from_starts(data.train, starts[rank * micro : (rank + 1) * micro],
-                                                 config.context_length, device))
+                batches.append(_micro_batch(config, data, mlm, starts, slice(rank * micro, (rank + 1) * micro),
+                                            device, (config.seed, it, i)))
             try:
                 result = train_step(
                     model, optimizer, batches, lr=lr, grad_clip=config.grad_clip, autocast=autocast,
@@ -372,9 +421,15 @@ def _train(config: TrainConfig, data: TrainingData, run: RunDirectory, run_id: s
 
             last = it == max_iters or stopped_by_budget
             if (config.eval_every and it % config.eval_every == 0) or last:
-                if master:
+                if master and mlm is not None:
+                    last_eval = evaluate_masked_lm(
+                        raw_model, iter_mlm_eval_batches(data.val, eval_bs, config.context_length, mlm.collator,
+                                                         config.seed, mlm.val_masks),
+                        device, config.eval_iters, autocast)
+                elif master:
                     last_eval = evaluate(raw_model, data.val, eval_bs, config.context_length, device,
                                          config.eval_iters, data.bytes_per_token, autocast)
+                if master:
                     if tokenizer is not None:
                         last_eval["sample"] = sample_completion(raw_model, tokenizer, config.sample_prompt,
                                                                 config.sample_tokens)
@@ -410,11 +465,13 @@ def _train(config: TrainConfig, data: TrainingData, run: RunDirectory, run_id: s
         run_id=run_id or "", out_dir=str(run.path), iterations=it, tokens=tokens_seen,
         context_length=config.context_length, batch_size=config.batch_size, loss=step_loss,
         val_loss=last_eval.get("val_loss"), val_perplexity=last_eval.get("val_perplexity"),
-        val_bpb=last_eval.get("val_bpb"), best_val_loss=best_val if best_val < float("inf") else None,
+        val_bpb=last_eval.get("val_bpb"), val_accuracy=last_eval.get("val_accuracy"),
+        best_val_loss=best_val if best_val < float("inf") else None,
         checkpoint=str(find_latest_checkpoint(run.checkpoints)) if master else None,
         best_checkpoint=str(best_path) if best_path.is_file() else None,
         interrupted=interrupted["flag"], elapsed_s=time.perf_counter() - t_start, world_size=world,
-        data=data.provenance, train_config=config.to_dict(),
+        data=data.provenance, train_config=config.to_dict(), objective=config.objective,
+        masking=config.masking if mlm is not None else None,
     )
     if master:
         summary.save()
@@ -428,6 +485,8 @@ def _eval_line(it: int, result: dict[str, Any], prompt: str) -> str:
     line = f"iter {it}: val loss {result['val_loss']:.4f}, ppl {result['val_perplexity']:.2f}"
     if "val_bpb" in result:
         line += f", bpb {result['val_bpb']:.3f}"
+    if "val_accuracy" in result:
+        line += f", masked-token accuracy {result['val_accuracy']:.3f}"
     if "sample" in result:
         line += f"\n  sample: {prompt}{result['sample']!r}"
     return line

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..modeling.loss_tinylm import IGNORE_INDEX
 from .functional import clip_grad_norm, cross_entropy
 
 
@@ -45,6 +46,9 @@ def train_step(
 ) -> StepResult:
     """Accumulate gradients over `micro_batches` of `(x, y)`, clip, check, and step at learning rate `lr`.
 
+    The loss is the mean over every target of the step (targets of -100, the positions a masked-LM
+    batch does not predict, are left out), so a micro-batch with few or no targets weighs that much.
+
     Args:
         no_sync: DDP's `model.no_sync`, entered for every micro-batch but the last.
         all_reduce: averages the loss over DDP ranks (identity for one process).
@@ -53,12 +57,13 @@ def train_step(
     for group in optimizer.param_groups:
         group["lr"] = lr
     loss_sum = None
+    n_targets = sum((y != IGNORE_INDEX).sum() for _, y in micro_batches).clamp(min=1)  # a tensor: no device sync
     for i, (x, y) in enumerate(micro_batches):
         sync = no_sync() if no_sync is not None and i < len(micro_batches) - 1 else contextlib.nullcontext()
         with sync:
             with autocast or contextlib.nullcontext():
                 logits = model(input_ids=x).logits
-            loss = cross_entropy(logits, y) / len(micro_batches)
+            loss = cross_entropy(logits, y, reduction="sum") / n_targets
             loss.backward()
         loss_sum = loss.detach() if loss_sum is None else loss_sum + loss.detach()
     if all_reduce is not None:

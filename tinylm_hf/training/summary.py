@@ -81,7 +81,9 @@ class RunSummary:
     val_perplexity: float | None = None
     """exp(val_loss)."""
     val_bpb: float | None = None
-    """Validation bits per UTF-8 byte."""
+    """Validation bits per UTF-8 byte (causal objective only)."""
+    val_accuracy: float | None = None
+    """Masked-token accuracy of the last evaluation (mlm objective only; val_loss is then the masked-token loss)."""
     best_val_loss: float | None = None
     """Lowest validation loss of the run."""
     checkpoint: str | None = None
@@ -98,6 +100,10 @@ class RunSummary:
     """The training data."""
     train_config: dict[str, Any] = field(default_factory=dict)
     """TrainConfig.to_dict() of the run."""
+    objective: str = "clm"
+    """clm (next-token prediction, a decoder) or mlm (masked-token prediction, an encoder)."""
+    masking: str | None = None
+    """The masking strategy of an mlm run (static, dynamic, whole_word, ngram, span)."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict."""

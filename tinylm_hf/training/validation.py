@@ -1,16 +1,47 @@
-"""Evaluation during training: validation loss, perplexity and bits per byte, and a sample from a fixed prompt."""
+"""Evaluation during training: validation loss, perplexity and bits per byte (masked-token loss and accuracy
+for the mlm objective), and a sample from a fixed prompt."""
 
 from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 import torch
 
 from .batches import iter_eval_batches
+from ..modeling.loss_tinylm import IGNORE_INDEX
 from .functional import cross_entropy
+
+
+def _score(
+    model: torch.nn.Module,
+    batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
+    device: torch.device,
+    max_batches: int | None,
+    autocast: contextlib.AbstractContextManager | None,
+    *,
+    accuracy: bool = False,
+) -> tuple[float, int, int]:
+    """(summed loss, correct argmax predictions (if `accuracy`), targets) over the first `max_batches` batches."""
+    was_training = model.training
+    model.eval()
+    total, correct, count = 0.0, 0, 0
+    for i, (x, y) in enumerate(batches):
+        if max_batches is not None and i >= max_batches:
+            break
+        x, y = x.to(device), y.to(device)
+        with autocast or contextlib.nullcontext():
+            logits = model(input_ids=x).logits
+        total += float(cross_entropy(logits, y, reduction="sum"))
+        targets = y != IGNORE_INDEX
+        count += int(targets.sum())
+        if accuracy:
+            correct += int((logits.argmax(-1)[targets] == y[targets]).sum())
+    model.train(was_training)
+    return total, correct, count
 
 
 @torch.no_grad()
@@ -26,23 +57,27 @@ def evaluate(
 ) -> dict[str, float]:
     """Mean loss over (the first `max_batches` of) the sequential validation batches: `val_loss`,
     `val_perplexity` and, given the data's bytes per token, `val_bpb`."""
-    was_training = model.training
-    model.eval()
-    total, count = 0.0, 0
-    for i, (x, y) in enumerate(iter_eval_batches(data, batch_size, context_length)):
-        if max_batches is not None and i >= max_batches:
-            break
-        x, y = x.to(device), y.to(device)
-        with autocast or contextlib.nullcontext():
-            logits = model(input_ids=x).logits
-        total += float(cross_entropy(logits, y, reduction="sum"))
-        count += y.numel()
-    model.train(was_training)
+    total, _, count = _score(model, iter_eval_batches(data, batch_size, context_length), device, max_batches, autocast)
     loss = total / max(count, 1)
     out = {"val_loss": loss, "val_perplexity": math.exp(min(loss, 700.0))}
     if bytes_per_token:
         out["val_bpb"] = loss / math.log(2) / bytes_per_token
     return out
+
+
+@torch.no_grad()
+def evaluate_masked_lm(
+    model: torch.nn.Module,
+    batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
+    device: torch.device,
+    max_batches: int | None = None,
+    autocast: contextlib.AbstractContextManager | None = None,
+) -> dict[str, float]:
+    """Masked-token loss and accuracy over (the first `max_batches` of) `(masked ids, labels)` batches:
+    `val_loss`, `val_perplexity` (exp of it) and `val_accuracy` (argmax equals the original token)."""
+    total, correct, count = _score(model, batches, device, max_batches, autocast, accuracy=True)
+    loss = total / max(count, 1)
+    return {"val_loss": loss, "val_perplexity": math.exp(min(loss, 700.0)), "val_accuracy": correct / max(count, 1)}
 
 
 @torch.no_grad()
