@@ -209,3 +209,12 @@ def test_push_keeps_the_training_facts_of_an_existing_card(fresh_copy, hub):
     assert f'from_pretrained("{REPO_ID}", trust_remote_code=True)' in pushed.text
     assert (fresh_copy / "README.md").read_text(encoding="utf-8") == str(card)  # the local card is left as it was
     assert {r.metric_type: r.metric_value for r in pushed.data.eval_results} == {"perplexity": 12.18, "cross_entropy": 2.5}
+
+
+def test_card_of_an_encoder_folder_describes_an_encoder(fresh_copy):
+    config = json.loads((fresh_copy / "config.json").read_text())
+    config["use_bidirectional_attention"] = True
+    (fresh_copy / "config.json").write_text(json.dumps(config))
+    card = render_model_card(fresh_copy, repo_id=REPO_ID)
+    assert "bidirectional encoder (masked language model)" in card.text and "decoder-only" not in card.text
+    assert 'pipeline("fill-mask"' in card.text and "generate(" not in card.text

@@ -107,6 +107,44 @@ def describe_objective(summary: RunSummary) -> str:
             "replaced by the mask token 80%, a random token 10%, kept 10%")
 
 
+CAUSAL_USAGE = """```python
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+# With tinylm_hf installed, `import tinylm_hf` and leave out trust_remote_code: the installed
+# classes load the folder. Without it, trust_remote_code=True runs the folder's *.py files: read them first.
+model = AutoModelForCausalLM.from_pretrained("{repo_id}", trust_remote_code=True)
+tokenizer = AutoTokenizer.from_pretrained("{repo_id}", trust_remote_code=True)
+inputs = tokenizer("Once upon a time", return_tensors="pt")
+output = model.generate(**inputs, max_new_tokens=50, do_sample=True, top_p=0.9)
+print(tokenizer.decode(output[0], skip_special_tokens=True))
+```
+
+From the command line: `tinylm generate {repo_id} --prompt "Once upon a time"`.
+With lm-evaluation-harness: `lm_eval --model hf --model_args pretrained={repo_id},trust_remote_code=True --tasks ...`."""
+ENCODER_USAGE = """```python
+from transformers import pipeline
+
+# With tinylm_hf installed, `import tinylm_hf` and leave out trust_remote_code (the installed classes
+# load the folder); without it, trust_remote_code=True runs the folder's *.py files: read them first.
+fill = pipeline("fill-mask", model="{repo_id}", trust_remote_code=True)
+print(fill(f"Once upon a {{fill.tokenizer.mask_token}}, there was a little girl."))
+```
+
+The encoder's hidden states (`AutoModel`) can feed a classifier or retrieval head; it does not generate text."""
+
+
+def describe_architecture(config: dict[str, Any], repo_id: str) -> dict[str, str]:
+    """Card values that depend on whether the folder holds a decoder (causal LM) or an encoder (masked LM)."""
+    parts = "RMSNorm, rotary position embeddings, SwiGLU MLP"
+    if config.get("use_bidirectional_attention"):
+        return {"model_kind": "bidirectional encoder (masked language model)",
+                "architecture_type": f"encoder-only transformer ({parts}, bidirectional multi-head attention)",
+                "usage": ENCODER_USAGE.format(repo_id=repo_id)}
+    return {"model_kind": "decoder-only language model",
+            "architecture_type": f"decoder-only transformer ({parts}, causal multi-head attention)",
+            "usage": CAUSAL_USAGE.format(repo_id=repo_id)}
+
+
 def results_from_summary(summary: RunSummary | None) -> dict[str, Any] | None:
     """Evaluation results (perplexity, bits per byte, cross-entropy) from the run's last validation."""
     if summary is None or summary.val_loss is None or summary.objective == "mlm":  # masked-token loss is no LM metric
@@ -167,6 +205,7 @@ def render_model_card(folder: str | os.PathLike, summary: RunSummary | None = No
         "eos_token": tok_config.get("eos_token", "unknown"),
         "tokenizer_class": tok_config.get("tokenizer_class", "unknown"),
         "training_description": describe_training(summary),
+        **describe_architecture(config, repo_id),
         "evaluation_description": _evaluation_text(results),
         **data,
     }
