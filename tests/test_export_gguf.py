@@ -15,7 +15,7 @@ gguf = pytest.importorskip("gguf")
 
 from tinylm_hf.cli import main  # noqa: E402
 from tinylm_hf.publish import export_gguf  # noqa: E402
-from tinylm_hf.publish.export_gguf import permute_for_gguf  # noqa: E402
+from tinylm_hf.publish.export_gguf import check_byte_level_bpe, permute_for_gguf  # noqa: E402
 from tinylm_hf.tokenization.gpt2_files import read_merges_txt  # noqa: E402
 
 ROPE_THETA = 500000.0
@@ -279,3 +279,20 @@ def test_tokenizer_with_another_pattern_is_refused(folders, tmp_path):
     with pytest.raises(ValueError, match="pattern 'gpt4'.*only GPT-2's pattern"):
         export_gguf(src, tmp_path / "m.gguf")
     assert not (tmp_path / "m.gguf").exists()
+
+
+GPT2_BACKEND = {"normalizer": None, "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
+                "model": {"type": "BPE", "dropout": None, "continuing_subword_prefix": None}}
+
+
+@pytest.mark.parametrize("change,problem", [
+    pytest.param({"normalizer": {"type": "NFC"}}, "a normalizer", id="normalizer"),
+    pytest.param({"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": True, "use_regex": True}}, "pre-tokenizer",
+                 id="prefix-space"),
+    pytest.param({"pre_tokenizer": {"type": "Metaspace"}}, "pre-tokenizer", id="metaspace"),
+    pytest.param({"model": {"type": "WordPiece"}}, "model WordPiece", id="wordpiece"),
+])
+def test_tokenizers_llama_cpp_would_misread_are_refused(change, problem):
+    check_byte_level_bpe(GPT2_BACKEND)
+    with pytest.raises(ValueError, match=f"needs a GPT-2-style byte-level BPE tokenizer; this one has {problem}"):
+        check_byte_level_bpe({**GPT2_BACKEND, **change})

@@ -113,8 +113,9 @@ def gguf_vocab(tokenizer: Any, vocab_size: int) -> tuple[list[str], list[int], l
     """
     from gguf import TokenType
 
-    model = json.loads(tokenizer.backend_tokenizer.to_str())["model"]
-    check_byte_level_bpe(tokenizer, model)
+    backend = json.loads(tokenizer.backend_tokenizer.to_str())
+    check_byte_level_bpe(backend)
+    model = backend["model"]
     by_id = {index: token for token, index in tokenizer.get_vocab().items()}
     added = tokenizer.added_tokens_decoder  # id -> AddedToken
     tokens, types = [], []
@@ -132,10 +133,9 @@ def gguf_vocab(tokenizer: Any, vocab_size: int) -> tuple[list[str], list[int], l
     return tokens, [int(t) for t in types], merges
 
 
-def check_byte_level_bpe(tokenizer: Any, model: dict[str, Any]) -> None:
-    """The tokenizer must be what llama.cpp's `gpt2` + `gpt-2` reproduce: plain byte-level BPE on GPT-2's regex."""
-    backend = json.loads(tokenizer.backend_tokenizer.to_str())
-    pre = backend.get("pre_tokenizer") or {}
+def check_byte_level_bpe(backend: dict[str, Any]) -> None:
+    """A tokenizer.json dict must be what llama.cpp's `gpt2` + `gpt-2` reproduce: byte-level BPE on GPT-2's regex."""
+    model, pre = backend.get("model") or {}, backend.get("pre_tokenizer") or {}
     problems = []
     if model.get("type") != "BPE" or model.get("dropout") or model.get("continuing_subword_prefix"):
         problems.append(f"model {model.get('type')} (need plain BPE)")
