@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
+import subprocess
+import sys
+import tarfile
 
 import numpy as np
 import pytest
@@ -14,7 +18,7 @@ from tiny_folders import make_tiny_folder
 gguf = pytest.importorskip("gguf")
 
 from tinylm_hf.cli import main  # noqa: E402
-from tinylm_hf.publish import export_gguf  # noqa: E402
+from tinylm_hf.publish import export_gguf, export_llama  # noqa: E402
 from tinylm_hf.publish.export_gguf import check_byte_level_bpe, permute_for_gguf  # noqa: E402
 from tinylm_hf.tokenization.gpt2_files import read_merges_txt  # noqa: E402
 
@@ -296,3 +300,64 @@ def test_tokenizers_llama_cpp_would_misread_are_refused(change, problem):
     check_byte_level_bpe(GPT2_BACKEND)
     with pytest.raises(ValueError, match=f"needs a GPT-2-style byte-level BPE tokenizer; this one has {problem}"):
         check_byte_level_bpe({**GPT2_BACKEND, **change})
+
+
+# Runs llama.cpp's own converter on an exported Llama folder, answering its pre-tokenizer hash check with
+# "gpt-2" (it refuses any newly trained vocabulary otherwise): argv = folder, out file, outtype.
+PATCHED_CONVERTER = """
+import sys
+try:
+    import conversion.base as where  # llama.cpp after the converter was split into a package
+except ImportError:
+    import convert_hf_to_gguf as where
+where.TextModel.get_vocab_base_pre = lambda self, tokenizer: "gpt-2"
+import convert_hf_to_gguf
+sys.argv = ["convert_hf_to_gguf.py", sys.argv[1], "--outfile", sys.argv[2], "--outtype", sys.argv[3]]
+convert_hf_to_gguf.main()
+"""
+# keys that legitimately differ: the name (ours: the folder's), a size label, and add_bos/add_eos, which we
+# write explicitly (false) where the converter leaves llama.cpp's default for a gpt2 vocabulary (also false)
+KEYS_ALLOWED_TO_DIFFER = {"general.name", "general.size_label", "tokenizer.ggml.add_bos_token",
+                          "tokenizer.ggml.add_eos_token"}
+
+
+@pytest.fixture(scope="module")
+def llama_cpp_converter(tmp_path_factory) -> tuple[str, dict[str, str]]:
+    """(python, env) that run llama.cpp's convert_hf_to_gguf.py, from the llama-cpp-python source package."""
+    root = tmp_path_factory.mktemp("llama-cpp")
+    download = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps", "llama-cpp-python",
+         "-d", str(root)], capture_output=True, text=True, timeout=900)
+    if download.returncode != 0:
+        pytest.skip(f"pip could not download llama-cpp-python's source: {download.stderr[-500:]}")
+    wanted = ("convert_hf_to_gguf.py", "conversion/", "gguf-py/")
+    with tarfile.open(next(root.glob("llama_cpp_python-*.tar.gz"))) as tar:
+        members = [m for m in tar.getmembers()
+                   if "/vendor/llama.cpp/" in m.name and m.name.split("/vendor/llama.cpp/", 1)[1].startswith(wanted)]
+        tar.extractall(root, members=members, filter="data")
+    llama_cpp = next(root.glob("llama_cpp_python-*/vendor/llama.cpp"))
+    env = {**os.environ, "PYTHONPATH": f"{llama_cpp}{os.pathsep}{llama_cpp / 'gguf-py'}"}
+    return sys.executable, env
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", ["untied", "tied"])
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16", "q8_0"])
+def test_file_equals_llama_cpp_converter_output(folders, llama_cpp_converter, tmp_path, variant, dtype):
+    python, env = llama_cpp_converter
+    llama = export_llama(folders[variant], tmp_path / "llama")
+    theirs_path = tmp_path / "theirs.gguf"
+    convert = subprocess.run([python, "-c", PATCHED_CONVERTER, str(llama), str(theirs_path), dtype],
+                             env=env, capture_output=True, text=True, timeout=900)
+    assert convert.returncode == 0, convert.stderr[-4000:]
+    ours = gguf.GGUFReader(export_gguf(folders[variant], tmp_path / "ours.gguf", dtype=dtype))
+    theirs = gguf.GGUFReader(theirs_path)
+    keys = {k for k in set(ours.fields) | set(theirs.fields) if not k.startswith("GGUF.")} - KEYS_ALLOWED_TO_DIFFER
+    assert keys <= set(ours.fields) and keys <= set(theirs.fields)
+    for key in sorted(keys):
+        assert ours.fields[key].contents() == theirs.fields[key].contents(), key
+    mine, other = {t.name: t for t in ours.tensors}, {t.name: t for t in theirs.tensors}
+    assert sorted(mine) == sorted(other)
+    for name, tensor in mine.items():
+        assert tensor.tensor_type == other[name].tensor_type, name
+        assert np.array_equal(np.asarray(tensor.data), np.asarray(other[name].data)), name
