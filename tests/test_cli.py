@@ -41,8 +41,9 @@ def planted(folder, tmp_path) -> tuple[Path, Path]:
     ["generate", "{dir}", "--prompt", "Once", "--max-new-tokens", "2", "--temperature", "0"],
     ["eval", "{dir}", "--input", "{text}"],
     ["export-llama", "{dir}", "{out}"],
+    ["export-gguf", "{dir}", "{out}.gguf"],
     ["push", "{dir}", "--repo-id", "alice/x", "--dry-run"],
-], ids=["generate", "eval", "export-llama", "push"])
+], ids=["generate", "eval", "export-llama", "export-gguf", "push"])
 def test_a_tinylm_folder_loads_with_installed_code_not_its_own(planted, tmp_path, argv):
     folder, marker = planted
     (tmp_path / "t.txt").write_text("Once upon a time there was a cat.", encoding="utf-8")
@@ -77,6 +78,7 @@ def test_foreign_code_runs_only_with_the_flag(planted, tmp_path, capsys):
     (["quickstart", "--time-budget", "-5", "--out", "{out}"], "budget must be a positive number"),
     (["push", "{dir}", "--repo-id", "a/b.git"], "not a valid 'owner/name' Hub id"),
     (["export-llama", "{dir}", "{parent}", "--overwrite"], "contains the input folder"),
+    (["export-gguf", "{dir}", "{text}"], "already exists .*--overwrite"),
 ], ids=lambda v: v if isinstance(v, str) else " ".join(v[:2]))
 def test_user_errors_are_one_line_and_exit_2(folder, tmp_path, capsys, argv, message):
     (tmp_path / "t.txt").write_text("Once upon a time.", encoding="utf-8")

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
+from conftest import env_without_tinylm
 from tiny_folders import make_tiny_folder, run_fresh
 
 from tinylm_hf.cli import main
 from tinylm_hf.publish import export_llama
 
 TEXTS = ["Once upon a time, a little cat said: \"Hello!\"", "Lily and Ben played in the park.<|endoftext|>Bye"]
+# far from the 10000 that transformers 4.x falls back to when it cannot find rope_theta
+ROPE_THETA = 500000.0
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +26,7 @@ def exports(tmp_path_factory):
     root = tmp_path_factory.mktemp("export")
     pairs = {}
     for name, tied in (("untied", False), ("tied", True)):
-        src = make_tiny_folder(root / f"tinylm-{name}", tie_word_embeddings=tied, seed=int(tied))
+        src = make_tiny_folder(root / f"tinylm-{name}", tie_word_embeddings=tied, seed=int(tied), rope_theta=ROPE_THETA)
         out = root / f"llama-{name}"
         assert main(["export-llama", str(src), str(out)]) == 0
         pairs[name] = (src, out)
@@ -88,3 +94,135 @@ def test_missing_config_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="config.json"):
         export_llama(tmp_path / "src", tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_folder_carries_what_transformers_4_reads(exports):
+    _, out = exports["untied"]
+    config = json.loads((out / "config.json").read_text())
+    assert config["rope_theta"] == config["rope_parameters"]["rope_theta"] == ROPE_THETA
+    tokenizer_config = json.loads((out / "tokenizer_config.json").read_text())
+    assert tokenizer_config["tokenizer_class"] == "PreTrainedTokenizerFast"
+    assert tokenizer_config["model_input_names"] == ["input_ids", "attention_mask"]
+
+
+def test_tokenizer_with_another_pattern_is_refused(exports, tmp_path):
+    import shutil
+
+    from tinylm_hf import TinyLMTokenizer
+
+    src = tmp_path / "gpt4"
+    shutil.copytree(exports["untied"][0], src)
+    (src / "tokenizer.json").unlink()
+    TinyLMTokenizer(str(src / "vocab.json"), str(src / "merges.txt"), pattern="gpt4").save_pretrained(src)
+    with pytest.raises(ValueError, match="pattern 'gpt4'.*only GPT-2's pattern"):
+        export_llama(src, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def make_venv(root: Path, packages: list[str]) -> Path:
+    """A throwaway virtual environment with `packages` from pip; the test skips when pip cannot install them."""
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+    python = venv / "bin" / "python"
+    result = subprocess.run([str(python), "-m", "pip", "install", "-q", *packages],
+                            capture_output=True, text=True, timeout=1800)
+    if result.returncode != 0:
+        pytest.skip(f"pip could not install {packages}: {result.stderr[-500:]}")
+    return python
+
+
+def run_in(python: Path, code: str, cwd: Path) -> dict:
+    """Run code with another interpreter (tinylm_hf unimportable, offline); returns the JSON of its last line."""
+    env = env_without_tinylm(cwd, HF_HOME=str(cwd / "hf_home"))
+    result = subprocess.run([str(python), "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    if result.returncode != 0:
+        raise AssertionError(f"{python} failed:\nSTDOUT:\n{result.stdout[-2000:]}\nSTDERR:\n{result.stderr[-4000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def reference_outputs(src: Path) -> dict:
+    """Token ids, logits and 8 greedy tokens per text from the TinyLM folder under this transformers (5.x)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(src)
+    model = AutoModelForCausalLM.from_pretrained(src).eval()
+    ids = [tok(t, add_special_tokens=False)["input_ids"] for t in TEXTS]
+    with torch.no_grad():
+        logits = [model(input_ids=torch.tensor([i])).logits[0] for i in ids]
+        greedy = [model.generate(input_ids=torch.tensor([i]), attention_mask=torch.ones(1, len(i), dtype=torch.long),
+                                 max_new_tokens=8, do_sample=False, pad_token_id=tok.eos_token_id)[0].tolist()
+                  for i in ids]
+    return {"ids": ids, "logits": logits, "greedy": greedy}
+
+
+# Runs under the other interpreter: load FOLDER with the Auto classes, print ids, logits and greedy tokens.
+# `generate(**tokenizer(...))` is how consumers call it: a stray token_type_ids would make it raise.
+CONSUMER_CODE = """
+import json, sys, torch, transformers
+from transformers import AutoModelForCausalLM, AutoTokenizer
+folder, texts = sys.argv[1], json.loads(sys.argv[2])
+tok = AutoTokenizer.from_pretrained(folder)
+model = AutoModelForCausalLM.from_pretrained(folder).eval()
+out = {"version": transformers.__version__, "tokenizer": type(tok).__name__, "rope_theta": model.config.rope_theta,
+       "ids": [], "logits": [], "greedy": []}
+for text in texts:
+    enc = tok(text, add_special_tokens=False, return_tensors="pt")
+    with torch.no_grad():
+        out["logits"].append(model(input_ids=enc["input_ids"]).logits[0].tolist())
+        out["greedy"].append(model.generate(**enc, max_new_tokens=8, do_sample=False,
+                                            pad_token_id=tok.eos_token_id)[0].tolist())
+    out["ids"].append(enc["input_ids"][0].tolist())
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_transformers_4_57_gives_the_same_logits_and_tokens(exports, tmp_path_factory):
+    root = tmp_path_factory.mktemp("tf4")
+    python = make_venv(root, ["torch==2.13.0", "transformers==4.57.*"])
+    for name, (src, out) in exports.items():
+        want = reference_outputs(src)
+        code = f"import sys; sys.argv = ['-', {str(out)!r}, {json.dumps(TEXTS)!r}]\n" + CONSUMER_CODE
+        got = run_in(python, code, root)
+        assert got["version"].startswith("4.57.") and got["tokenizer"] == "PreTrainedTokenizerFast"
+        assert got["rope_theta"] == ROPE_THETA
+        assert got["ids"] == want["ids"] and got["greedy"] == want["greedy"], name
+        for mine, theirs in zip(want["logits"], got["logits"]):
+            assert (mine - torch.tensor(theirs)).abs().max().item() < 1e-5, name
+
+
+ONNX_CODE = """
+import json, sys
+from optimum.onnxruntime import ORTModelForCausalLM
+from transformers import AutoTokenizer
+folder, texts = sys.argv[1], json.loads(sys.argv[2])
+tok = AutoTokenizer.from_pretrained(folder)
+model = ORTModelForCausalLM.from_pretrained(folder)
+out = {"ids": [], "greedy": []}
+for text in texts:
+    enc = tok(text, add_special_tokens=False, return_tensors="pt")
+    out["ids"].append(enc["input_ids"][0].tolist())
+    out["greedy"].append(model.generate(**enc, max_new_tokens=8, do_sample=False,
+                                        pad_token_id=tok.eos_token_id)[0].tolist())
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_optimum_onnx_export_carries_the_tokenizer_and_generates_the_same_tokens(exports, tmp_path_factory):
+    root = tmp_path_factory.mktemp("onnx")
+    python = make_venv(root, ["torch==2.13.0", "optimum-onnx[onnxruntime]"])
+    src, out = exports["untied"]
+    onnx_dir = root / "onnx"
+    export = subprocess.run(
+        [str(python.parent / "optimum-cli"), "export", "onnx", "--model", str(out), "--task",
+         "text-generation-with-past", str(onnx_dir)],
+        cwd=root, env=env_without_tinylm(root, HF_HOME=str(root / "hf_home")), capture_output=True, text=True,
+        timeout=900,
+    )
+    assert export.returncode == 0, export.stderr[-4000:]
+    assert (onnx_dir / "model.onnx").is_file() and (onnx_dir / "tokenizer.json").is_file()
+    want = reference_outputs(src)
+    got = run_in(python, f"import sys; sys.argv = ['-', {str(onnx_dir)!r}, {json.dumps(TEXTS)!r}]\n" + ONNX_CODE, root)
+    assert got["ids"] == want["ids"]
+    assert got["greedy"] == want["greedy"]

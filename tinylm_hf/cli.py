@@ -25,6 +25,7 @@ COMMANDS = {
     "eval": "eval",
     "push": "push",
     "export-llama": "export_llama",
+    "export-gguf": "export_gguf",
     "lm-eval-tasks": "lm_eval_tasks",
 }
 USER_ERRORS = (ValueError, TypeError, OSError, ImportError, RunInUseError, NonFiniteLossError)

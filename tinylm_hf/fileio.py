@@ -1,22 +1,53 @@
 """File outputs: atomic writes (implemented in `tokenization/atomic_files.py`, which remote-code folders
-carry), JSON, and finishing a freshly written folder (modes, fsync) before it is renamed into place."""
+carry), JSON, a temp path for writers that take a file name (`atomic_output`), and finishing a freshly
+written folder (modes, fsync) before it is renamed into place."""
 
 from __future__ import annotations
 
 import json
 import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from .tokenization.atomic_files import DIR_MODE, FILE_MODE, write_bytes_atomic, write_text_atomic
 
-__all__ = ["DIR_MODE", "FILE_MODE", "check_output_folder", "seal_folder", "write_bytes_atomic", "write_json_atomic",
-           "write_text_atomic"]
+__all__ = ["DIR_MODE", "FILE_MODE", "atomic_output", "check_output_folder", "fsync_file", "seal_folder",
+           "write_bytes_atomic", "write_json_atomic", "write_text_atomic"]
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
     """Write `obj` as indented JSON (with a final newline) to `path` atomically."""
     return write_text_atomic(path, json.dumps(obj, indent=2) + "\n")
+
+
+def fsync_file(path: str | os.PathLike) -> None:
+    """Flush a written file's data to disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temp path beside `path` for a writer that wants a file name (GGUF, ...); on success the file
+    is fsynced, made 0644 and renamed onto `path`. On error the temp file is removed and `path` is untouched.
+    """
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        fsync_file(tmp)
+        os.chmod(tmp, FILE_MODE)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def check_output_folder(path: str | os.PathLike) -> Path:
@@ -41,9 +72,5 @@ def seal_folder(folder: str | os.PathLike) -> Path:
         for name in files:
             path = os.path.join(root, name)
             os.chmod(path, FILE_MODE)
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            fsync_file(path)
     return folder

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .export_gguf import export_gguf
 from .export_llama import export_llama
 from .folder import count_parameters, load_folder, validate_folder
 from .hf_folder import publish_run
@@ -11,6 +12,7 @@ from .model_card import render_model_card, write_model_card
 __all__ = [
     "check_repo_id",
     "count_parameters",
+    "export_gguf",
     "export_llama",
     "load_folder",
     "publish_run",

@@ -5,6 +5,12 @@ TinyLM's config fields and state-dict names are Llama's, so the export maps the 
 is an error, not a silent re-initialisation), and writes the tokenizer as a plain
 `PreTrainedTokenizerFast` (`tokenizer.json`: GPT-2-regex byte-level BPE). The folder is written
 into a temporary sibling and renamed into place, so a failed export leaves nothing half-written.
+
+The folder reads the same under transformers 5 and 4 (4.57 checked): transformers 5 writes a tokenizer
+class 4.x does not know (`TokenizersBackend`), 4.x's fast tokenizer returns `token_type_ids` unless told
+the model's input names (and `generate` rejects them), and 4.x reads `rope_theta` only at the top level
+of config.json (5 keeps it in `rope_parameters`; 4.x silently falls back to 10000). `make_portable`
+writes all three.
 """
 
 from __future__ import annotations
@@ -16,13 +22,17 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..fileio import seal_folder
+from ..fileio import seal_folder, write_json_atomic
 from ..registration import register
 from ..tokenization.byte_level_backend import build_byte_level_bpe
 from ..tokenization.gpt2_files import MERGES_FILE, VOCAB_FILE, read_merges_txt, read_vocab_json
-from .folder import check_folder_files
+from ..tokenization.pretokenize import GPT2_PATTERN, resolve_pattern
+from .folder import check_folder_files, read_json
 
 PROBE_TEXT = "Once upon a time, a little cat said: \"Hello!\" 123 <|endoftext|> The end.\n\n  Ünïcode ✓"
+# The tokenizer class and input names both transformers 4.x and 5.x read the same way.
+PORTABLE_TOKENIZER_CLASS = "PreTrainedTokenizerFast"
+MODEL_INPUT_NAMES = ["input_ids", "attention_mask"]
 
 
 def check_output_outside(src: Path, out: Path) -> None:
@@ -101,6 +111,15 @@ def build_llama_model(src: Path) -> Any:
     return model.to(dtype).eval()
 
 
+def check_gpt2_pattern(pattern: str, src: Path) -> None:
+    """Exports mirror GPT-2's pre-tokenization regex only (a tokenizer.json ByteLevel, llama.cpp's 'gpt-2')."""
+    if resolve_pattern(pattern) != GPT2_PATTERN:
+        raise ValueError(
+            f"the tokenizer in {src} pre-tokenizes with pattern {pattern!r}; exports support only GPT-2's pattern "
+            "('gpt2'), the one a Llama tokenizer.json and llama.cpp's 'gpt-2' pre-tokenizer reproduce"
+        )
+
+
 def build_plain_tokenizer(src: Path, *, trust_remote_code: bool = False) -> Any:
     """A plain `PreTrainedTokenizerFast` equivalent to the folder's tokenizer (same ids, same specials)."""
     from tokenizers import Tokenizer
@@ -108,8 +127,12 @@ def build_plain_tokenizer(src: Path, *, trust_remote_code: bool = False) -> Any:
 
     register()
     source = AutoTokenizer.from_pretrained(src, trust_remote_code=trust_remote_code)
+    check_gpt2_pattern(getattr(source, "pattern", "gpt2"), src)
     if (src / "tokenizer.json").is_file():
-        backend = Tokenizer.from_file(str(src / "tokenizer.json"))
+        try:
+            backend = Tokenizer.from_file(str(src / "tokenizer.json"))
+        except Exception as err:  # `tokenizers` raises a bare Exception for a file it cannot read
+            raise ValueError(f"tokenizer.json in {src} is not a valid tokenizers file ({err})") from None
     elif (src / VOCAB_FILE).is_file() and (src / MERGES_FILE).is_file():
         backend = build_byte_level_bpe(read_vocab_json(src / VOCAB_FILE), read_merges_txt(src / MERGES_FILE),
                                        source.added_tokens_decoder)
@@ -117,7 +140,7 @@ def build_plain_tokenizer(src: Path, *, trust_remote_code: bool = False) -> Any:
         raise FileNotFoundError(f"{src} has neither tokenizer.json nor vocab.json + merges.txt")
     specials = {name: getattr(source, name) for name in ("bos_token", "eos_token", "unk_token", "pad_token")}
     plain = PreTrainedTokenizerFast(
-        tokenizer_object=backend, model_max_length=source.model_max_length,
+        tokenizer_object=backend, model_max_length=source.model_max_length, model_input_names=MODEL_INPUT_NAMES,
         **{k: str(v) for k, v in specials.items() if v is not None},
     )
     for text in (PROBE_TEXT, "<|endoftext|>Hi"):
@@ -128,13 +151,24 @@ def build_plain_tokenizer(src: Path, *, trust_remote_code: bool = False) -> Any:
     return plain
 
 
+def make_portable(folder: Path) -> None:
+    """Rewrite a saved Llama folder's config.json and tokenizer_config.json so transformers 4.x reads them as 5.x does."""
+    config = read_json(folder / "config.json")
+    config["rope_theta"] = config.get("rope_parameters", {}).get("rope_theta", config.get("rope_theta", 10000.0))
+    write_json_atomic(folder / "config.json", config)
+    tokenizer_config = read_json(folder / "tokenizer_config.json")
+    tokenizer_config["tokenizer_class"] = PORTABLE_TOKENIZER_CLASS
+    tokenizer_config["model_input_names"] = MODEL_INPUT_NAMES
+    write_json_atomic(folder / "tokenizer_config.json", tokenizer_config)
+
+
 def export_llama(
     src_dir: str | os.PathLike, out_dir: str | os.PathLike, *, overwrite: bool = False, trust_remote_code: bool = False
 ) -> Path:
     """Write a plain `LlamaForCausalLM` folder (config, safetensors, fast tokenizer) for a TinyLM folder.
 
     The result loads with `AutoModelForCausalLM` / `AutoTokenizer` without `trust_remote_code`
-    and without tinylm_hf, and gives the same logits and token ids.
+    and without tinylm_hf, under transformers 4.x and 5.x, and gives the same logits and token ids.
     """
     src, out = Path(src_dir), Path(out_dir)
     check_folder_files(src)
@@ -148,6 +182,7 @@ def export_llama(
     try:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
+        make_portable(tmp)
         if out.exists():
             shutil.rmtree(out) if out.is_dir() else out.unlink()
         seal_folder(tmp)

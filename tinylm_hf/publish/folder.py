@@ -93,6 +93,9 @@ def check_folder_files(folder: str | os.PathLike) -> dict[str, Any]:
             f"{folder} lacks tokenizer files (tokenizer_config.json and one of {', '.join(TOKENIZER_FILES)}); "
             "save the tokenizer into the same folder"
         )
+    for name in ("tokenizer_config.json", "tokenizer.json", VOCAB_FILE):
+        if (folder / name).is_file():
+            read_json(folder / name)
     if (folder / VOCAB_FILE).is_file() and not (folder / "tokenizer.json").is_file() and not (folder / MERGES_FILE).is_file():
         raise FileNotFoundError(f"{folder} has {VOCAB_FILE} but no {MERGES_FILE}: the tokenizer is incomplete")
     return config

@@ -1,0 +1,363 @@
+"""`tinylm export-gguf`: a llama GGUF file, read back with gguf's own reader and checked against the HF weights."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+
+import numpy as np
+import pytest
+import torch
+from tiny_folders import make_tiny_folder
+
+gguf = pytest.importorskip("gguf")
+
+from tinylm_hf.cli import main  # noqa: E402
+from tinylm_hf.publish import export_gguf, export_llama  # noqa: E402
+from tinylm_hf.publish.export_gguf import check_byte_level_bpe, permute_for_gguf  # noqa: E402
+from tinylm_hf.tokenization.gpt2_files import read_merges_txt  # noqa: E402
+
+ROPE_THETA = 500000.0
+RMS_EPS = 1e-6
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    """{"untied"|"tied": TinyLM folder} with a non-default rope_theta and rms_norm_eps."""
+    root = tmp_path_factory.mktemp("gguf-src")
+    return {
+        name: make_tiny_folder(root / name, seed=int(tied), tie_word_embeddings=tied,
+                               rope_theta=ROPE_THETA, rms_norm_eps=RMS_EPS)
+        for name, tied in (("untied", False), ("tied", True))
+    }
+
+
+@pytest.fixture(scope="module")
+def exported(folders, tmp_path_factory):
+    """{(variant, dtype): GGUFReader} for every dtype, written through the command line."""
+    root = tmp_path_factory.mktemp("gguf-out")
+    readers = {}
+    for variant, src in folders.items():
+        for dtype in ("f32", "f16", "bf16", "q8_0"):
+            out = root / f"{variant}-{dtype}.gguf"
+            assert main(["export-gguf", str(src), str(out), "--dtype", dtype]) == 0
+            readers[variant, dtype] = gguf.GGUFReader(out)
+    return readers
+
+
+def field(reader, key):
+    return reader.fields[key].contents()
+
+
+def hf_state(src):
+    from safetensors.torch import load_file
+
+    return load_file(src / "model.safetensors")
+
+
+def test_hyperparameters_are_llama_keys(folders, exported):
+    config = json.loads((folders["untied"] / "config.json").read_text())
+    reader = exported["untied", "f16"]
+    assert field(reader, "general.architecture") == "llama"
+    assert field(reader, "general.file_type") == gguf.LlamaFileType.MOSTLY_F16
+    expected = {
+        "llama.vocab_size": config["vocab_size"],
+        "llama.context_length": config["max_position_embeddings"],
+        "llama.embedding_length": config["hidden_size"],
+        "llama.block_count": config["num_hidden_layers"],
+        "llama.feed_forward_length": config["intermediate_size"],
+        "llama.attention.head_count": config["num_attention_heads"],
+        "llama.attention.head_count_kv": config["num_attention_heads"],
+        "llama.rope.dimension_count": config["hidden_size"] // config["num_attention_heads"],
+    }
+    assert {key: field(reader, key) for key in expected} == expected
+    assert field(reader, "llama.rope.freq_base") == ROPE_THETA
+    assert math.isclose(field(reader, "llama.attention.layer_norm_rms_epsilon"), RMS_EPS, rel_tol=1e-6)
+
+
+def test_tokenizer_is_embedded_with_the_gpt2_pre_tokenizer(folders, exported):
+    from transformers import AutoTokenizer
+
+    src = folders["untied"]
+    tokenizer = AutoTokenizer.from_pretrained(src)
+    reader = exported["untied", "f32"]
+    assert field(reader, "tokenizer.ggml.model") == "gpt2"
+    assert field(reader, "tokenizer.ggml.pre") == "gpt-2"
+    assert field(reader, "tokenizer.ggml.tokens") == tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    assert field(reader, "tokenizer.ggml.merges") == [f"{a} {b}" for a, b in read_merges_txt(src / "merges.txt")]
+    eos = tokenizer.eos_token_id
+    types = field(reader, "tokenizer.ggml.token_type")
+    assert types[eos] == gguf.TokenType.CONTROL
+    assert set(types[:eos] + types[eos + 1:]) == {gguf.TokenType.NORMAL}
+    for key in ("bos_token_id", "eos_token_id", "padding_token_id"):
+        assert field(reader, f"tokenizer.ggml.{key}") == eos
+    assert field(reader, "tokenizer.ggml.add_bos_token") is False
+
+
+def test_embedding_rows_past_the_tokenizer_are_unused_tokens(tmp_path):
+    from transformers import AutoTokenizer
+
+    src = tmp_path / "padded"
+    size = len(AutoTokenizer.from_pretrained(make_tiny_folder(tmp_path / "probe")))
+    make_tiny_folder(src, vocab_size=size + 3)
+    reader = gguf.GGUFReader(export_gguf(src, tmp_path / "padded.gguf"))
+    assert field(reader, "tokenizer.ggml.tokens")[size:] == [f"[PAD{i}]" for i in range(size, size + 3)]
+    assert field(reader, "tokenizer.ggml.token_type")[size:] == [gguf.TokenType.UNUSED] * 3
+
+
+def expected_gguf_weights(src) -> dict[str, torch.Tensor]:
+    """GGUF name -> the HF weight it must hold (q/k rows permuted), built by hand from the safetensors."""
+    config = json.loads((src / "config.json").read_text())
+    heads = config["num_attention_heads"]
+    state = hf_state(src)
+    names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight"}
+    if not config["tie_word_embeddings"]:
+        names["lm_head.weight"] = "output.weight"
+    per_layer = {
+        "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+        "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
+        "mlp.down_proj": "ffn_down", "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm",
+    }
+    for i in range(config["num_hidden_layers"]):
+        for hf, ours in per_layer.items():
+            names[f"model.layers.{i}.{hf}.weight"] = f"blk.{i}.{ours}.weight"
+    expected = {}
+    for hf, name in names.items():
+        weight = state[hf].float()
+        if ".q_proj." in hf or ".k_proj." in hf:
+            weight = permute_for_gguf(weight, heads)
+        expected[name] = weight
+    return expected
+
+
+STORED = {
+    "f32": lambda w: w,
+    "f16": lambda w: w.half().float(),
+    "bf16": lambda w: w.bfloat16().float(),
+}
+
+
+@pytest.mark.parametrize("variant", ["untied", "tied"])
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16", "q8_0"])
+def test_every_tensor_equals_the_hf_weight(folders, exported, variant, dtype):
+    expected = expected_gguf_weights(folders[variant])
+    reader = exported[variant, dtype]
+    assert sorted(t.name for t in reader.tensors) == sorted(expected)
+    for tensor in reader.tensors:
+        want = expected[tensor.name]
+        got = torch.from_numpy(np.array(gguf.quants.dequantize(tensor.data, tensor.tensor_type), dtype=np.float32))
+        assert tuple(got.shape) == tuple(want.shape), tensor.name
+        if want.dim() == 1:  # norms stay f32 whatever the dtype
+            assert tensor.tensor_type == gguf.GGMLQuantizationType.F32
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
+        elif dtype == "q8_0":
+            assert tensor.tensor_type == gguf.GGMLQuantizationType.Q8_0
+            # each block of 32 values is int8 times an f16 step (block max / 127): error <= half a step plus
+            # the step's own f16 rounding (relative 2**-11) times up to 127
+            step = want.reshape(-1, 32).abs().amax(dim=1, keepdim=True) / 127
+            bound = step * (0.5 + 127 * 2**-11) + 1e-7
+            assert ((got.reshape(-1, 32) - want.reshape(-1, 32)).abs() <= bound).all(), tensor.name
+        else:
+            assert tensor.tensor_type.name == dtype.upper()
+            torch.testing.assert_close(got, STORED[dtype](want), rtol=0, atol=0)
+
+
+def rope_hf(x: torch.Tensor, pos: int, theta: float) -> torch.Tensor:
+    """HF Llama rotary embedding on one head vector: dims i and i + d/2 rotate together."""
+    half = x.shape[-1] // 2
+    angles = pos * theta ** (-torch.arange(half, dtype=torch.float64) * 2 / x.shape[-1])
+    a, b = x[:half], x[half:]
+    return torch.cat([a * angles.cos() - b * angles.sin(), b * angles.cos() + a * angles.sin()])
+
+
+def rope_ggml(x: torch.Tensor, pos: int, theta: float) -> torch.Tensor:
+    """llama.cpp's rotary embedding for the llama architecture (GGML_ROPE_TYPE_NORM): dims 2i and 2i+1 rotate together."""
+    half = x.shape[-1] // 2
+    angles = pos * theta ** (-torch.arange(half, dtype=torch.float64) * 2 / x.shape[-1])
+    a, b = x[0::2], x[1::2]
+    out = torch.empty_like(x)
+    out[0::2], out[1::2] = a * angles.cos() - b * angles.sin(), b * angles.cos() + a * angles.sin()
+    return out
+
+
+def test_permuted_q_k_give_llama_cpp_the_same_attention_scores():
+    torch.manual_seed(0)
+    heads, head_dim, hidden = 4, 8, 32
+    wq, wk = torch.randn(heads * head_dim, hidden, dtype=torch.float64), torch.randn(heads * head_dim, hidden, dtype=torch.float64)
+    x_q, x_k = torch.randn(hidden, dtype=torch.float64), torch.randn(hidden, dtype=torch.float64)
+    pq, pk = permute_for_gguf(wq, heads), permute_for_gguf(wk, heads)
+    for h in range(heads):
+        rows = slice(h * head_dim, (h + 1) * head_dim)
+        hf = rope_hf(wq[rows] @ x_q, 7, ROPE_THETA) @ rope_hf(wk[rows] @ x_k, 3, ROPE_THETA)
+        ggml = rope_ggml(pq[rows] @ x_q, 7, ROPE_THETA) @ rope_ggml(pk[rows] @ x_k, 3, ROPE_THETA)
+        assert torch.isclose(hf, ggml, rtol=1e-12, atol=1e-12)
+        unpermuted = rope_ggml(wq[rows] @ x_q, 7, ROPE_THETA) @ rope_ggml(wk[rows] @ x_k, 3, ROPE_THETA)
+        assert not torch.isclose(hf, unpermuted, rtol=1e-6, atol=1e-6)  # the permutation is needed
+
+
+def test_unknown_dtype_is_refused_before_writing(folders, tmp_path):
+    out = tmp_path / "m.gguf"
+    with pytest.raises(ValueError, match="unknown dtype 'q4_k'.*f32, f16, bf16, q8_0"):
+        export_gguf(folders["untied"], out, dtype="q4_k")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unknown_dtype_on_the_command_line_exits_2(folders, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["export-gguf", str(folders["untied"]), str(tmp_path / "m.gguf"), "--dtype", "q4"])
+    assert exit_info.value.code == 2 and "invalid choice: 'q4'" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_existing_output_is_kept_unless_overwrite(folders, tmp_path):
+    out = tmp_path / "m.gguf"
+    out.write_bytes(b"keep me")
+    with pytest.raises(FileExistsError, match="already exists.*overwrite"):
+        export_gguf(folders["untied"], out)
+    assert out.read_bytes() == b"keep me"
+    export_gguf(folders["untied"], out, overwrite=True)
+    assert gguf.GGUFReader(out).fields["general.architecture"].contents() == "llama"
+    assert [p.name for p in tmp_path.iterdir()] == ["m.gguf"] and oct(out.stat().st_mode & 0o777) == "0o644"
+
+
+def test_output_that_is_a_folder_is_refused(folders, tmp_path):
+    with pytest.raises(IsADirectoryError, match="is a folder"):
+        export_gguf(folders["untied"], tmp_path)
+
+
+def test_failure_while_writing_leaves_no_file(folders, tmp_path, monkeypatch):
+    out = tmp_path / "m.gguf"
+    out.write_bytes(b"old")
+
+    def fail(self, *args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(gguf.GGUFWriter, "write_tensors_to_file", fail)
+    with pytest.raises(OSError, match="disk full"):
+        export_gguf(folders["untied"], out, overwrite=True)
+    assert out.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["m.gguf"]
+
+
+def corrupt(src, tmp_path, name, content: bytes | None):
+    """A copy of `src` with file `name` replaced by `content` (None: removed)."""
+    bad = tmp_path / "bad"
+    shutil.copytree(src, bad)
+    if content is None:
+        (bad / name).unlink()
+    else:
+        (bad / name).write_bytes(content)
+    return bad
+
+
+@pytest.mark.parametrize("name,content,error,match", [
+    pytest.param("config.json", None, FileNotFoundError, "config.json", id="missing-config"),
+    pytest.param("config.json", b"{\"vocab_size\": ", ValueError, "config.json .* not valid JSON", id="corrupt-config"),
+    pytest.param("model.safetensors", b"\x10\x00\x00\x00\x00\x00\x00\x00{}", ValueError, "truncated",
+                 id="truncated-weights"),
+    pytest.param("tokenizer.json", b"{\"model\": ", ValueError, "tokenizer.json .* not valid JSON",
+                 id="corrupt-tokenizer-json"),
+    pytest.param("tokenizer_config.json", b"[", ValueError, "tokenizer_config.json .* not valid JSON",
+                 id="corrupt-tokenizer-config"),
+    pytest.param("merges.txt", None, FileNotFoundError, "merges.txt", id="missing-merges"),
+])
+def test_bad_folder_is_a_clear_error_before_writing(folders, tmp_path, name, content, error, match):
+    src = corrupt(folders["untied"], tmp_path, name, content)
+    if name == "merges.txt":
+        (src / "tokenizer.json").unlink()
+    out = tmp_path / "out" / "m.gguf"
+    with pytest.raises(error, match=match):
+        export_gguf(src, out)
+    assert not out.parent.exists()
+
+
+def test_tokenizer_with_another_pattern_is_refused(folders, tmp_path):
+    from tinylm_hf import TinyLMTokenizer
+
+    src = corrupt(folders["untied"], tmp_path, "tokenizer.json", None)
+    TinyLMTokenizer(str(src / "vocab.json"), str(src / "merges.txt"), pattern="gpt4").save_pretrained(src)
+    with pytest.raises(ValueError, match="pattern 'gpt4'.*only GPT-2's pattern"):
+        export_gguf(src, tmp_path / "m.gguf")
+    assert not (tmp_path / "m.gguf").exists()
+
+
+GPT2_BACKEND = {"normalizer": None, "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
+                "model": {"type": "BPE", "dropout": None, "continuing_subword_prefix": None}}
+
+
+@pytest.mark.parametrize("change,problem", [
+    pytest.param({"normalizer": {"type": "NFC"}}, "a normalizer", id="normalizer"),
+    pytest.param({"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": True, "use_regex": True}}, "pre-tokenizer",
+                 id="prefix-space"),
+    pytest.param({"pre_tokenizer": {"type": "Metaspace"}}, "pre-tokenizer", id="metaspace"),
+    pytest.param({"model": {"type": "WordPiece"}}, "model WordPiece", id="wordpiece"),
+])
+def test_tokenizers_llama_cpp_would_misread_are_refused(change, problem):
+    check_byte_level_bpe(GPT2_BACKEND)
+    with pytest.raises(ValueError, match=f"needs a GPT-2-style byte-level BPE tokenizer; this one has {problem}"):
+        check_byte_level_bpe({**GPT2_BACKEND, **change})
+
+
+# Runs llama.cpp's own converter on an exported Llama folder, answering its pre-tokenizer hash check with
+# "gpt-2" (it refuses any newly trained vocabulary otherwise): argv = folder, out file, outtype.
+PATCHED_CONVERTER = """
+import sys
+try:
+    import conversion.base as where  # llama.cpp after the converter was split into a package
+except ImportError:
+    import convert_hf_to_gguf as where
+where.TextModel.get_vocab_base_pre = lambda self, tokenizer: "gpt-2"
+import convert_hf_to_gguf
+sys.argv = ["convert_hf_to_gguf.py", sys.argv[1], "--outfile", sys.argv[2], "--outtype", sys.argv[3]]
+convert_hf_to_gguf.main()
+"""
+# keys that legitimately differ: the name (ours: the folder's), a size label, and add_bos/add_eos, which we
+# write explicitly (false) where the converter leaves llama.cpp's default for a gpt2 vocabulary (also false)
+KEYS_ALLOWED_TO_DIFFER = {"general.name", "general.size_label", "tokenizer.ggml.add_bos_token",
+                          "tokenizer.ggml.add_eos_token"}
+
+
+@pytest.fixture(scope="module")
+def llama_cpp_converter(tmp_path_factory) -> tuple[str, dict[str, str]]:
+    """(python, env) that run llama.cpp's convert_hf_to_gguf.py, from the llama-cpp-python source package."""
+    root = tmp_path_factory.mktemp("llama-cpp")
+    download = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps", "llama-cpp-python",
+         "-d", str(root)], capture_output=True, text=True, timeout=900)
+    if download.returncode != 0:
+        pytest.skip(f"pip could not download llama-cpp-python's source: {download.stderr[-500:]}")
+    wanted = ("convert_hf_to_gguf.py", "conversion/", "gguf-py/")
+    with tarfile.open(next(root.glob("llama_cpp_python-*.tar.gz"))) as tar:
+        members = [m for m in tar.getmembers()
+                   if "/vendor/llama.cpp/" in m.name and m.name.split("/vendor/llama.cpp/", 1)[1].startswith(wanted)]
+        tar.extractall(root, members=members, filter="data")
+    llama_cpp = next(root.glob("llama_cpp_python-*/vendor/llama.cpp"))
+    env = {**os.environ, "PYTHONPATH": f"{llama_cpp}{os.pathsep}{llama_cpp / 'gguf-py'}"}
+    return sys.executable, env
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", ["untied", "tied"])
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16", "q8_0"])
+def test_file_equals_llama_cpp_converter_output(folders, llama_cpp_converter, tmp_path, variant, dtype):
+    python, env = llama_cpp_converter
+    llama = export_llama(folders[variant], tmp_path / "llama")
+    theirs_path = tmp_path / "theirs.gguf"
+    convert = subprocess.run([python, "-c", PATCHED_CONVERTER, str(llama), str(theirs_path), dtype],
+                             env=env, capture_output=True, text=True, timeout=900)
+    assert convert.returncode == 0, convert.stderr[-4000:]
+    ours = gguf.GGUFReader(export_gguf(folders[variant], tmp_path / "ours.gguf", dtype=dtype))
+    theirs = gguf.GGUFReader(theirs_path)
+    keys = {k for k in set(ours.fields) | set(theirs.fields) if not k.startswith("GGUF.")} - KEYS_ALLOWED_TO_DIFFER
+    assert keys <= set(ours.fields) and keys <= set(theirs.fields)
+    for key in sorted(keys):
+        assert ours.fields[key].contents() == theirs.fields[key].contents(), key
+    mine, other = {t.name: t for t in ours.tensors}, {t.name: t for t in theirs.tensors}
+    assert sorted(mine) == sorted(other)
+    for name, tensor in mine.items():
+        assert tensor.tensor_type == other[name].tensor_type, name
+        assert np.array_equal(np.asarray(tensor.data), np.asarray(other[name].data)), name
