@@ -318,17 +318,6 @@ def test_vocab_json_with_non_integer_id_is_rejected(tmp_path: Path) -> None:
         load_vocab_json(path)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(parts=st.lists(tricky_text | st.just(EOT) | st.just(EOT + EOT), max_size=12), pieces=st.integers(1, 9))
-def test_split_for_workers_spans_encode_like_the_whole(gpt2_double, parts, pieces) -> None:
-    text = "".join(parts)
-    spans = gpt2_double._split_for_workers(text, pieces)
-    assert spans[0][0] == 0 and spans[-1][1] == len(text)
-    assert [a for a, _ in spans[1:]] == [b for _, b in spans[:-1]]
-    joined = list(itertools.chain.from_iterable(gpt2_double.encode(text[a:b]) for a, b in spans))
-    assert joined == gpt2_double.encode(text)
-
-
 def test_pickle_round_trip_drops_the_cache(gpt2: BPETokenizer) -> None:
     gpt2.encode("warm the cache")
     clone = pickle.loads(pickle.dumps(gpt2))
