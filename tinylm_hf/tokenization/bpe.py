@@ -52,13 +52,13 @@ _NO_MERGE = 1 << 62  # rank of a pair that was never learned
 class _EncodeCache(dict):
     """key str -> ids; a miss calls `encode(key)`, so hits never leave C when read through `map`."""
 
-    def __init__(self, encode: Callable[[str], list[int]], limit: Callable[[], int]) -> None:
+    def __init__(self, encode: Callable[[str], list[int]], limit: int) -> None:
         super().__init__()
-        self._encode, self._limit = encode, limit
+        self._encode, self.limit = encode, limit
 
     def __missing__(self, key: str) -> list[int]:
         ids = self._encode(key)
-        if len(self) >= self._limit():
+        if len(self) >= self.limit:
             self.clear()
         self[key] = ids
         return ids
@@ -131,11 +131,12 @@ class BPETokenizer:
         self._make_caches()
 
     def _make_caches(self) -> None:
-        self._cache = _EncodeCache(self._encode_pretoken, lambda: CACHE_LIMIT)  # pre-token -> ids
+        self._cache = _EncodeCache(self._encode_pretoken, CACHE_LIMIT)  # pre-token -> ids
         # For GPT-2's pattern: a chunk between safe-cut spaces -> ids; the spaced cache encodes
         # " " + key, so the pieces of `str.split(" ")` are looked up without rebuilding strings.
-        self._chunk_cache = _EncodeCache(self._encode_chunk, lambda: CHUNK_CACHE_LIMIT)
-        self._spaced_cache = _EncodeCache(self._encode_spaced_chunk, lambda: CHUNK_CACHE_LIMIT)
+        self._chunk_cache = _EncodeCache(self._encode_chunk, CHUNK_CACHE_LIMIT)
+        # A plain dict (filled in bulk by `_fill_spaced_cache`): set.difference against it is a C loop.
+        self._spaced_cache: dict[str, list[int]] = {}
 
     def __getstate__(self) -> dict:
         # The caches are derived data: leaving them out keeps pickles small and their hashes stable.
@@ -189,15 +190,39 @@ class BPETokenizer:
         if not self._fast_gpt2:
             return self._encode_pretokens(self._pretokenizer.findall(text))
         ids: list[int] = []
-        spaced = self._spaced_cache.__getitem__
+        spaced = self._spaced_cache
         for stretch, splittable in split_gpt2_stretches(text):
-            if splittable:
-                chunks = stretch.split(" ")
-                ids += self._chunk_cache[chunks[0]]
-                ids += chain.from_iterable(map(spaced, islice(chunks, 1, None)))
-            else:
+            if not splittable:
                 ids += self._encode_pretokens(pretokenize_gpt2(stretch))
+                continue
+            chunks = stretch.split(" ")
+            ids += self._chunk_cache[chunks[0]]
+            missing = set(islice(chunks, 1, None)).difference(spaced)
+            if missing:
+                if len(spaced) + len(missing) > CHUNK_CACHE_LIMIT:
+                    spaced.clear()
+                    missing = set(islice(chunks, 1, None))
+                self._fill_spaced_cache(missing)
+            ids += chain.from_iterable(map(spaced.__getitem__, islice(chunks, 1, None)))
         return ids
+
+    def _fill_spaced_cache(self, chunks: set[str]) -> None:
+        """Encode many new space-free chunks in one regex pass over " " + " ".join(chunks).
+
+        A joining space after a non-whitespace character is a safe cut, so the pass gives each
+        chunk's own pre-tokens, and each chunk's first pre-token is the only one starting with a
+        space. Chunks that are empty or end in whitespace would break that and go one by one.
+        """
+        spaced = self._spaced_cache
+        joinable = [c for c in chunks if c and not c[-1].isspace()]
+        for chunk in chunks.difference(joinable):
+            spaced[chunk] = self._encode_spaced_chunk(chunk)
+        pieces = pretokenize_gpt2(" " + " ".join(joinable))
+        piece_ids = list(map(self._cache.__getitem__, pieces))
+        starts = [i for i, piece in enumerate(pieces) if piece[0] == " "]
+        starts.append(len(pieces))
+        for chunk, start, end in zip(joinable, starts, islice(starts, 1, None)):
+            spaced[chunk] = piece_ids[start] if end == start + 1 else list(chain.from_iterable(piece_ids[start:end]))
 
     def encode(self, text: str) -> list[int]:
         """Encode text; special tokens (longest match first) map to their own ids.

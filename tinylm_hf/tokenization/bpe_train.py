@@ -16,6 +16,7 @@ from typing import BinaryIO
 
 import regex
 
+from .bpe_train_long import LONG_WORD_BYTES, LongWordArena
 from .pretokenize import (
     GPT2_PATTERN,
     GPT4_PATTERN,
@@ -292,14 +293,18 @@ def _train_from_word_counts(
     # 1. Vocabulary: bytes, then specials; merged tokens are appended in merge order.
     token_bytes = [bytes([i]) for i in range(256)] + [s.encode("utf-8") for s in specials]
     # 2. Words (pre-tokens) as lists of ids, deduplicated with counts; single ids hold no pair.
+    # Long words (runs without whitespace) are merged by position instead (bpe_train_long).
     words: list[list[int]] = []
     freqs: list[int] = []
+    long_words: list[tuple[bytes, int]] = []
     for token, count in counts:
-        if len(token) > 1:
+        if len(token) >= LONG_WORD_BYTES:
+            long_words.append((token, count))
+        elif len(token) > 1:
             words.append(list(token))
             freqs.append(count)
     num_merges = vocab_size - len(token_bytes)
-    merges = _learn_merges(words, freqs, token_bytes, num_merges, progress)
+    merges = _learn_merges(words, freqs, long_words, token_bytes, num_merges, progress)
     vocab = dict(enumerate(token_bytes))
     return vocab, merges
 
@@ -307,6 +312,7 @@ def _train_from_word_counts(
 def _learn_merges(
     words: list[list[int]],
     freqs: list[int],
+    long_words: list[tuple[bytes, int]],
     token_bytes: list[bytes],
     num_merges: int,
     progress: bool,
@@ -323,6 +329,7 @@ def _learn_merges(
             pair = (left << shift) | right
             pair_counts[pair] += freq
             where[pair].append(index)
+    arena = LongWordArena(long_words, pair_counts) if long_words else None
     # 4. Max-heap by (count, greatest bytes) via (-count, inverted key). Counts of existing pairs
     # only ever fall, so an entry's count is an upper bound: a popped entry whose count is stale
     # is re-pushed with the current count (lazy update).
@@ -347,7 +354,9 @@ def _learn_merges(
         token_bytes.append(token_bytes[left] + token_bytes[right])
         inverted.append(_invert(token_bytes[new_id]))
         merges.append((token_bytes[left], token_bytes[right]))
-        new_pairs = _merge_words(words, freqs, where.pop(pair), left, right, new_id, pair_counts, where)
+        new_pairs = _merge_words(words, freqs, where.pop(pair, ()), left, right, new_id, pair_counts, where)
+        if arena is not None:
+            new_pairs |= arena.merge(pair, new_id, pair_counts)
         del pair_counts[pair]
         for new_pair in new_pairs:
             # A new pair can net to zero: (Y, X) in "Y X" -> "Y Y" is counted and then uncounted.
@@ -365,7 +374,7 @@ def _learn_merges(
 def _merge_words(
     words: list[list[int]],
     freqs: list[int],
-    word_indices: list[int],
+    word_indices: Iterable[int],
     left: int,
     right: int,
     new_id: int,
@@ -380,7 +389,8 @@ def _merge_words(
     new_left = new_id << shift  # (new_id, x) = new_left | x
     right_left = right << shift  # (right, x) = right_left | x
     new_pairs: set[int] = set()
-    for index in word_indices:
+    # An index is listed once per occurrence of the pair: rebuild each word once.
+    for index in dict.fromkeys(word_indices):
         word = words[index]
         if left not in word:
             continue  # stale index entry: an earlier merge consumed the pair
