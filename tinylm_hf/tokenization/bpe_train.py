@@ -8,7 +8,6 @@ single bytes, then the special tokens in the given order, then one id per merge 
 from __future__ import annotations
 
 import heapq
-import multiprocessing
 import os
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -24,6 +23,7 @@ from .pretokenize import (
     compile_special_pattern,
     resolve_pattern,
 )
+from .process_pool import make_executor, map_in_order, resolve_workers
 
 # Files smaller than this are counted in the calling process: on a few MB, starting a pool of
 # workers costs about what it saves (measured on TinyStories, 2.4 MB).
@@ -130,10 +130,7 @@ def count_pretokens(
     num_workers: int | None = None,
 ) -> Counter[str]:
     """Count the pre-tokens of a file (pre-token -> count), with special tokens removed."""
-    if num_workers is None:
-        num_workers = _available_cpus()
-    if not isinstance(num_workers, int) or num_workers < 1:
-        raise ValueError(f"num_workers must be a positive int or None, got {num_workers!r}")
+    num_workers = resolve_workers(num_workers)
     size = os.path.getsize(path)
     if size < PARALLEL_MIN_BYTES:
         num_workers = 1
@@ -145,8 +142,9 @@ def count_pretokens(
     if len(tasks) == 1:
         return _count_ranges(tasks[0])
     totals: Counter[str] = Counter()
-    with _pool_context().Pool(len(tasks)) as pool:
-        for counts in pool.imap_unordered(_count_ranges, tasks):
+    with make_executor(len(tasks)) as executor:
+        job = f"counting the pre-tokens of {path}"
+        for counts in map_in_order(executor, _count_ranges, tasks, max_in_flight=len(tasks), job=job):
             totals.update(counts)
     return totals
 
@@ -269,18 +267,6 @@ def _split_text(text: str, special_tokens: Sequence[str]) -> Iterator[str]:
         yield text[start : match.start()]
         start = match.end()
     yield text[start:]
-
-
-def _available_cpus() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:
-        return max(1, os.cpu_count() or 1)
-
-
-def _pool_context():
-    methods = multiprocessing.get_all_start_methods()
-    return multiprocessing.get_context("fork" if "fork" in methods else None)
 
 
 # ---------------------------------------------------------------------------------------------

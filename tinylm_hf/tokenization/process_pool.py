@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+from multiprocessing import resource_tracker
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -45,6 +46,9 @@ def make_executor(
     """A started pool of `workers` processes, forked where possible (initargs are then inherited, not pickled)."""
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    # Workers must share the parent's resource tracker: one started in a worker would "clean up"
+    # shared memory the worker handed to the parent (and the parent already freed) at exit.
+    resource_tracker.ensure_running()
     executor = ProcessPoolExecutor(workers, mp_context=context, initializer=initializer, initargs=initargs)
     # Forked workers start on the first submit. Frozen objects are never scanned by the children's
     # collector, so the parent's pages (the tokenizer, the vocabulary) stay shared.
