@@ -424,7 +424,7 @@ def merge_by_heap(ids: list[int], rank_of: Callable, merged_by_rank: list[int]) 
 
 
 def _as_token_set(tokens: Collection[str], name: str) -> frozenset[str]:
-    if isinstance(tokens, str) or not all(isinstance(t, str) for t in tokens):
+    if isinstance(tokens, str) or not isinstance(tokens, Collection) or not all(isinstance(t, str) for t in tokens):
         raise TypeError(f'{name} must be "all" or a collection of special-token strings, got {tokens!r}')
     return frozenset(tokens)
 
