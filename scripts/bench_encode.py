@@ -106,6 +106,13 @@ def bench_encoders(
     runners: dict[str, Callable[[], object] | _cold] = default_encoders(text, tok, workers)
     for name, fn in (extra or {}).items():
         runners[name] = (lambda f: lambda: f(text))(fn)
+    best, cpu = time_round_robin(runners, repeats)
+    megabytes = len(text.encode("utf-8")) / 1e6
+    return [(name, t, cpu[name], megabytes / t, best[BASELINE] / t) for name, t in best.items()]
+
+
+def time_round_robin(runners: dict[str, Callable[[], object] | _cold], repeats: int) -> tuple[dict, dict]:
+    """Best wall and CPU seconds per runner over `repeats` rounds, every runner once per round."""
     best = {name: float("inf") for name in runners}
     cpu = dict(best)
     for _ in range(repeats):
@@ -115,8 +122,7 @@ def bench_encoders(
             runner.run(target) if isinstance(runner, _cold) else runner()
             best[name] = min(best[name], time.perf_counter() - start)
             cpu[name] = min(cpu[name], _cpu_seconds() - start_cpu)
-    megabytes = len(text.encode("utf-8")) / 1e6
-    return [(name, t, cpu[name], megabytes / t, best[BASELINE] / t) for name, t in best.items()]
+    return best, cpu
 
 
 def _cpu_seconds() -> float:
@@ -144,15 +150,7 @@ def bench_file(path: Path, tok: BPETokenizer, *, max_workers: int, repeats: int)
     for workers in range(1, max_workers + 1):
         runners[f"BPETokenizer.encode_file ({workers} process{'es' if workers > 1 else ''}, cold)"] = _cold(
             fresh, (lambda w: lambda t: t.encode_file(path, num_workers=w))(workers))
-    best = {name: float("inf") for name in runners}
-    cpu = dict(best)
-    for _ in range(repeats):
-        for name, runner in runners.items():
-            target = runner.setup() if isinstance(runner, _cold) else None
-            start, start_cpu = time.perf_counter(), _cpu_seconds()
-            runner.run(target) if isinstance(runner, _cold) else runner()
-            best[name] = min(best[name], time.perf_counter() - start)
-            cpu[name] = min(cpu[name], _cpu_seconds() - start_cpu)
+    best, cpu = time_round_robin(runners, repeats)
     megabytes = path.stat().st_size / 1e6
     return [(name, t, cpu[name], megabytes / t, best[BASELINE] / t) for name, t in best.items()]
 

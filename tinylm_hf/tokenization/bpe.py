@@ -197,13 +197,17 @@ class BPETokenizer:
                 continue
             chunks = stretch.split(" ")
             ids += self._chunk_cache[chunks[0]]
-            missing = set(islice(chunks, 1, None)).difference(spaced)
-            if missing:
+            done = len(ids)
+            try:  # warm: every chunk is cached and nothing else runs
+                ids += chain.from_iterable(map(spaced.__getitem__, islice(chunks, 1, None)))
+            except KeyError:
+                del ids[done:]
+                missing = set(islice(chunks, 1, None)).difference(spaced)
                 if len(spaced) + len(missing) > CHUNK_CACHE_LIMIT:
                     spaced.clear()
                     missing = set(islice(chunks, 1, None))
                 self._fill_spaced_cache(missing)
-            ids += chain.from_iterable(map(spaced.__getitem__, islice(chunks, 1, None)))
+                ids += chain.from_iterable(map(spaced.__getitem__, islice(chunks, 1, None)))
         return ids
 
     def _fill_spaced_cache(self, chunks: set[str]) -> None:
