@@ -1,12 +1,18 @@
-"""Encode throughput of `BPETokenizer` vs tiktoken with GPT-2's files, as one table of paired ratios.
+"""Encode throughput of `BPETokenizer` vs tiktoken with GPT-2's files, as tables of paired ratios.
 
     PYTHONPATH=. python scripts/bench_encode.py [--data ../shared/data] [--repeats 3] [--workers 2]
+        [--novels-mb 3] [--file-mb 40] [--only corpora,file,hostile]
 
 Every row runs on the same text, interleaved round-robin over `--repeats` rounds (the best round
 counts), so machine load hits all rows alike. "cold" rows build a new `BPETokenizer` per run
 (construction not timed), so no pre-token cache is reused. Ratios are against tiktoken's
 single-thread `encode_ordinary`. Other encoders (e.g. the Hugging Face wrappers) join the table
 through `bench_encoders(text, extra={"name": callable})`.
+
+Two more tables: "file" times `encode_file` with 1..`--workers` processes on the first `--file-mb`
+MB of pd_novels_heldout.txt beside tiktoken's single thread; "hostile" encodes runs of random
+"ACGT" without whitespace (one pre-token each) at 20k..100k characters, with the growth
+time(80k) / time(20k) (linear: 4).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import os
+import random
 import resource
 import sys
 import tempfile
@@ -52,8 +59,7 @@ def make_tiktoken(tok: BPETokenizer) -> tiktoken.Encoding:
 def default_encoders(text: str, tok: BPETokenizer, workers: int) -> dict[str, Callable[[], object]]:
     """Zero-argument callables that each encode `text` once; a cold one builds its tokenizer first."""
     enc = make_tiktoken(tok)
-    spans = tok._split_for_workers(text, 64)
-    docs = [text[a:b] for a, b in spans]
+    docs = list(tok._iter_independent_pieces([text], max(1, len(text) // 64)))
     tmp = tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".txt", delete=False)
     with tmp:
         tmp.write(text)
@@ -100,6 +106,13 @@ def bench_encoders(
     runners: dict[str, Callable[[], object] | _cold] = default_encoders(text, tok, workers)
     for name, fn in (extra or {}).items():
         runners[name] = (lambda f: lambda: f(text))(fn)
+    best, cpu = time_round_robin(runners, repeats)
+    megabytes = len(text.encode("utf-8")) / 1e6
+    return [(name, t, cpu[name], megabytes / t, best[BASELINE] / t) for name, t in best.items()]
+
+
+def time_round_robin(runners: dict[str, Callable[[], object] | _cold], repeats: int) -> tuple[dict, dict]:
+    """Best wall and CPU seconds per runner over `repeats` rounds, every runner once per round."""
     best = {name: float("inf") for name in runners}
     cpu = dict(best)
     for _ in range(repeats):
@@ -109,8 +122,7 @@ def bench_encoders(
             runner.run(target) if isinstance(runner, _cold) else runner()
             best[name] = min(best[name], time.perf_counter() - start)
             cpu[name] = min(cpu[name], _cpu_seconds() - start_cpu)
-    megabytes = len(text.encode("utf-8")) / 1e6
-    return [(name, t, cpu[name], megabytes / t, best[BASELINE] / t) for name, t in best.items()]
+    return best, cpu
 
 
 def _cpu_seconds() -> float:
@@ -126,24 +138,91 @@ def format_table(title: str, rows: list[tuple[str, float, float, float, float]])
     return "\n".join(lines)
 
 
+def bench_file(path: Path, tok: BPETokenizer, *, max_workers: int, repeats: int) -> list[tuple]:
+    """encode_file with 1..max_workers processes (cold) vs tiktoken's single thread on a whole file."""
+    enc = make_tiktoken(tok)
+    text = path.read_text(encoding="utf-8")
+    runners: dict[str, Callable[[], object] | _cold] = {BASELINE: lambda: enc.encode_ordinary(text)}
+
+    def fresh() -> BPETokenizer:
+        return BPETokenizer(tok.vocab, tok.merges, tok.special_tokens)
+
+    for workers in range(1, max_workers + 1):
+        runners[f"BPETokenizer.encode_file ({workers} process{'es' if workers > 1 else ''}, cold)"] = _cold(
+            fresh, (lambda w: lambda t: t.encode_file(path, num_workers=w))(workers))
+    best, cpu = time_round_robin(runners, repeats)
+    megabytes = path.stat().st_size / 1e6
+    return [(name, t, cpu[name], megabytes / t, best[BASELINE] / t) for name, t in best.items()]
+
+
+def bench_hostile(tok: BPETokenizer, sizes: tuple[int, ...] = (20_000, 40_000, 80_000, 100_000),
+                  repeats: int = 3) -> str:
+    """A Markdown table: one whitespace-free "ACGT" run per size, ours vs tiktoken (best of `repeats`)."""
+    enc = make_tiktoken(tok)
+    rng = random.Random(0)
+    rows, ours = [], {}
+    for size in sizes:
+        text = "".join(rng.choices("ACGT", k=size))
+        times = {"ours": float("inf"), "tiktoken": float("inf")}
+        for _ in range(repeats):
+            fresh = BPETokenizer(tok.vocab, tok.merges, tok.special_tokens)  # cold: no cached run
+            start = time.perf_counter()
+            ids = fresh.encode(text)
+            times["ours"] = min(times["ours"], time.perf_counter() - start)
+            start = time.perf_counter()
+            expected = enc.encode_ordinary(text)
+            times["tiktoken"] = min(times["tiktoken"], time.perf_counter() - start)
+            if ids != expected:
+                raise AssertionError(f"ids differ from tiktoken's on {size} characters")
+        ours[size] = times["ours"]
+        rows.append(f"| {size:,} | {times['ours']:.4f} | {times['tiktoken']:.4f} | "
+                    f"{times['ours'] / times['tiktoken']:.1f}x |")
+    lines = ['### hostile input: one run of random "ACGT" (no whitespace)', "",
+             "| characters | ours s | tiktoken s | ours / tiktoken |", "|---:|---:|---:|---:|", *rows]
+    if 20_000 in ours and 80_000 in ours:
+        lines += ["", f"growth time(80k) / time(20k): ours {ours[80_000] / ours[20_000]:.2f} (linear: 4)"]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     global _GPT2, _DATA
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=Path(os.environ.get("TINYLM_SHARED_DATA", "../shared/data")))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--novels-mb", type=float, default=10.0)
+    parser.add_argument("--novels-mb", type=float, default=3.0)
+    parser.add_argument("--file-mb", type=float, default=40.0, help="size of the novels file for encode_file")
+    parser.add_argument("--only", default="corpora,file,hostile", help="tables to run, comma-separated")
     args = parser.parse_args(argv)
+    tables = set(args.only.split(","))
     _DATA = args.data
     _GPT2 = load_gpt2(args.data)
-    corpora = {
-        "tinystories_train_small.txt": (args.data / "tinystories_train_small.txt").read_text(encoding="utf-8"),
-        f"pd_novels_heldout.txt (first {args.novels_mb:g} MB)":
-            (args.data / "pd_novels_heldout.txt").read_text(encoding="utf-8")[: int(args.novels_mb * 1e6)],
-    }
     print(f"cpus: {os.cpu_count()}, load average: {os.getloadavg()[0]:.1f}, repeats: {args.repeats}\n")
-    for title, text in corpora.items():
-        print(format_table(title, bench_encoders(text, repeats=args.repeats, workers=args.workers)) + "\n")
+    if "corpora" in tables:
+        for title, text in read_corpora(args.data, args.novels_mb).items():
+            print(format_table(title, bench_encoders(text, repeats=args.repeats, workers=args.workers)) + "\n")
+    if "file" in tables:
+        path = args.data / "pd_novels_heldout.txt"
+        if args.file_mb * 1e6 < path.stat().st_size:
+            tmp = tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".txt", delete=False)
+            with tmp:
+                tmp.write(path.read_text(encoding="utf-8")[: int(args.file_mb * 1e6)])
+            atexit.register(os.unlink, tmp.name)
+            path = Path(tmp.name)
+        rows = bench_file(path, _GPT2, max_workers=args.workers, repeats=max(1, args.repeats - 1))
+        print(format_table(f"encode_file on pd_novels_heldout.txt ({path.stat().st_size / 1e6:.1f} MB)", rows) + "\n")
+    if "hostile" in tables:
+        print(bench_hostile(_GPT2, repeats=args.repeats) + "\n")
+
+
+def read_corpora(data: Path, novels_mb: float) -> dict[str, str]:
+    """The encode corpora: TinyStories, a slice of the novels, the multilingual samples."""
+    return {
+        "tinystories_train_small.txt": (data / "tinystories_train_small.txt").read_text(encoding="utf-8"),
+        f"pd_novels_heldout.txt (first {novels_mb:g} MB)":
+            (data / "pd_novels_heldout.txt").read_text(encoding="utf-8")[: int(novels_mb * 1e6)],
+        "multilingual_samples.txt": (data / "multilingual_samples.txt").read_text(encoding="utf-8"),
+    }
 
 
 if __name__ == "__main__":

@@ -11,7 +11,11 @@ the training call alone, peak memory is the largest RSS of the subprocess plus t
 workers (sampled every 20 ms) and the subprocess's own ru_maxrss. Our side loads only the tokenization
 modules (not the whole package, whose torch import would dominate memory).
 
-    python scripts/bench_tokenizer.py [--quick] [--data ../shared/data] [--only-wordpiece]
+    python scripts/bench_tokenizer.py [--quick] [--data ../shared/data] [--only-wordpiece] [--hostile-mb 5]
+
+The hostile row trains on `--hostile-mb` MB of random "ACGT" without any whitespace: one
+pre-token of that many bytes, the case that was quadratic before long words got their own merge
+structure (bpe_train_long).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import resource
 import subprocess
 import sys
@@ -174,6 +179,14 @@ def bench_train(data_dir: Path, rows: list[tuple], ours_code: str = OURS_CHILD,
     return results
 
 
+def write_hostile_file(directory: Path, megabytes: float) -> Path:
+    """A file of random "ACGT" without whitespace (seeded, so every run trains on the same text)."""
+    path = directory / f"acgt_{megabytes:g}mb.txt"
+    rng = random.Random(0)
+    path.write_text("".join(rng.choices("ACGT", k=int(megabytes * 1e6))), encoding="ascii")
+    return path
+
+
 def print_train_table(results: list[dict], title: str | None = None, note: str | None = None) -> None:
     print(title or "(1) BPE training: tinylm_hf.train_bpe vs tokenizers BpeTrainer "
           f"(GPT-2 regex, special {SPECIAL!r}, {psutil.cpu_count()} CPUs)")
@@ -245,6 +258,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--novels-mb", type=float, default=10.0, help="size of the novels slice to encode")
     parser.add_argument("--skip-train", action="store_true", help="only the encode tables")
     parser.add_argument("--only-wordpiece", action="store_true", help="only section (3), WordPiece")
+    parser.add_argument("--skip-encode", action="store_true", help="only the training table")
+    parser.add_argument("--hostile-mb", type=float, default=5.0, help="size of the whitespace-free row (0: none)")
+    parser.add_argument("--hostile-vocab", type=int, default=1000, help="vocab size of the whitespace-free row")
     args = parser.parse_args(argv)
     if not args.skip_train:
         rows = QUICK_WP_TRAIN_ROWS if args.quick else WP_TRAIN_ROWS
@@ -261,8 +277,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.skip_train:
         rows = QUICK_TRAIN_ROWS if args.quick else TRAIN_ROWS
-        print_train_table(bench_train(args.data, rows))
+        results = bench_train(args.data, rows)
+        if args.hostile_mb > 0:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = write_hostile_file(Path(tmp), args.hostile_mb)
+                results += bench_train(path.parent, [(path.name, args.hostile_vocab)])
+        print_train_table(results)
         print()
+    if args.skip_encode:
+        return 0
     bench_encode_tables(args.data, repeats=1 if args.quick else args.repeats,
                         novels_mb=1.0 if args.quick else args.novels_mb)
     return 0
@@ -283,11 +306,7 @@ def bench_encode_tables(data: Path, *, repeats: int, novels_mb: float) -> None:
         "TinyLMTokenizer (warm)": lambda t: slow(t)["input_ids"],
         "TinyLMTokenizerFast": lambda t: fast(t)["input_ids"],
     }
-    corpora = {
-        "tinystories_train_small.txt": (data / "tinystories_train_small.txt").read_text(encoding="utf-8"),
-        f"pd_novels_heldout.txt (first {novels_mb:g} MB)":
-            (data / "pd_novels_heldout.txt").read_text(encoding="utf-8")[: int(novels_mb * 1e6)],
-    }
+    corpora = bench_encode.read_corpora(data, novels_mb)
     bench_encode._DATA = data
     for title, text in corpora.items():
         rows = bench_encode.bench_encoders(text, extra, repeats=repeats)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import pickle
+import random
 import tracemalloc
 from pathlib import Path
 
@@ -318,20 +319,110 @@ def test_vocab_json_with_non_integer_id_is_rejected(tmp_path: Path) -> None:
         load_vocab_json(path)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(parts=st.lists(tricky_text | st.just(EOT) | st.just(EOT + EOT), max_size=12), pieces=st.integers(1, 9))
-def test_split_for_workers_spans_encode_like_the_whole(gpt2_double, parts, pieces) -> None:
-    text = "".join(parts)
-    spans = gpt2_double._split_for_workers(text, pieces)
-    assert spans[0][0] == 0 and spans[-1][1] == len(text)
-    assert [a for a, _ in spans[1:]] == [b for _, b in spans[:-1]]
-    joined = list(itertools.chain.from_iterable(gpt2_double.encode(text[a:b]) for a, b in spans))
-    assert joined == gpt2_double.encode(text)
-
-
 def test_pickle_round_trip_drops_the_cache(gpt2: BPETokenizer) -> None:
     gpt2.encode("warm the cache")
     clone = pickle.loads(pickle.dumps(gpt2))
     assert len(clone._cache) == 0
     assert clone.encode("Hello <|endoftext|> world") == gpt2.encode("Hello <|endoftext|> world")
     assert pickle.dumps(clone) == pickle.dumps(BPETokenizer(gpt2.vocab, gpt2.merges, [EOT]))
+
+
+# ------------------------------------------------------------------------------ long pre-tokens (heap path)
+@pytest.fixture(scope="module")
+def gpt2_heap(gpt2: BPETokenizer) -> BPETokenizer:
+    """GPT-2 with every pre-token of 2+ bytes merged over the heap."""
+    return BPETokenizer(gpt2.vocab, gpt2.merges, [EOT], heap_min_bytes=2)
+
+
+def test_heap_path_on_the_minbpe_case() -> None:
+    vocab = BYTES_VOCAB | {256: b"aa", 257: b"aaa", 258: b"aaab"}
+    tok = BPETokenizer(vocab, [(b"a", b"a"), (b"aa", b"a"), (b"aaa", b"b")], heap_min_bytes=2)
+    assert tok.encode("aaabdaaabac") == [258, 100, 258, 97, 99]
+
+
+def test_heap_path_merges_by_rank_not_by_length() -> None:
+    vocab = BYTES_VOCAB | {256: b"bc", 257: b"ab", 258: b"abc"}
+    tok = BPETokenizer(vocab, [(b"b", b"c"), (b"a", b"b"), (b"ab", b"c")], heap_min_bytes=2)
+    assert tok.encode("abc") == [97, 256]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=tricky_text)
+def test_heap_path_equals_tiktoken_on_generated_text(gpt2_heap: BPETokenizer, reference, text: str) -> None:
+    assert gpt2_heap.encode_ordinary(text) == reference.encode_ordinary(text)
+
+
+@pytest.mark.parametrize("name", ["multilingual_samples.txt", "corpus.en", "tinystories_sample.txt"])
+def test_heap_path_equals_tiktoken_on_corpus(gpt2_heap: BPETokenizer, reference, name: str) -> None:
+    text = shared_file(name).read_text(encoding="utf-8")
+    assert gpt2_heap.encode_ordinary(text) == reference.encode_ordinary(text)
+
+
+def _long_runs() -> dict[str, str]:
+    rng = random.Random(0)
+    return {
+        "dna": "".join(rng.choices("ACGT", k=20_000)),
+        "one-letter": "a" * 5_000,
+        "base64": "".join(rng.choices("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", k=8_000)),
+        "cjk": "".join(rng.choices("世界人权宣言联合国大会通过并颁布", k=3_000)),
+        "digits": "".join(rng.choices("0123456789", k=6_000)),
+        "punctuation": "".join(rng.choices("!?.,;:-_=+*", k=6_000)),
+    }
+
+
+@pytest.mark.parametrize("name", list(_long_runs()))
+def test_long_runs_equal_tiktoken(gpt2: BPETokenizer, reference, name: str) -> None:
+    text = _long_runs()[name]
+    assert gpt2.encode(f"x {text} y") == reference.encode_ordinary(f"x {text} y")
+
+
+@pytest.mark.parametrize("bad", [1, 0, "64", None])
+def test_heap_min_bytes_must_be_an_int_of_at_least_two(bad) -> None:
+    with pytest.raises(ValueError, match="heap_min_bytes"):
+        BPETokenizer(BYTES_VOCAB, [], heap_min_bytes=bad)
+
+
+# ------------------------------------------------------------------------------ encode_text (tiktoken's policy)
+def test_encode_text_raises_on_special_text_by_default(gpt2: BPETokenizer, reference) -> None:
+    with pytest.raises(ValueError, match="disallowed special token"):
+        reference.encode(f"a{EOT}b")
+    with pytest.raises(ValueError, match=r"(?s)disallowed special token '<\|endoftext\|>'.*allowed_special.*disallowed_special=\(\)"):
+        gpt2.encode_text(f"a{EOT}b")
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        {"allowed_special": "all"},
+        {"allowed_special": {EOT}},
+        {"disallowed_special": ()},
+        {"allowed_special": set(), "disallowed_special": set()},
+        {"allowed_special": "all", "disallowed_special": "all"},
+    ],
+    ids=["allow-all", "allow-eot", "plain", "empty-sets", "allow-all-disallow-all"],
+)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(parts=st.lists(tricky_text | st.just(EOT) | st.just(EOT[:7]), max_size=6))
+def test_encode_text_equals_tiktoken_encode(gpt2: BPETokenizer, reference, policy: dict, parts: list[str]) -> None:
+    text = "".join(parts)
+    assert gpt2.encode_text(text, **policy) == reference.encode(text, **policy)
+
+
+def test_encode_text_without_special_text_equals_encode(gpt2: BPETokenizer) -> None:
+    text = shared_file("tinystories_sample.txt").read_text(encoding="utf-8").replace(EOT, "")
+    assert gpt2.encode_text(text) == gpt2.encode(text)
+
+
+def test_encode_text_allows_one_of_two_overlapping_tokens(gpt2_double: BPETokenizer) -> None:
+    double = EOT + EOT
+    tok = gpt2_double
+    with pytest.raises(ValueError, match="disallowed special token"):
+        tok.encode_text(f"a{double}", allowed_special={EOT})
+    ids = tok.encode_text(f"a{double}", allowed_special={EOT}, disallowed_special=())
+    assert ids == tok.encode_ordinary("a") + [tok.special_ids[EOT]] * 2
+
+
+@pytest.mark.parametrize("bad", [EOT, [1], None])
+def test_encode_text_rejects_bad_special_sets(gpt2: BPETokenizer, bad) -> None:
+    with pytest.raises(TypeError, match="allowed_special"):
+        gpt2.encode_text("a", allowed_special=bad)

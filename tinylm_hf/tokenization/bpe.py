@@ -1,20 +1,24 @@
 """Byte-level BPE encoding and decoding by merge rank, with special tokens and GPT-2 file I/O.
 
-Speed comes from three things: GPT-2 pre-tokens found by stdlib `re` on ASCII stretches
-(`pretokenize_gpt2`), a per-pre-token cache looked up from C (`map` over a dict with `__missing__`),
-and, for large inputs, `encode_batch` / `encode_file` over worker processes.
+Speed comes from caches looked up from C (`map` over a dict with `__missing__`): for GPT-2's pattern
+the text is cut at spaces with `str.split` (every such cut is a safe pre-token boundary, see
+`split_gpt2_stretches`) and whole space-separated chunks are cached; below that, a per-pre-token
+cache. A pre-token's merges run in a short quadratic loop, or, for long pre-tokens (a run without
+whitespace), over a heap of pair ranks on a linked list, so hostile input costs O(n log n).
+Parallel encoding over worker processes lives in `parallel_encode` (imported on first use).
 """
 
 from __future__ import annotations
 
 import gc
-import multiprocessing
+import importlib
 import os
-from array import array
-from bisect import bisect_right
-from collections.abc import Iterable, Iterator
-from itertools import chain, repeat
+from collections.abc import Callable, Collection, Iterable, Iterator
+from functools import lru_cache
+from heapq import heapify, heappop, heappush
+from itertools import chain, islice, repeat
 from pathlib import Path
+from typing import Literal
 
 import regex
 
@@ -24,36 +28,40 @@ from .pretokenize import (
     GPT2_PATTERN,
     check_special_tokens,
     compile_special_pattern,
-    find_next_safe_cut,
     find_safe_cut,
     has_safe_cuts,
     pretokenize_gpt2,
     resolve_pattern,
+    split_gpt2_stretches,
 )
 
-# Pre-token cache entries before the cache is emptied (keeps memory bounded on endless streams).
-CACHE_LIMIT = 1 << 16
+# Pre-token cache entries before the cache is emptied (keeps memory bounded on endless streams;
+# 40 MB of novels hold about 108k distinct pre-tokens, so the cache need not be rebuilt there).
+CACHE_LIMIT = 1 << 18
+# Entries of each space-separated-chunk cache before it is emptied.
+CHUNK_CACHE_LIMIT = 1 << 18
 # encode_iterable buffers about this many characters before looking for a safe place to cut.
 STREAM_FLUSH_CHARS = 1 << 14
-# Below this many characters the parallel paths encode in-process (a pool costs ~0.1 s to start).
-PARALLEL_MIN_CHARS = 1 << 20
 # encode pauses the garbage collector for texts at least this long.
 GC_PAUSE_CHARS = 1 << 16
+# Pre-tokens of at least this many bytes merge over a heap (O(n log n)) instead of the quadratic
+# loop, which is faster on short ones.
+HEAP_MIN_BYTES = 64
 _NO_MERGE = 1 << 62  # rank of a pair that was never learned
 
 
-class _PretokenCache(dict):
-    """pre-token str -> ids; a miss runs BPE, so hits never leave C when read through `map`."""
+class _EncodeCache(dict):
+    """key str -> ids; a miss calls `encode(key)`, so hits never leave C when read through `map`."""
 
-    def __init__(self, encode_bytes) -> None:
+    def __init__(self, encode: Callable[[str], list[int]], limit: int) -> None:
         super().__init__()
-        self._encode_bytes = encode_bytes
+        self._encode, self.limit = encode, limit
 
-    def __missing__(self, piece: str) -> list[int]:
-        ids = self._encode_bytes(piece.encode("utf-8"))
-        if len(self) >= CACHE_LIMIT:
+    def __missing__(self, key: str) -> list[int]:
+        ids = self._encode(key)
+        if len(self) >= self.limit:
             self.clear()
-        self[piece] = ids
+        self[key] = ids
         return ids
 
 
@@ -80,7 +88,11 @@ class BPETokenizer:
         special_tokens: list[str] | None = None,
         *,
         pattern: str = "gpt2",
+        heap_min_bytes: int = HEAP_MIN_BYTES,
     ) -> None:
+        if not isinstance(heap_min_bytes, int) or heap_min_bytes < 2:
+            raise ValueError(f"heap_min_bytes must be an int >= 2, got {heap_min_bytes!r}")
+        self.heap_min_bytes = heap_min_bytes
         self.vocab: dict[int, bytes] = dict(vocab)
         self.merges: list[tuple[bytes, bytes]] = list(merges)
         self.special_tokens: list[str] = check_special_tokens(special_tokens)
@@ -117,22 +129,33 @@ class BPETokenizer:
         self._byte_ids = [self.token_to_id[bytes([i])] for i in range(256)]
         self._fast_gpt2 = self.pattern == GPT2_PATTERN
         self._safe_cuts = has_safe_cuts(self.pattern)
-        self._cache = _PretokenCache(self._encode_bytes)
+        self._make_caches()
+
+    def _make_caches(self) -> None:
+        self._cache = _EncodeCache(self._encode_pretoken, CACHE_LIMIT)  # pre-token -> ids
+        # For GPT-2's pattern: a chunk between safe-cut spaces -> ids; the spaced cache encodes
+        # " " + key, so the pieces of `str.split(" ")` are looked up without rebuilding strings.
+        self._chunk_cache = _EncodeCache(self._encode_chunk, CHUNK_CACHE_LIMIT)
+        # A plain dict (filled in bulk by `_fill_spaced_cache`): set.difference against it is a C loop.
+        self._spaced_cache: dict[str, list[int]] = {}
 
     def __getstate__(self) -> dict:
-        # The cache is derived data: leaving it out keeps pickles small and their hashes stable.
+        # The caches are derived data: leaving them out keeps pickles small and their hashes stable.
         state = self.__dict__.copy()
-        del state["_cache"]
+        for name in ("_cache", "_chunk_cache", "_spaced_cache"):
+            del state[name]
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self._cache = _PretokenCache(self._encode_bytes)
+        self._make_caches()
 
     # ----------------------------------------------------------------------------------- encode
     def _encode_bytes(self, data: bytes) -> list[int]:
         """BPE one pre-token: merge the lowest-rank adjacent pair (leftmost first) until none applies."""
         ids = list(map(self._byte_ids.__getitem__, data))
+        if len(ids) >= self.heap_min_bytes:
+            return merge_by_heap(ids, self.ranks.get, self._merged_by_rank)
         rank_of, merged_id = self.ranks.get, self._merged_by_rank
         # pair_ranks[i] is the rank of (ids[i], ids[i + 1]), _NO_MERGE if never learned.
         pair_ranks = list(map(rank_of, zip(ids, ids[1:]), repeat(_NO_MERGE)))
@@ -151,32 +174,117 @@ class BPETokenizer:
                 pair_ranks[i] = rank_of((new, ids[i + 1]), _NO_MERGE)
         return ids
 
-    def _pretokenize(self, text: str) -> list[str]:
-        if self._fast_gpt2:
-            return pretokenize_gpt2(text)
-        return self._pretokenizer.findall(text)
+    def _encode_pretoken(self, piece: str) -> list[int]:
+        return self._encode_bytes(piece.encode("utf-8"))
+
+    def _encode_pretokens(self, pieces: Iterable[str]) -> list[int]:
+        return list(chain.from_iterable(map(self._cache.__getitem__, pieces)))
+
+    def _encode_chunk(self, chunk: str) -> list[int]:
+        return self._encode_pretokens(pretokenize_gpt2(chunk))
+
+    def _encode_spaced_chunk(self, chunk: str) -> list[int]:
+        return self._encode_pretokens(pretokenize_gpt2(" " + chunk))
 
     def encode_ordinary(self, text: str) -> list[int]:
         """Encode text ignoring special tokens (their text is encoded as plain bytes)."""
-        return list(chain.from_iterable(map(self._cache.__getitem__, self._pretokenize(text))))
+        if not self._fast_gpt2:
+            return self._encode_pretokens(self._pretokenizer.findall(text))
+        ids: list[int] = []
+        spaced = self._spaced_cache
+        for stretch, splittable in split_gpt2_stretches(text):
+            if not splittable:
+                ids += self._encode_pretokens(pretokenize_gpt2(stretch))
+                continue
+            chunks = stretch.split(" ")
+            ids += self._chunk_cache[chunks[0]]
+            done = len(ids)
+            try:  # warm: every chunk is cached and nothing else runs
+                ids += chain.from_iterable(map(spaced.__getitem__, islice(chunks, 1, None)))
+            except KeyError:
+                del ids[done:]
+                missing = set(islice(chunks, 1, None)).difference(spaced)
+                if len(spaced) + len(missing) > CHUNK_CACHE_LIMIT:
+                    spaced.clear()
+                    missing = set(islice(chunks, 1, None))
+                self._fill_spaced_cache(missing)
+                ids += chain.from_iterable(map(spaced.__getitem__, islice(chunks, 1, None)))
+        return ids
+
+    def _fill_spaced_cache(self, chunks: set[str]) -> None:
+        """Encode many new space-free chunks in one regex pass over " " + " ".join(chunks).
+
+        A joining space after a non-whitespace character is a safe cut, so the pass gives each
+        chunk's own pre-tokens, and each chunk's first pre-token is the only one starting with a
+        space. Chunks that are empty or end in whitespace would break that and go one by one.
+        """
+        spaced = self._spaced_cache
+        joinable = [c for c in chunks if c and not c[-1].isspace()]
+        for chunk in chunks.difference(joinable):
+            spaced[chunk] = self._encode_spaced_chunk(chunk)
+        pieces = pretokenize_gpt2(" " + " ".join(joinable))
+        piece_ids = list(map(self._cache.__getitem__, pieces))
+        starts = [i for i, piece in enumerate(pieces) if piece[0] == " "]
+        starts.append(len(pieces))
+        for chunk, start, end in zip(joinable, starts, islice(starts, 1, None)):
+            spaced[chunk] = piece_ids[start] if end == start + 1 else list(chain.from_iterable(piece_ids[start:end]))
 
     def encode(self, text: str) -> list[int]:
-        """Encode text; special tokens (longest match first) map to their own ids."""
+        """Encode text; special tokens (longest match first) map to their own ids.
+
+        Any special token's text becomes its id, also in untrusted text: use `encode_text` for
+        tiktoken's explicit policy.
+        """
+        return self._encode_paused(text, self._special_pattern)
+
+    def encode_text(
+        self,
+        text: str,
+        *,
+        allowed_special: Literal["all"] | Collection[str] = frozenset(),
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+    ) -> list[int]:
+        """Encode text with tiktoken's special-token policy (`tiktoken.Encoding.encode`).
+
+        Special-token text becomes its id only for tokens in `allowed_special` ("all" for every
+        special token); elsewhere it raises ValueError when the token is in `disallowed_special`
+        (by default every special token not allowed), else it is encoded as plain text.
+
+        >>> vocab = {i: bytes([i]) for i in range(256)}
+        >>> tok = BPETokenizer(vocab, [], ["<|endoftext|>"])
+        >>> tok.encode_text("a<|endoftext|>", allowed_special="all")
+        [97, 256]
+        >>> len(tok.encode_text("a<|endoftext|>", disallowed_special=()))  # plain text: 14 bytes
+        14
+        """
+        specials = frozenset(self.special_tokens)
+        allowed = specials if allowed_special == "all" else _as_token_set(allowed_special, "allowed_special")
+        if disallowed_special == "all":
+            disallowed = specials - allowed
+        else:
+            disallowed = _as_token_set(disallowed_special, "disallowed_special")
+        if disallowed:
+            match = _special_pattern_for(disallowed).search(text)
+            if match is not None:
+                raise ValueError(_disallowed_message(match.group()))
+        return self._encode_paused(text, _special_pattern_for(allowed & specials))
+
+    def _encode_paused(self, text: str, special_pattern: regex.Pattern | None) -> list[int]:
         if len(text) < GC_PAUSE_CHARS or not gc.isenabled():
-            return self._encode(text)
+            return self._encode(text, special_pattern)
         # Encoding creates no reference cycles; a collection would only rescan the growing cache.
         gc.disable()
         try:
-            return self._encode(text)
+            return self._encode(text, special_pattern)
         finally:
             gc.enable()
 
-    def _encode(self, text: str) -> list[int]:
-        if self._special_pattern is None:
+    def _encode(self, text: str, special_pattern: regex.Pattern | None) -> list[int]:
+        if special_pattern is None:
             return self.encode_ordinary(text)
         ids: list[int] = []
         start = 0
-        for match in self._special_pattern.finditer(text):
+        for match in special_pattern.finditer(text):
             ids += self.encode_ordinary(text[start : match.start()])
             ids.append(self.special_ids[match.group()])
             start = match.end()
@@ -191,8 +299,13 @@ class BPETokenizer:
         boundary for the built-in patterns); only a custom pattern on text without special tokens
         has no such place and buffers.
         """
+        for piece in self._iter_independent_pieces(iterable, STREAM_FLUSH_CHARS):
+            yield from self.encode(piece)
+
+    def _iter_independent_pieces(self, iterable: Iterable[str], min_chars: int) -> Iterator[str]:
+        """Re-cut a stream of strings into pieces of about `min_chars` or more that encode independently."""
         pending: list[str] = []
-        size, threshold = 0, STREAM_FLUSH_CHARS
+        size, threshold = 0, min_chars
         for chunk in iterable:
             pending.append(chunk)
             size += len(chunk)
@@ -201,12 +314,12 @@ class BPETokenizer:
             text = "".join(pending)
             cut = self._find_stream_cut(text)
             if cut > 0:
-                yield from self.encode(text[:cut])
+                yield text[:cut]
                 text = text[cut:]
             pending, size = [text], len(text)
             # No cut found: wait for twice as much text so re-joining stays linear overall.
-            threshold = STREAM_FLUSH_CHARS if cut > 0 else 2 * size
-        yield from self.encode("".join(pending))
+            threshold = min_chars if cut > 0 else 2 * size
+        yield "".join(pending)
 
     def _find_stream_cut(self, text: str) -> int:
         """The last position where text[:p] encodes independently of whatever text follows, or 0."""
@@ -228,76 +341,19 @@ class BPETokenizer:
     def encode_batch(self, texts: Iterable[str], num_workers: int | None = None) -> list[list[int]]:
         """Encode many texts, over `num_workers` processes (default: all CPUs) when worth it.
 
-        Each result equals `encode(text)`.
+        Each result equals `encode(text)`. See `parallel_encode.encode_batch`.
         """
-        texts = list(texts)
-        workers = _resolve_workers(num_workers)
-        if workers <= 1 or len(texts) <= 1 or sum(map(len, texts)) < PARALLEL_MIN_CHARS:
-            return [self.encode(t) for t in texts]
-        chunksize = max(1, len(texts) // (workers * 8))
-        try:
-            with _make_pool(self, workers) as pool:
-                return [ids.tolist() for ids in pool.imap(_encode_in_worker, texts, chunksize)]
-        finally:
-            _release_worker_state()
+        return _parallel_encode().encode_batch(self, texts, num_workers)
 
     def encode_file(
         self, path: str | os.PathLike, num_workers: int | None = None, *, encoding: str = "utf-8"
     ) -> list[int]:
         """Encode a whole text file over `num_workers` processes; equals `encode` of its contents.
 
-        The text is cut into pieces at special tokens (document boundaries), or at safe pre-token
-        boundaries where documents are too long, so that no cut changes the ids.
+        See `parallel_encode.encode_file`: the file is read in windows cut where no cut changes
+        the ids, and workers return ids through shared memory.
         """
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"no such file: {path}")
-        text = path.read_text(encoding=encoding, errors="replace")
-        workers = _resolve_workers(num_workers)
-        if workers <= 1 or len(text) < PARALLEL_MIN_CHARS:
-            return self.encode(text)
-        spans = self._split_for_workers(text, workers * 4)
-        ids: list[int] = []
-        try:
-            with _make_pool(self, workers, text) as pool:
-                if _WORKER_TEXT is text:  # forked workers already hold the text: send offsets only
-                    results = pool.imap(_encode_span_in_worker, spans)
-                else:
-                    results = pool.imap(_encode_in_worker, (text[a:b] for a, b in spans))
-                for part in results:
-                    ids += part.tolist()
-        finally:
-            _release_worker_state()
-        return ids
-
-    def _split_for_workers(self, text: str, num_pieces: int) -> list[tuple[int, int]]:
-        """Cut text into about `num_pieces` (start, end) spans whose encodings concatenate to `encode(text)`."""
-        step = max(1, len(text) // max(1, num_pieces))
-        spans = (
-            [m.span() for m in self._special_pattern.finditer(text)]
-            if self._special_pattern is not None
-            else []
-        )
-        pieces, start, k = [], 0, 0
-        for target in range(step, len(text), step):
-            if target <= start:
-                continue
-            while k < len(spans) and spans[k][1] <= target:
-                k += 1
-            cut = -1
-            if k < len(spans) and spans[k][0] < target + step // 2:
-                cut = spans[k][0] if spans[k][0] >= target else spans[k][1]
-            elif self._safe_cuts:
-                cut = find_next_safe_cut(text, target)
-                # Never inside a special token: move to its end.
-                j = bisect_right(spans, (cut, len(text))) - 1
-                if cut != -1 and j >= 0 and spans[j][0] < cut < spans[j][1]:
-                    cut = spans[j][1]
-            if cut > start:
-                pieces.append((start, cut))
-                start = cut
-        pieces.append((start, len(text)))
-        return pieces
+        return _parallel_encode().encode_file(self, path, num_workers, encoding=encoding)
 
     # ----------------------------------------------------------------------------------- decode
     def decode(self, ids: Iterable[int]) -> str:
@@ -334,51 +390,77 @@ class BPETokenizer:
         return Path(vocab_path), Path(merges_path)
 
 
-# ------------------------------------------------------------------------------ worker processes
-_WORKER_TOKENIZER: BPETokenizer | None = None
-_WORKER_TEXT: str | None = None
+# --------------------------------------------------------------------------------- helpers
+def merge_by_heap(ids: list[int], rank_of: Callable, merged_by_rank: list[int]) -> list[int]:
+    """BPE of one pre-token in O(n log n): a heap of (rank, position) over a linked list of tokens.
+
+    Pops the lowest rank, leftmost first, exactly as the quadratic loop merges; an entry whose pair
+    has changed or vanished since it was pushed is skipped when popped (each pair has one rank, so
+    "its rank still matches" means "it is still that pair").
+
+    >>> merge_by_heap([97, 97, 97], {(97, 97): 0}.get, [256])
+    [256, 97]
+    """
+    n = len(ids)
+    ids = ids + [-1]  # a sentinel after the last token: (token, -1) has no rank
+    nxt = list(range(1, n + 2))  # next live position (n: the sentinel)
+    prv = list(range(-1, n))  # previous live position (-1: none)
+    heap = [
+        (rank, i)
+        for i, rank in enumerate(map(rank_of, zip(ids, ids[1:n]), repeat(_NO_MERGE)))
+        if rank != _NO_MERGE
+    ]
+    heapify(heap)
+    while heap:
+        rank, i = heappop(heap)
+        j = nxt[i]
+        if rank_of((ids[i], ids[j])) != rank:
+            continue  # stale: i or j was merged away (dead tokens are -1) or changed
+        ids[i] = new = merged_by_rank[rank]
+        ids[j] = -1
+        k = nxt[j]
+        nxt[i], prv[k] = k, i
+        p = prv[i]
+        if p >= 0 and (r := rank_of((ids[p], new))) is not None:
+            heappush(heap, (r, p))
+        if (r := rank_of((new, ids[k]))) is not None:
+            heappush(heap, (r, i))
+    return [t for t in ids if t >= 0]
 
 
-def _resolve_workers(num_workers: int | None) -> int:
-    if num_workers is None:
-        return os.cpu_count() or 1
-    if not isinstance(num_workers, int) or num_workers < 1:
-        raise ValueError(f"num_workers must be a positive integer or None, got {num_workers!r}")
-    return num_workers
+def _as_token_set(tokens: Collection[str], name: str) -> frozenset[str]:
+    if isinstance(tokens, str) or not isinstance(tokens, Collection) or not all(isinstance(t, str) for t in tokens):
+        raise TypeError(f'{name} must be "all" or a collection of special-token strings, got {tokens!r}')
+    return frozenset(tokens)
 
 
-def _init_worker(state: tuple | None) -> None:
-    global _WORKER_TOKENIZER
-    if state is not None:
-        vocab, merges, special_tokens, pattern = state
-        _WORKER_TOKENIZER = BPETokenizer(vocab, merges, special_tokens, pattern=pattern)
+@lru_cache(maxsize=64)
+def _special_pattern_for(tokens: frozenset[str]) -> regex.Pattern | None:
+    return compile_special_pattern(tokens)
 
 
-def _release_worker_state() -> None:
-    global _WORKER_TOKENIZER, _WORKER_TEXT
-    _WORKER_TOKENIZER = _WORKER_TEXT = None
+def _disallowed_message(token: str) -> str:
+    return (
+        f"Encountered text corresponding to disallowed special token {token!r}.\n"
+        f"If you want this text to be encoded as a special token, pass it to `allowed_special`, "
+        f"e.g. `allowed_special={{{token!r}, ...}}`.\n"
+        f"If you want this text to be encoded as normal text, disable the check for this token by "
+        f"passing `disallowed_special=(set(tokenizer.special_tokens) - {{{token!r}}})`.\n"
+        f"To disable this check for all special tokens, pass `disallowed_special=()`."
+    )
 
 
-def _encode_in_worker(text: str) -> array:
-    # An array pickles as one bytes blob: much cheaper to send back than a list of ints.
-    return array("l", _WORKER_TOKENIZER.encode(text))
+def _parallel_encode():
+    """The worker-pool module, imported by name on first use.
 
-
-def _encode_span_in_worker(span: tuple[int, int]) -> array:
-    return array("l", _WORKER_TOKENIZER.encode(_WORKER_TEXT[span[0] : span[1]]))
-
-
-def _make_pool(tokenizer: BPETokenizer, workers: int, text: str | None = None):
-    """A process pool whose workers hold `tokenizer` (and `text`) inherited by fork, else rebuilt."""
-    global _WORKER_TOKENIZER, _WORKER_TEXT
-    _WORKER_TEXT = None
-    if "fork" in multiprocessing.get_all_start_methods():
-        _WORKER_TOKENIZER, _WORKER_TEXT = tokenizer, text
-        # Frozen objects are never scanned by the children's collector, so their pages stay shared.
-        gc.freeze()
-        try:
-            return multiprocessing.get_context("fork").Pool(workers, _init_worker, (None,))
-        finally:
-            gc.unfreeze()
-    state = (tokenizer.vocab, tokenizer.merges, tokenizer.special_tokens, tokenizer.pattern)
-    return multiprocessing.get_context("spawn").Pool(workers, _init_worker, (state,))
+    A `from .parallel_encode import` line would make transformers copy the pool code into every
+    saved remote-code folder; loaded this way, such folders stay small and only a call to
+    encode_batch/encode_file needs the module.
+    """
+    try:
+        return importlib.import_module(".parallel_encode", __package__)
+    except ImportError as exc:
+        raise ImportError(
+            "encode_batch/encode_file need tinylm_hf's parallel_encode module, which is not part of "
+            "a saved model folder: install tinylm_hf (pip install tinylm_hf) to encode in parallel"
+        ) from exc

@@ -8,7 +8,6 @@ single bytes, then the special tokens in the given order, then one id per merge 
 from __future__ import annotations
 
 import heapq
-import multiprocessing
 import os
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -16,6 +15,7 @@ from typing import BinaryIO
 
 import regex
 
+from .bpe_train_long import LONG_WORD_BYTES, LongWordArena
 from .pretokenize import (
     GPT2_PATTERN,
     GPT4_PATTERN,
@@ -23,6 +23,7 @@ from .pretokenize import (
     compile_special_pattern,
     resolve_pattern,
 )
+from .process_pool import make_executor, map_in_order, resolve_workers
 
 # Files smaller than this are counted in the calling process: on a few MB, starting a pool of
 # workers costs about what it saves (measured on TinyStories, 2.4 MB).
@@ -154,10 +155,7 @@ def count_pretokens(
     num_workers: int | None = None,
 ) -> Counter[str]:
     """Count the pre-tokens of a file (pre-token -> count), with special tokens removed."""
-    if num_workers is None:
-        num_workers = _available_cpus()
-    if not isinstance(num_workers, int) or num_workers < 1:
-        raise ValueError(f"num_workers must be a positive int or None, got {num_workers!r}")
+    num_workers = resolve_workers(num_workers)
     size = os.path.getsize(path)
     if size < PARALLEL_MIN_BYTES:
         num_workers = 1
@@ -169,8 +167,9 @@ def count_pretokens(
     if len(tasks) == 1:
         return _count_ranges(tasks[0])
     totals: Counter[str] = Counter()
-    with _pool_context().Pool(len(tasks)) as pool:
-        for counts in pool.imap_unordered(_count_ranges, tasks):
+    with make_executor(len(tasks)) as executor:
+        job = f"counting the pre-tokens of {path}"
+        for counts in map_in_order(executor, _count_ranges, tasks, max_in_flight=len(tasks), job=job):
             totals.update(counts)
     return totals
 
@@ -295,18 +294,6 @@ def _split_text(text: str, special_tokens: Sequence[str]) -> Iterator[str]:
     yield text[start:]
 
 
-def _available_cpus() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:
-        return max(1, os.cpu_count() or 1)
-
-
-def _pool_context():
-    methods = multiprocessing.get_all_start_methods()
-    return multiprocessing.get_context("fork" if "fork" in methods else None)
-
-
 # ---------------------------------------------------------------------------------------------
 # Merges
 
@@ -317,14 +304,18 @@ def _train_from_word_counts(
     # 1. Vocabulary: bytes, then specials; merged tokens are appended in merge order.
     token_bytes = [bytes([i]) for i in range(256)] + [s.encode("utf-8") for s in specials]
     # 2. Words (pre-tokens) as lists of ids, deduplicated with counts; single ids hold no pair.
+    # Long words (runs without whitespace) are merged by position instead (bpe_train_long).
     words: list[list[int]] = []
     freqs: list[int] = []
+    long_words: list[tuple[bytes, int]] = []
     for token, count in counts:
-        if len(token) > 1:
+        if len(token) >= LONG_WORD_BYTES:
+            long_words.append((token, count))
+        elif len(token) > 1:
             words.append(list(token))
             freqs.append(count)
     num_merges = vocab_size - len(token_bytes)
-    merges = _learn_merges(words, freqs, token_bytes, num_merges, progress)
+    merges = _learn_merges(words, freqs, long_words, token_bytes, num_merges, progress)
     vocab = dict(enumerate(token_bytes))
     return vocab, merges
 
@@ -332,6 +323,7 @@ def _train_from_word_counts(
 def _learn_merges(
     words: list[list[int]],
     freqs: list[int],
+    long_words: list[tuple[bytes, int]],
     token_bytes: list[bytes],
     num_merges: int,
     progress: bool,
@@ -348,6 +340,7 @@ def _learn_merges(
             pair = (left << shift) | right
             pair_counts[pair] += freq
             where[pair].append(index)
+    arena = LongWordArena(long_words, pair_counts) if long_words else None
     # 4. Max-heap by (count, greatest bytes) via (-count, inverted key). Counts of existing pairs
     # only ever fall, so an entry's count is an upper bound: a popped entry whose count is stale
     # is re-pushed with the current count (lazy update).
@@ -372,7 +365,9 @@ def _learn_merges(
         token_bytes.append(token_bytes[left] + token_bytes[right])
         inverted.append(_invert(token_bytes[new_id]))
         merges.append((token_bytes[left], token_bytes[right]))
-        new_pairs, _ = merge_words(words, freqs, where.pop(pair), left, right, new_id, pair_counts, where)
+        new_pairs, _ = merge_words(words, freqs, where.pop(pair, ()), left, right, new_id, pair_counts, where)
+        if arena is not None:
+            new_pairs |= arena.merge(pair, new_id, pair_counts)
         del pair_counts[pair]
         for new_pair in new_pairs:
             # A new pair can net to zero: (Y, X) in "Y X" -> "Y Y" is counted and then uncounted.
@@ -390,7 +385,7 @@ def _learn_merges(
 def merge_words(
     words: list[list[int]],
     freqs: list[int],
-    word_indices: list[int],
+    word_indices: Iterable[int],
     left: int,
     right: int,
     new_id: int,
@@ -407,7 +402,8 @@ def merge_words(
     right_left = right << shift  # (right, x) = right_left | x
     new_pairs: set[int] = set()
     replaced = 0
-    for index in word_indices:
+    # An index is listed once per occurrence of the pair: rebuild each word once.
+    for index in dict.fromkeys(word_indices):
         word = words[index]
         if left not in word:
             continue  # stale index entry: an earlier merge consumed the pair

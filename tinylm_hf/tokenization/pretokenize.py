@@ -9,7 +9,7 @@ splitting work across processes).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import regex
 
@@ -88,6 +88,9 @@ ASCII_GPT2_PATTERN = (
 )
 # A run of non-ASCII characters: the stretches the fast ASCII path must hand to `regex`.
 NON_ASCII_RUN = re.compile(r"[^\x00-\x7f]+")
+# A space right after whitespace (stdlib `\s`, i.e. `str.isspace`, a superset of `regex`'s \s): the
+# only spaces in GPT-2 text that may not start a new pre-token.
+_SPACE_AFTER_SPACE = re.compile(r" (?<=\s )")
 # "\S " (searched in reverse): the space of a non-space followed by a space starts a new pre-token.
 _CUT_BEFORE_SPACE = regex.compile(r"(?r)\S ")
 
@@ -158,3 +161,28 @@ def pretokenize_gpt2(text: str) -> list[str]:
         pos = end
     pieces += _ASCII_GPT2.findall(text[pos:])
     return pieces
+
+
+def split_gpt2_stretches(text: str) -> Iterator[tuple[str, bool]]:
+    """Cut text at safe cuts into stretches that concatenate to `text`: (stretch, splittable).
+
+    In a splittable stretch every space is a safe cut (see `has_safe_cuts`), so for GPT-2's pattern
+    `stretch.split(" ")` gives pieces that pre-tokenize independently (each after the first with its
+    space put back in front). Unsplittable stretches surround spaces that follow whitespace
+    (indentation, double spaces), where a space may belong to the whitespace run before it.
+
+    >>> list(split_gpt2_stretches("a b\\n  c d"))
+    [('a', True), (' b\\n  c', False), (' d', True)]
+    """
+    pos = 0
+    for hit in _SPACE_AFTER_SPACE.finditer(text):
+        space = hit.start()
+        if space < pos:
+            continue
+        start = find_previous_safe_cut(text, pos, space)
+        end = find_next_safe_cut(text, space + 1)
+        end = len(text) if end == -1 else end
+        yield text[pos:start], True
+        yield text[start:end], False
+        pos = end
+    yield text[pos:], True
