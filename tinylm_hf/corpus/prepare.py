@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..tokenization.pretokenize import EOS_TOKEN
+from ..tokenization.process_pool import WorkerDiedError
 from .documents import choose_split_rule, split_documents
 from .token_files import header_path, token_dtype, tokenizer_fingerprint, write_tokens
 
@@ -105,7 +106,7 @@ def _map_in_workers(ds: Any, function: Any, *, num_proc: int, desc: str, fn_kwar
                       desc=desc)
     except (RuntimeError, EOFError, ConnectionError, ProcessError) as err:
         if num_proc > 1 and ("died" in str(err) or not isinstance(err, RuntimeError)):
-            raise ChildProcessError(
+            raise WorkerDiedError(
                 f"a worker process died while {desc} (killed, or out of memory?); nothing was written. "
                 "Run again, with a lower --num-proc if memory is short"
             ) from err

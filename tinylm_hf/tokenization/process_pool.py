@@ -24,8 +24,11 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-class WorkerDiedError(RuntimeError):
-    """A worker process ended abruptly (killed, out of memory, crashed); the job produced no result."""
+class WorkerDiedError(ChildProcessError):
+    """A worker process ended abruptly (killed, out of memory, crashed); the job produced no result.
+
+    A ChildProcessError (an OSError), as prepare's, so the CLI reports it in one line.
+    """
 
 
 def resolve_workers(num_workers: int | None) -> int:
