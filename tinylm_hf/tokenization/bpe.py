@@ -23,6 +23,7 @@ from typing import Literal
 import regex
 
 from .byte_unicode import token_to_unicode
+from .encode_cache import EncodeCache
 from .gpt2_files import load_merges_txt, load_vocab_json, write_gpt2_files
 from .pretokenize import (
     GPT2_PATTERN,
@@ -48,21 +49,6 @@ GC_PAUSE_CHARS = 1 << 16
 # loop, which is faster on short ones.
 HEAP_MIN_BYTES = 64
 _NO_MERGE = 1 << 62  # rank of a pair that was never learned
-
-
-class _EncodeCache(dict):
-    """key str -> ids; a miss calls `encode(key)`, so hits never leave C when read through `map`."""
-
-    def __init__(self, encode: Callable[[str], list[int]], limit: int) -> None:
-        super().__init__()
-        self._encode, self.limit = encode, limit
-
-    def __missing__(self, key: str) -> list[int]:
-        ids = self._encode(key)
-        if len(self) >= self.limit:
-            self.clear()
-        self[key] = ids
-        return ids
 
 
 class BPETokenizer:
@@ -132,10 +118,10 @@ class BPETokenizer:
         self._make_caches()
 
     def _make_caches(self) -> None:
-        self._cache = _EncodeCache(self._encode_pretoken, CACHE_LIMIT)  # pre-token -> ids
+        self._cache = EncodeCache(self._encode_pretoken, CACHE_LIMIT)  # pre-token -> ids
         # For GPT-2's pattern: a chunk between safe-cut spaces -> ids; the spaced cache encodes
         # " " + key, so the pieces of `str.split(" ")` are looked up without rebuilding strings.
-        self._chunk_cache = _EncodeCache(self._encode_chunk, CHUNK_CACHE_LIMIT)
+        self._chunk_cache = EncodeCache(self._encode_chunk, CHUNK_CACHE_LIMIT)
         # A plain dict (filled in bulk by `_fill_spaced_cache`): set.difference against it is a C loop.
         self._spaced_cache: dict[str, list[int]] = {}
 

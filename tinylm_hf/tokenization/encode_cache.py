@@ -13,11 +13,11 @@ class EncodeCache(dict):
     def __init__(self, encode: Callable[[str], list[int]], limit: int = CACHE_LIMIT) -> None:
         super().__init__()
         self._encode = encode
-        self._limit = limit
+        self.limit = limit
 
     def __missing__(self, word: str) -> list[int]:
         ids = self._encode(word)
-        if len(self) >= self._limit:
+        if len(self) >= self.limit:
             self.clear()
         self[word] = ids
         return ids
