@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .metaspace import MAX_PIECE_LENGTH, SPACE_SYMBOL, UNMERGEABLE_CHARS, script_of
+from .metaspace import MAX_PIECE_LENGTH, UNMERGEABLE_CHARS
 from .metaspace_train import (
     check_vocab_size,
     check_word_counts,
@@ -37,6 +37,7 @@ from .metaspace_train import (
     read_line_chunks,
     require_words,
 )
+from .unigram_seeds import piece_nodes, seed_pieces, word_nodes
 
 # Most seed pieces kept (sentencepiece's seed_sentencepiece_size).
 SEED_SIZE = 1_000_000
@@ -117,10 +118,11 @@ def _train(
     chars = count_characters(counts)
     check_vocab_size(vocab_size, len(fixed), len(chars))
     words = _clean_words(counts)
-    pieces, scores = _seed_pieces(words, chars, max_piece_length)
-    is_char = np.array([len(p) == 1 for p in pieces])
-    word_lattice = _Lattice.build(list(words), pieces, max_piece_length)
-    piece_lattice = _Lattice.build(pieces, pieces, max_piece_length, skip_whole=True)
+    pieces, scores, subs, piece_where, piece_sizes = seed_pieces(words, chars, max_piece_length, SEED_SIZE)
+    is_char = piece_sizes == 1
+    word_lattice = _Lattice.from_nodes(np.diff(subs.word_start), *word_nodes(subs))
+    piece_lattice = _Lattice.from_nodes(piece_sizes, *piece_nodes(subs, piece_where, piece_sizes))
+    del subs  # the joined text and its names: only the lattices are needed from here
     freqs = np.array(list(words.values()), dtype=np.float64)
     target = vocab_size - len(fixed)
     desired = int(vocab_size * OVERSIZE)
@@ -167,61 +169,6 @@ def _clean_words(counts: Mapping[str, int]) -> Counter[str]:
             else:
                 part.append(char)
     return cleaned
-
-
-def _valid_spans(word: str, max_length: int) -> list[tuple[int, int]]:
-    """(start, end) of the substrings of `word` that may be pieces, single characters included.
-
-    A piece may not cross a `▁` that is not first, nor a change of Unicode script (combining
-    marks take the script before them), nor exceed `max_length` characters.
-    """
-    spans = []
-    segment_start = 0
-    current = None  # script of the current segment (None: not known yet)
-    for k, char in enumerate(word):
-        script = None if char == SPACE_SYMBOL else script_of(char)
-        if script == "Inherited":
-            script = None
-        if k > 0 and (char == SPACE_SYMBOL or (script is not None and current is not None and script != current)):
-            spans += _spans_in(segment_start, k, max_length)
-            segment_start, current = k, None
-        if script is not None:
-            current = script
-    spans += _spans_in(segment_start, len(word), max_length)
-    return spans
-
-
-def _spans_in(begin: int, end: int, max_length: int) -> list[tuple[int, int]]:
-    return [(i, j) for i in range(begin, end) for j in range(i + 1, min(end, i + max_length) + 1)]
-
-
-def _seed_pieces(words: Mapping[str, int], chars: list[tuple[str, int]], max_length: int) -> tuple[list[str], np.ndarray]:
-    """Characters (by count) then substrings seen at least twice in the corpus (by count x length).
-
-    sentencepiece counts seeds on the whole sentences (before splitting into words), so counts are
-    corpus counts: each distinct word's substrings weigh its count.
-    """
-    substrings: dict[str, int] = {}
-    follower: dict[str, str] = {}  # substring -> the character after it, or "" once two differ
-    get = substrings.get
-    for word, count in words.items():
-        size = len(word)
-        for i, j in _valid_spans(word, max_length):
-            if j - i > 1:
-                piece = word[i:j]
-                substrings[piece] = get(piece, 0) + count
-                after = word[j] if j < size else SPACE_SYMBOL  # a word ends where the next "▁" starts
-                if follower.setdefault(piece, after) != after:
-                    follower[piece] = ""
-    # Like sentencepiece's suffix-array seeds, keep only substrings followed by two different
-    # characters somewhere (the others always extend to a longer seed).
-    substrings = {p: n for p, n in substrings.items() if follower[p] == ""}
-    seeds = [(s, n * len(s)) for s, n in substrings.items() if n >= 2]
-    seeds.sort(key=lambda item: (-item[1], item[0]))
-    seeds = list(chars) + seeds[:SEED_SIZE]
-    total = sum(score for _, score in seeds)
-    scores = np.log(np.array([score for _, score in seeds], dtype=np.float64)) - math.log(total)
-    return [s for s, _ in seeds], scores
 
 
 def _digamma_scores(expected: np.ndarray) -> np.ndarray:
@@ -301,24 +248,14 @@ class _Lattice:
         self.start, self.end, self.piece, self.owner, self.rel_end = start, end, piece, owner, rel_end
 
     @classmethod
-    def build(cls, strings: list[str], pieces: list[str], max_length: int, *, skip_whole: bool = False) -> _Lattice:
-        index = {p: i for i, p in enumerate(pieces)}
-        lengths = np.array([len(s) for s in strings], dtype=np.int64)
-        offsets = np.concatenate([[0], np.cumsum(lengths + 1)[:-1]])
-        start, end, piece, owner = [], [], [], []
-        for s, text in enumerate(strings):
-            base = int(offsets[s])
-            for i, j in _valid_spans(text, max_length):
-                k = index.get(text[i:j])
-                if k is not None and not (skip_whole and i == 0 and j == len(text)):
-                    start.append(base + i)
-                    end.append(base + j)
-                    piece.append(k)
-                    owner.append(s)
-        arrays = [np.array(a, dtype=np.int64) for a in (start, end, piece, owner)]
-        rel_end = arrays[1] - offsets[arrays[3]]
-        order = np.lexsort((arrays[0], arrays[1], rel_end))
-        return cls(offsets, lengths, *(a[order] for a in arrays), rel_end[order])
+    def from_nodes(cls, lengths: np.ndarray, start: np.ndarray, end: np.ndarray, piece: np.ndarray,
+                   owner: np.ndarray) -> _Lattice:
+        """Lattices of strings of `lengths` from nodes whose start/end count within their owner string."""
+        offsets = np.concatenate([[0], np.cumsum(lengths + 1)[:-1]]).astype(np.int64)
+        order = _sort_order(end, owner, start, int(lengths.max(initial=0)) + 1, len(lengths))
+        owner, piece, rel_end = owner[order], piece[order], end[order]
+        base = offsets[owner]
+        return cls(offsets, lengths, base + start[order], base + rel_end, piece, owner, rel_end)
 
     def keep(self, mask: np.ndarray, *, strings_too: bool = False) -> None:
         """Drop the nodes of pieces where `mask` is False and renumber the rest.
@@ -406,6 +343,16 @@ class _Lattice:
         if not owners:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         return np.concatenate(owners), np.concatenate(used)
+
+
+def _sort_order(first: np.ndarray, second: np.ndarray, third: np.ndarray, span: int, strings: int) -> np.ndarray:
+    """Indices sorting by (first, second, third); first and third < span, second < strings.
+
+    One argsort of a combined int64 key where it fits (much faster than a three-key lexsort).
+    """
+    if span * span * strings >= 1 << 62:
+        return np.lexsort((third, second, first))
+    return np.argsort((first * strings + second) * span + third)
 
 
 def _logsumexp_into(target: np.ndarray, positions: np.ndarray, values: np.ndarray) -> None:
