@@ -242,64 +242,72 @@ class _Lattice:
     end position within their string, so a forward pass is one array step per end position.
     """
 
-    def __init__(self, offsets, lengths, start, end, piece, owner, rel_end) -> None:
+    def __init__(self, offsets, lengths, start, end, piece, owner, rel_end, backward) -> None:
         self.offsets, self.lengths = offsets, lengths
         self.size = int(offsets[-1] + lengths[-1] + 1) if len(offsets) else 0  # positions in all
         self.start, self.end, self.piece, self.owner, self.rel_end = start, end, piece, owner, rel_end
+        self.backward = backward  # nodes by start within their string, last first, then string, end
+        self._cached_passes: tuple[list[_Group], list[_Group]] | None = None
 
     @classmethod
     def from_nodes(cls, lengths: np.ndarray, start: np.ndarray, end: np.ndarray, piece: np.ndarray,
                    owner: np.ndarray) -> _Lattice:
         """Lattices of strings of `lengths` from nodes whose start/end count within their owner string."""
         offsets = np.concatenate([[0], np.cumsum(lengths + 1)[:-1]]).astype(np.int64)
-        order = _sort_order(end, owner, start, int(lengths.max(initial=0)) + 1, len(lengths))
-        owner, piece, rel_end = owner[order], piece[order], end[order]
+        span = int(lengths.max(initial=0)) + 1
+        order = _sort_order(end, owner, start, span, len(lengths))
+        owner, piece, start, rel_end = owner[order], piece[order], start[order], end[order]
+        backward = _sort_order(span - 1 - start, owner, rel_end, span, len(lengths))
         base = offsets[owner]
-        return cls(offsets, lengths, base + start[order], base + rel_end, piece, owner, rel_end)
+        return cls(offsets, lengths, base + start, base + rel_end, piece, owner, rel_end, backward)
 
     def keep(self, mask: np.ndarray, *, strings_too: bool = False) -> None:
         """Drop the nodes of pieces where `mask` is False and renumber the rest.
 
         With `strings_too` the strings are the pieces themselves: dropped pieces' lattices go too.
         """
+        self._cached_passes = None
         renumber = np.cumsum(mask) - 1
         alive = mask[self.piece]
         if strings_too:
             alive &= mask[self.owner]
             self.offsets, self.lengths = self.offsets[mask], self.lengths[mask]
+        self.backward = (np.cumsum(alive) - 1)[self.backward[alive[self.backward]]]
         self.start, self.end, self.owner, self.rel_end = (a[alive] for a in (self.start, self.end, self.owner, self.rel_end))
         self.piece = renumber[self.piece[alive]]
         if strings_too:
             self.owner = renumber[self.owner]
 
-    def _groups(self) -> list[tuple[int, int]]:
-        bounds = np.flatnonzero(np.diff(self.rel_end)) + 1
-        edges = np.concatenate([[0], bounds, [len(self.rel_end)]])
-        return list(zip(edges[:-1].tolist(), edges[1:].tolist()))
+    def _passes(self) -> tuple[list[_Group], list[_Group]]:
+        """The forward and backward passes' groups (cached until `keep` changes the nodes).
+
+        Forward: nodes by end position within their string (one group per end position), landing
+        on their end. Backward: by start position, last first, landing on their start.
+        """
+        if self._cached_passes is None:
+            backward = self.backward
+            start = self.start[backward]
+            self._cached_passes = (
+                _groups(np.arange(len(self.rel_end)), self.rel_end, self.end),
+                _groups(backward, start - self.offsets[self.owner[backward]], start),
+            )
+        return self._cached_passes
 
     def expected_counts(self, scores: np.ndarray, freqs: np.ndarray) -> np.ndarray:
         """E step: sum over strings of count x posterior probability of each piece (forward-backward)."""
-        size = self.size
+        forward, backward = self._passes()
         node_score = scores[self.piece]
-        alpha = np.full(size, -np.inf)
+        alpha = np.full(self.size, -np.inf)
         alpha[self.offsets] = 0.0
-        groups = self._groups()
-        for lo, hi in groups:
-            values = alpha[self.start[lo:hi]] + node_score[lo:hi]
-            _logsumexp_into(alpha, self.end[lo:hi], values)
-        beta = np.full(size, -np.inf)
+        for group in forward:
+            nodes = group.nodes
+            group.logsumexp_into(alpha, alpha[self.start[nodes]] + node_score[nodes])
+        beta = np.full(self.size, -np.inf)
         ends = self.offsets + self.lengths
         beta[ends] = 0.0
-        # Backward: by start position within the string, last first.
-        rel_start = self.start - self.offsets[self.owner]
-        order = np.lexsort((self.end, self.start, -rel_start))
-        sorted_start = rel_start[order]
-        bounds = np.flatnonzero(np.diff(sorted_start)) + 1
-        edges = np.concatenate([[0], bounds, [len(order)]])
-        for lo, hi in zip(edges[:-1].tolist(), edges[1:].tolist()):
-            nodes = order[lo:hi]
-            values = beta[self.end[nodes]] + node_score[nodes]
-            _logsumexp_into(beta, self.start[nodes], values)
+        for group in backward:
+            nodes = group.nodes
+            group.logsumexp_into(beta, beta[self.end[nodes]] + node_score[nodes])
         z = alpha[ends]
         posterior = np.exp(alpha[self.start] + node_score + beta[self.end] - z[self.owner])
         return np.bincount(self.piece, weights=posterior * freqs[self.owner], minlength=len(scores))
@@ -310,24 +318,20 @@ class _Lattice:
         Ties keep the path whose last piece starts earliest, as sentencepiece's Viterbi does.
         Strings without a path (a piece's lattice without the piece itself) give no nodes.
         """
-        size = self.size
         node_score = scores[self.piece]
-        best = np.full(size, -np.inf)
+        best = np.full(self.size, -np.inf)
         best[self.offsets] = 0.0
-        back = np.full(size, -1)  # position -> node index of the best path ending there
-        for lo, hi in self._groups():
-            values = best[self.start[lo:hi]] + node_score[lo:hi]
-            ends = self.end[lo:hi]
+        back = np.full(self.size, -1)  # position -> node index of the best path ending there
+        for group in self._passes()[0]:
+            nodes = group.nodes
+            values = best[self.start[nodes]] + node_score[nodes]
             # Nodes are sorted by (end, start): the first maximum of each end keeps the earliest start.
-            first = np.concatenate([[True], ends[1:] != ends[:-1]])
-            seg = np.cumsum(first) - 1
-            seg_max = np.maximum.reduceat(values, np.flatnonzero(first)) if hi > lo else values
-            is_max = (values == seg_max[seg]) & np.isfinite(values)
-            winners = np.flatnonzero(is_max)
-            _, pick = np.unique(seg[winners], return_index=True)
-            chosen = winners[pick]
-            best[ends[chosen]] = values[chosen]
-            back[ends[chosen]] = lo + chosen
+            peak = np.maximum.reduceat(values, group.starts)
+            is_max = (values == np.repeat(peak, group.counts)) & np.isfinite(values)
+            first = np.minimum.reduceat(np.where(is_max, np.arange(len(values)), len(values)), group.starts)
+            found = first < len(values)
+            best[group.targets[found]] = values[first[found]]
+            back[group.targets[found]] = nodes[first[found]]
         owners, used = [], []
         position = self.offsets + self.lengths
         owner = np.arange(len(self.offsets))
@@ -355,15 +359,31 @@ def _sort_order(first: np.ndarray, second: np.ndarray, third: np.ndarray, span: 
     return np.argsort((first * strings + second) * span + third)
 
 
-def _logsumexp_into(target: np.ndarray, positions: np.ndarray, values: np.ndarray) -> None:
-    """target[p] = logsumexp of values landing on p (positions sorted), for each distinct p."""
-    if not len(values):
-        return
-    first = np.concatenate([[True], positions[1:] != positions[:-1]])
-    starts = np.flatnonzero(first)
-    peak = np.maximum.reduceat(values, starts)
-    seg = np.cumsum(first) - 1
-    finite_peak = np.where(np.isfinite(peak), peak, 0.0)
-    sums = np.add.reduceat(np.exp(values - finite_peak[seg]), starts)
-    with np.errstate(divide="ignore"):
-        target[positions[starts]] = finite_peak + np.log(sums)
+class _Group:
+    """Nodes processed together in a pass: `nodes` (indices), runs landing on one position each.
+
+    The runs start at `starts` (offsets into `nodes`), hold `counts` nodes and land on `targets`.
+    """
+
+    __slots__ = ("nodes", "starts", "counts", "targets")
+
+    def __init__(self, nodes: np.ndarray, landing: np.ndarray) -> None:
+        first = np.concatenate([[True], landing[1:] != landing[:-1]])
+        self.nodes, self.starts = nodes, np.flatnonzero(first)
+        self.counts = np.diff(np.append(self.starts, len(nodes)))
+        self.targets = landing[self.starts]
+
+    def logsumexp_into(self, target: np.ndarray, values: np.ndarray) -> None:
+        """target[p] = logsumexp of the values landing on p, for each run."""
+        peak = np.maximum.reduceat(values, self.starts)
+        finite_peak = np.where(np.isfinite(peak), peak, 0.0)
+        sums = np.add.reduceat(np.exp(values - np.repeat(finite_peak, self.counts)), self.starts)
+        with np.errstate(divide="ignore"):
+            target[self.targets] = finite_peak + np.log(sums)
+
+
+def _groups(order: np.ndarray, key: np.ndarray, landing: np.ndarray) -> list[_Group]:
+    """Split nodes taken in `order` (key sorted along it) into groups of equal key."""
+    bounds = np.flatnonzero(np.diff(key)) + 1
+    edges = np.concatenate([[0], bounds, [len(order)]]).tolist()
+    return [_Group(order[lo:hi], landing[lo:hi]) for lo, hi in zip(edges[:-1], edges[1:]) if hi > lo]
