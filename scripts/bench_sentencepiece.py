@@ -97,7 +97,7 @@ def bench_training(corpora: list[tuple[Path, int]], families: list[str], repeats
     names = ["ours", *peers]
     print(f"(1) training: median wall seconds / peak MB of {repeats} paired repeats, each trainer in a fresh subprocess")
     print(f"{'family':<18}{'corpus':<28}{'vocab':>6}" + "".join(f"{n:>16}" for n in names)
-          + f"{'ours/spm (min-max)':>24}{'mem ours/spm':>14}")
+          + f"{'ours/spm (min-max)':>24}{'mem ours/spm':>14}{'cpu ours/spm':>14}")
     for family in families:
         children = FAMILIES[family]
         for path, vocab_size in corpora:
@@ -107,10 +107,12 @@ def bench_training(corpora: list[tuple[Path, int]], families: list[str], repeats
                     runs[name].append(run_child(children[name], path, vocab_size))
             ratios = sorted(o["wall"] / s["wall"] for o, s in zip(runs["ours"], runs["sentencepiece"]))
             mem = statistics.median(r["peak_mb"] for r in runs["ours"]) / statistics.median(r["peak_mb"] for r in runs["sentencepiece"])
+            # CPU seconds of the whole subprocess (interpreter start included; sentencepiece's 2 threads summed)
+            cpu = statistics.median(o["cpu"] / s["cpu"] for o, s in zip(runs["ours"], runs["sentencepiece"]))
             cells = "".join(f"{statistics.median(r['wall'] for r in runs[n]):>9.2f}s/{statistics.median(r['peak_mb'] for r in runs[n]):>5.0f}"
                             for n in names)
             spread = f"{statistics.median(ratios):.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f})"
-            print(f"{family:<18}{path.name:<28}{vocab_size:>6}{cells}{spread:>24}{mem:>13.2f}x", flush=True)
+            print(f"{family:<18}{path.name:<28}{vocab_size:>6}{cells}{spread:>24}{mem:>13.2f}x{cpu:>13.2f}x", flush=True)
 
 
 def bench_encoding(train: Path, texts: dict[str, Path], folder: Path, repeats: int) -> None:
