@@ -14,8 +14,9 @@
 5. Final: every character, then the best-scored pieces up to `vocab_size`, sorted by score;
    `<unk>`, `<s>`, `</s>` and the special tokens come first with score 0.
 
-Single characters are never dropped (so every word keeps a path). The lattices of all words are
-numpy arrays processed one end position at a time, so each EM pass is a few array operations.
+Single characters are never dropped (so every word keeps a path). Seeds and lattices come from
+`unigram_seeds` (every substring named with numpy); the lattices of all words are numpy arrays
+processed one end position at a time, so each EM pass is a few array operations.
 """
 
 from __future__ import annotations
