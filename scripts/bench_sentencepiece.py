@@ -8,12 +8,14 @@ of the process tree; see bench_tokenizer.run_child).
 (2) Encoding: throughput of our encoders vs `sentencepiece` and vs the `tokenizers` twin
 (`encode_batch`, which uses both cores) on one model trained by sentencepiece.
 
-    python scripts/bench_sentencepiece.py [--quick] [--data ../shared/data] [--novels-mb 5]
+    python scripts/bench_sentencepiece.py [--quick] [--data ../shared/data] [--novels-mb 5] [--repeats 3]
+        [--family unigram|sentencepiece-bpe] [--no-tokenizers] [--no-encoding]
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import tempfile
 import time
@@ -86,15 +88,31 @@ def novels_slice(data: Path, megabytes: float, folder: Path) -> Path:
     return out
 
 
-def bench_training(corpora: list[tuple[Path, int]]) -> None:
-    print("(1) training: wall seconds / peak MB, each trainer in a fresh subprocess")
-    print(f"{'family':<18}{'corpus':<28}{'vocab':>6}{'ours':>14}{'sentencepiece':>16}{'tokenizers':>14}{'ours/spm':>10}")
-    for family, children in FAMILIES.items():
+def bench_training(corpora: list[tuple[Path, int]], families: list[str], repeats: int, peers: list[str]) -> None:
+    """Each row: the trainers run back to back (ours first, then the peers), `repeats` times.
+
+    The machine is shared, so each repeat's ratio pairs two runs taken seconds apart; the table
+    shows the median of each trainer and the median (min-max) of the per-repeat ratios.
+    """
+    names = ["ours", *peers]
+    print(f"(1) training: median wall seconds / peak MB of {repeats} paired repeats, each trainer in a fresh subprocess")
+    print(f"{'family':<18}{'corpus':<28}{'vocab':>6}" + "".join(f"{n:>16}" for n in names)
+          + f"{'ours/spm (min-max)':>24}{'mem ours/spm':>14}{'cpu ours/spm':>14}")
+    for family in families:
+        children = FAMILIES[family]
         for path, vocab_size in corpora:
-            row = {name: run_child(code, path, vocab_size) for name, code in children.items()}
-            cells = "".join(f"{row[n]['wall']:>8.2f}s/{row[n]['peak_mb']:>4.0f}" for n in children)
-            ratio = row["ours"]["wall"] / row["sentencepiece"]["wall"]
-            print(f"{family:<18}{path.name:<28}{vocab_size:>6}{cells}{ratio:>9.2f}x")
+            runs: dict[str, list[dict]] = {n: [] for n in names}
+            for _ in range(repeats):
+                for name in names:
+                    runs[name].append(run_child(children[name], path, vocab_size))
+            ratios = sorted(o["wall"] / s["wall"] for o, s in zip(runs["ours"], runs["sentencepiece"]))
+            mem = statistics.median(r["peak_mb"] for r in runs["ours"]) / statistics.median(r["peak_mb"] for r in runs["sentencepiece"])
+            # CPU seconds of the whole subprocess (interpreter start included; sentencepiece's 2 threads summed)
+            cpu = statistics.median(o["cpu"] / s["cpu"] for o, s in zip(runs["ours"], runs["sentencepiece"]))
+            cells = "".join(f"{statistics.median(r['wall'] for r in runs[n]):>9.2f}s/{statistics.median(r['peak_mb'] for r in runs[n]):>5.0f}"
+                            for n in names)
+            spread = f"{statistics.median(ratios):.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f})"
+            print(f"{family:<18}{path.name:<28}{vocab_size:>6}{cells}{spread:>24}{mem:>13.2f}x{cpu:>13.2f}x", flush=True)
 
 
 def bench_encoding(train: Path, texts: dict[str, Path], folder: Path, repeats: int) -> None:
@@ -138,6 +156,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=REPO_ROOT.parent / "shared" / "data")
     parser.add_argument("--novels-mb", type=float, default=5.0)
     parser.add_argument("--quick", action="store_true", help="TinyStories only, one encoding repeat")
+    parser.add_argument("--repeats", type=int, default=3, help="paired training runs per row")
+    parser.add_argument("--family", choices=sorted(FAMILIES), action="append", help="train only these (repeatable)")
+    parser.add_argument("--no-tokenizers", action="store_true", help="leave out tokenizers' trainers (faster)")
+    parser.add_argument("--no-encoding", action="store_true", help="skip the encoding table (2)")
     args = parser.parse_args(argv)
     tinystories = REPO_ROOT / "tinylm_hf" / "data" / "tinystories_train_small.txt"
     with tempfile.TemporaryDirectory() as tmp:
@@ -148,8 +170,10 @@ def main(argv: list[str] | None = None) -> int:
             novels = novels_slice(args.data, args.novels_mb, folder)
             corpora.append((novels, 8000))
             texts[novels.name] = novels
-        bench_training(corpora)
-        bench_encoding(tinystories, texts, folder, 1 if args.quick else 3)
+        peers = ["sentencepiece"] + ([] if args.no_tokenizers else ["tokenizers"])
+        bench_training(corpora, args.family or list(FAMILIES), args.repeats, peers)
+        if not args.no_encoding:
+            bench_encoding(tinystories, texts, folder, 1 if args.quick else 3)
     return 0
 
 

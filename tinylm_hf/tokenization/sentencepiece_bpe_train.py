@@ -20,10 +20,14 @@ from __future__ import annotations
 
 import heapq
 import os
-from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
-from .bpe_train import PAIR_MASK, PAIR_SHIFT, merge_words, progress_bar
+import numpy as np
+
+from .bpe_train import progress_bar
+from .flat_merges import MASK as PAIR_MASK
+from .flat_merges import SHIFT as PAIR_SHIFT
+from .flat_merges import FlatWords
 from .metaspace import join_shapes, piece_shape
 from .metaspace_train import (
     check_vocab_size,
@@ -119,33 +123,28 @@ def _learn_pieces(counts: Mapping[str, int], chars: list[str], num_merges: int, 
     # 2. Symbols: character ids; characters outside the alphabet (tab, ...) share one id that
     # never pairs. Words as id lists, deduplicated with counts; single symbols hold no pair.
     texts: list[str] = list(chars) + [""]  # id -> piece text
-    char_id = {c: i for i, c in enumerate(chars)}
     outside = len(chars)  # the id of characters outside the alphabet
-    words: list[list[int]] = []
-    freqs: list[int] = []
-    for word, count in counts.items():
-        if len(word) > 1:
-            words.append([char_id.get(c, outside) for c in word])
-            freqs.append(count)
-    pair_counts: defaultdict[int, int] = defaultdict(int)  # pair -> count over the corpus
-    where: defaultdict[int, list[int]] = defaultdict(list)  # pair -> words that (may) hold it
-    for index, word in enumerate(words):
-        freq = freqs[index]
-        for left, right in zip(word, word[1:]):
-            pair = (left << PAIR_SHIFT) | right
-            pair_counts[pair] += freq
-            where[pair].append(index)
+    long_words = [word for word in counts if len(word) > 1]
+    codes = np.frombuffer("".join(long_words).encode("utf-32-le"), dtype=np.uint32)
+    alphabet = np.array([ord(c) for c in chars], dtype=np.uint32)
+    by_code = np.argsort(alphabet)
+    found = np.minimum(np.searchsorted(alphabet, codes, sorter=by_code), len(chars) - 1)
+    symbols = np.where(alphabet[by_code[found]] == codes, by_code[found], outside)
+    lengths = np.fromiter(map(len, long_words), dtype=np.int64, count=len(long_words))
+    flat = FlatWords(symbols, lengths, np.array([counts[w] for w in long_words], dtype=np.int64))
+    pair_counts = flat.pair_counts  # pair -> count over the corpus
     # 3. Max-heap by (count, fewest characters, smallest UTF-8) via (-count, length, bytes, pair),
     # valid pairs only; stale counts are re-pushed when popped (counts of old pairs only fall).
     shapes = [piece_shape(c) for c in chars] + [None]  # id -> shape (None: never pairs)
     keys: dict[int, tuple[int, bytes] | None] = {}  # pair -> (length, UTF-8) or None if invalid
+    utf8 = [t.encode() for t in texts]  # id -> piece as UTF-8
 
     def key_of(pair: int) -> tuple[int, bytes] | None:
         key = keys.get(pair, False)
         if key is False:
             left, right = shapes[pair >> PAIR_SHIFT], shapes[pair & PAIR_MASK]
             shape = join_shapes(left, right) if left is not None and right is not None else None
-            key = None if shape is None else (shape[0], (texts[pair >> PAIR_SHIFT] + texts[pair & PAIR_MASK]).encode())
+            key = None if shape is None else (shape[0], utf8[pair >> PAIR_SHIFT] + utf8[pair & PAIR_MASK])
             keys[pair] = key
         return key
 
@@ -159,13 +158,13 @@ def _learn_pieces(counts: Mapping[str, int], chars: list[str], num_merges: int, 
     made = set(chars)
     bar = progress_bar(num_merges, progress, "SentencePiece BPE merges")
     while len(merged) < num_merges and heap:
-        neg_count, length, utf8, pair = heapq.heappop(heap)
+        neg_count, length, key_bytes, pair = heapq.heappop(heap)
         count = pair_counts.get(pair, 0)
         if count != -neg_count:
             if count > 0:
-                heapq.heappush(heap, (-count, length, utf8, pair))
+                heapq.heappush(heap, (-count, length, key_bytes, pair))
             continue
-        piece = utf8.decode("utf-8")
+        piece = key_bytes.decode("utf-8")
         if piece in made:
             del pair_counts[pair]  # sentencepiece drops a pair whose piece already exists
             continue
@@ -173,12 +172,12 @@ def _learn_pieces(counts: Mapping[str, int], chars: list[str], num_merges: int, 
         merged.append(piece)
         new_id = len(texts)
         texts.append(piece)
+        utf8.append(key_bytes)
         left, right = pair >> PAIR_SHIFT, pair & PAIR_MASK
         shapes.append(join_shapes(shapes[left], shapes[right]))
-        new_pairs, _ = merge_words(words, freqs, where.pop(pair), left, right, new_id, pair_counts, where)
-        del pair_counts[pair]
+        new_pairs, _ = flat.merge(pair, new_id)
         for new_pair in new_pairs:
-            new_count = pair_counts[new_pair]
+            new_count = pair_counts.get(new_pair, 0)
             key = key_of(new_pair) if new_count > 0 else None
             if key is not None:
                 heapq.heappush(heap, (-new_count, key[0], key[1], new_pair))

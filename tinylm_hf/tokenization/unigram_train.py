@@ -14,8 +14,9 @@
 5. Final: every character, then the best-scored pieces up to `vocab_size`, sorted by score;
    `<unk>`, `<s>`, `</s>` and the special tokens come first with score 0.
 
-Single characters are never dropped (so every word keeps a path). The lattices of all words are
-numpy arrays processed one end position at a time, so each EM pass is a few array operations.
+Single characters are never dropped (so every word keeps a path). Seeds and lattices come from
+`unigram_seeds` (every substring named with numpy); the lattices of all words are numpy arrays
+processed one end position at a time, so each EM pass is a few array operations.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .metaspace import MAX_PIECE_LENGTH, SPACE_SYMBOL, UNMERGEABLE_CHARS, script_of
+from .metaspace import MAX_PIECE_LENGTH, UNMERGEABLE_CHARS
 from .metaspace_train import (
     check_vocab_size,
     check_word_counts,
@@ -37,6 +38,7 @@ from .metaspace_train import (
     read_line_chunks,
     require_words,
 )
+from .unigram_seeds import piece_nodes, seed_pieces, word_nodes
 
 # Most seed pieces kept (sentencepiece's seed_sentencepiece_size).
 SEED_SIZE = 1_000_000
@@ -117,10 +119,11 @@ def _train(
     chars = count_characters(counts)
     check_vocab_size(vocab_size, len(fixed), len(chars))
     words = _clean_words(counts)
-    pieces, scores = _seed_pieces(words, chars, max_piece_length)
-    is_char = np.array([len(p) == 1 for p in pieces])
-    word_lattice = _Lattice.build(list(words), pieces, max_piece_length)
-    piece_lattice = _Lattice.build(pieces, pieces, max_piece_length, skip_whole=True)
+    pieces, scores, subs, piece_where, piece_sizes = seed_pieces(words, chars, max_piece_length, SEED_SIZE)
+    is_char = piece_sizes == 1
+    word_lattice = _Lattice.from_nodes(np.diff(subs.word_start), *word_nodes(subs))
+    piece_lattice = _Lattice.from_nodes(piece_sizes, *piece_nodes(subs, piece_where, piece_sizes))
+    del subs  # the joined text and its names: only the lattices are needed from here
     freqs = np.array(list(words.values()), dtype=np.float64)
     target = vocab_size - len(fixed)
     desired = int(vocab_size * OVERSIZE)
@@ -167,61 +170,6 @@ def _clean_words(counts: Mapping[str, int]) -> Counter[str]:
             else:
                 part.append(char)
     return cleaned
-
-
-def _valid_spans(word: str, max_length: int) -> list[tuple[int, int]]:
-    """(start, end) of the substrings of `word` that may be pieces, single characters included.
-
-    A piece may not cross a `▁` that is not first, nor a change of Unicode script (combining
-    marks take the script before them), nor exceed `max_length` characters.
-    """
-    spans = []
-    segment_start = 0
-    current = None  # script of the current segment (None: not known yet)
-    for k, char in enumerate(word):
-        script = None if char == SPACE_SYMBOL else script_of(char)
-        if script == "Inherited":
-            script = None
-        if k > 0 and (char == SPACE_SYMBOL or (script is not None and current is not None and script != current)):
-            spans += _spans_in(segment_start, k, max_length)
-            segment_start, current = k, None
-        if script is not None:
-            current = script
-    spans += _spans_in(segment_start, len(word), max_length)
-    return spans
-
-
-def _spans_in(begin: int, end: int, max_length: int) -> list[tuple[int, int]]:
-    return [(i, j) for i in range(begin, end) for j in range(i + 1, min(end, i + max_length) + 1)]
-
-
-def _seed_pieces(words: Mapping[str, int], chars: list[tuple[str, int]], max_length: int) -> tuple[list[str], np.ndarray]:
-    """Characters (by count) then substrings seen at least twice in the corpus (by count x length).
-
-    sentencepiece counts seeds on the whole sentences (before splitting into words), so counts are
-    corpus counts: each distinct word's substrings weigh its count.
-    """
-    substrings: dict[str, int] = {}
-    follower: dict[str, str] = {}  # substring -> the character after it, or "" once two differ
-    get = substrings.get
-    for word, count in words.items():
-        size = len(word)
-        for i, j in _valid_spans(word, max_length):
-            if j - i > 1:
-                piece = word[i:j]
-                substrings[piece] = get(piece, 0) + count
-                after = word[j] if j < size else SPACE_SYMBOL  # a word ends where the next "▁" starts
-                if follower.setdefault(piece, after) != after:
-                    follower[piece] = ""
-    # Like sentencepiece's suffix-array seeds, keep only substrings followed by two different
-    # characters somewhere (the others always extend to a longer seed).
-    substrings = {p: n for p, n in substrings.items() if follower[p] == ""}
-    seeds = [(s, n * len(s)) for s, n in substrings.items() if n >= 2]
-    seeds.sort(key=lambda item: (-item[1], item[0]))
-    seeds = list(chars) + seeds[:SEED_SIZE]
-    total = sum(score for _, score in seeds)
-    scores = np.log(np.array([score for _, score in seeds], dtype=np.float64)) - math.log(total)
-    return [s for s, _ in seeds], scores
 
 
 def _digamma_scores(expected: np.ndarray) -> np.ndarray:
@@ -295,74 +243,72 @@ class _Lattice:
     end position within their string, so a forward pass is one array step per end position.
     """
 
-    def __init__(self, offsets, lengths, start, end, piece, owner, rel_end) -> None:
+    def __init__(self, offsets, lengths, start, end, piece, owner, rel_end, backward) -> None:
         self.offsets, self.lengths = offsets, lengths
         self.size = int(offsets[-1] + lengths[-1] + 1) if len(offsets) else 0  # positions in all
         self.start, self.end, self.piece, self.owner, self.rel_end = start, end, piece, owner, rel_end
+        self.backward = backward  # nodes by start within their string, last first, then string, end
+        self._cached_passes: tuple[list[_Group], list[_Group]] | None = None
 
     @classmethod
-    def build(cls, strings: list[str], pieces: list[str], max_length: int, *, skip_whole: bool = False) -> _Lattice:
-        index = {p: i for i, p in enumerate(pieces)}
-        lengths = np.array([len(s) for s in strings], dtype=np.int64)
-        offsets = np.concatenate([[0], np.cumsum(lengths + 1)[:-1]])
-        start, end, piece, owner = [], [], [], []
-        for s, text in enumerate(strings):
-            base = int(offsets[s])
-            for i, j in _valid_spans(text, max_length):
-                k = index.get(text[i:j])
-                if k is not None and not (skip_whole and i == 0 and j == len(text)):
-                    start.append(base + i)
-                    end.append(base + j)
-                    piece.append(k)
-                    owner.append(s)
-        arrays = [np.array(a, dtype=np.int64) for a in (start, end, piece, owner)]
-        rel_end = arrays[1] - offsets[arrays[3]]
-        order = np.lexsort((arrays[0], arrays[1], rel_end))
-        return cls(offsets, lengths, *(a[order] for a in arrays), rel_end[order])
+    def from_nodes(cls, lengths: np.ndarray, start: np.ndarray, end: np.ndarray, piece: np.ndarray,
+                   owner: np.ndarray) -> _Lattice:
+        """Lattices of strings of `lengths` from nodes whose start/end count within their owner string."""
+        offsets = np.concatenate([[0], np.cumsum(lengths + 1)[:-1]]).astype(np.int64)
+        span = int(lengths.max(initial=0)) + 1
+        order = _sort_order(end, owner, start, span, len(lengths))
+        owner, piece, start, rel_end = owner[order], piece[order], start[order], end[order]
+        backward = _sort_order(span - 1 - start, owner, rel_end, span, len(lengths))
+        base = offsets[owner]
+        return cls(offsets, lengths, base + start, base + rel_end, piece, owner, rel_end, backward)
 
     def keep(self, mask: np.ndarray, *, strings_too: bool = False) -> None:
         """Drop the nodes of pieces where `mask` is False and renumber the rest.
 
         With `strings_too` the strings are the pieces themselves: dropped pieces' lattices go too.
         """
+        self._cached_passes = None
         renumber = np.cumsum(mask) - 1
         alive = mask[self.piece]
         if strings_too:
             alive &= mask[self.owner]
             self.offsets, self.lengths = self.offsets[mask], self.lengths[mask]
+        self.backward = (np.cumsum(alive) - 1)[self.backward[alive[self.backward]]]
         self.start, self.end, self.owner, self.rel_end = (a[alive] for a in (self.start, self.end, self.owner, self.rel_end))
         self.piece = renumber[self.piece[alive]]
         if strings_too:
             self.owner = renumber[self.owner]
 
-    def _groups(self) -> list[tuple[int, int]]:
-        bounds = np.flatnonzero(np.diff(self.rel_end)) + 1
-        edges = np.concatenate([[0], bounds, [len(self.rel_end)]])
-        return list(zip(edges[:-1].tolist(), edges[1:].tolist()))
+    def _passes(self) -> tuple[list[_Group], list[_Group]]:
+        """The forward and backward passes' groups (cached until `keep` changes the nodes).
+
+        Forward: nodes by end position within their string (one group per end position), landing
+        on their end. Backward: by start position, last first, landing on their start.
+        """
+        if self._cached_passes is None:
+            backward = self.backward
+            start = self.start[backward]
+            self._cached_passes = (
+                _groups(np.arange(len(self.rel_end)), self.rel_end, self.end),
+                _groups(backward, start - self.offsets[self.owner[backward]], start),
+            )
+        return self._cached_passes
 
     def expected_counts(self, scores: np.ndarray, freqs: np.ndarray) -> np.ndarray:
         """E step: sum over strings of count x posterior probability of each piece (forward-backward)."""
-        size = self.size
+        forward, backward = self._passes()
         node_score = scores[self.piece]
-        alpha = np.full(size, -np.inf)
+        alpha = np.full(self.size, -np.inf)
         alpha[self.offsets] = 0.0
-        groups = self._groups()
-        for lo, hi in groups:
-            values = alpha[self.start[lo:hi]] + node_score[lo:hi]
-            _logsumexp_into(alpha, self.end[lo:hi], values)
-        beta = np.full(size, -np.inf)
+        for group in forward:
+            nodes = group.nodes
+            group.logsumexp_into(alpha, alpha[self.start[nodes]] + node_score[nodes])
+        beta = np.full(self.size, -np.inf)
         ends = self.offsets + self.lengths
         beta[ends] = 0.0
-        # Backward: by start position within the string, last first.
-        rel_start = self.start - self.offsets[self.owner]
-        order = np.lexsort((self.end, self.start, -rel_start))
-        sorted_start = rel_start[order]
-        bounds = np.flatnonzero(np.diff(sorted_start)) + 1
-        edges = np.concatenate([[0], bounds, [len(order)]])
-        for lo, hi in zip(edges[:-1].tolist(), edges[1:].tolist()):
-            nodes = order[lo:hi]
-            values = beta[self.end[nodes]] + node_score[nodes]
-            _logsumexp_into(beta, self.start[nodes], values)
+        for group in backward:
+            nodes = group.nodes
+            group.logsumexp_into(beta, beta[self.end[nodes]] + node_score[nodes])
         z = alpha[ends]
         posterior = np.exp(alpha[self.start] + node_score + beta[self.end] - z[self.owner])
         return np.bincount(self.piece, weights=posterior * freqs[self.owner], minlength=len(scores))
@@ -373,24 +319,20 @@ class _Lattice:
         Ties keep the path whose last piece starts earliest, as sentencepiece's Viterbi does.
         Strings without a path (a piece's lattice without the piece itself) give no nodes.
         """
-        size = self.size
         node_score = scores[self.piece]
-        best = np.full(size, -np.inf)
+        best = np.full(self.size, -np.inf)
         best[self.offsets] = 0.0
-        back = np.full(size, -1)  # position -> node index of the best path ending there
-        for lo, hi in self._groups():
-            values = best[self.start[lo:hi]] + node_score[lo:hi]
-            ends = self.end[lo:hi]
+        back = np.full(self.size, -1)  # position -> node index of the best path ending there
+        for group in self._passes()[0]:
+            nodes = group.nodes
+            values = best[self.start[nodes]] + node_score[nodes]
             # Nodes are sorted by (end, start): the first maximum of each end keeps the earliest start.
-            first = np.concatenate([[True], ends[1:] != ends[:-1]])
-            seg = np.cumsum(first) - 1
-            seg_max = np.maximum.reduceat(values, np.flatnonzero(first)) if hi > lo else values
-            is_max = (values == seg_max[seg]) & np.isfinite(values)
-            winners = np.flatnonzero(is_max)
-            _, pick = np.unique(seg[winners], return_index=True)
-            chosen = winners[pick]
-            best[ends[chosen]] = values[chosen]
-            back[ends[chosen]] = lo + chosen
+            peak = np.maximum.reduceat(values, group.starts)
+            is_max = (values == np.repeat(peak, group.counts)) & np.isfinite(values)
+            first = np.minimum.reduceat(np.where(is_max, np.arange(len(values)), len(values)), group.starts)
+            found = first < len(values)
+            best[group.targets[found]] = values[first[found]]
+            back[group.targets[found]] = nodes[first[found]]
         owners, used = [], []
         position = self.offsets + self.lengths
         owner = np.arange(len(self.offsets))
@@ -408,15 +350,41 @@ class _Lattice:
         return np.concatenate(owners), np.concatenate(used)
 
 
-def _logsumexp_into(target: np.ndarray, positions: np.ndarray, values: np.ndarray) -> None:
-    """target[p] = logsumexp of values landing on p (positions sorted), for each distinct p."""
-    if not len(values):
-        return
-    first = np.concatenate([[True], positions[1:] != positions[:-1]])
-    starts = np.flatnonzero(first)
-    peak = np.maximum.reduceat(values, starts)
-    seg = np.cumsum(first) - 1
-    finite_peak = np.where(np.isfinite(peak), peak, 0.0)
-    sums = np.add.reduceat(np.exp(values - finite_peak[seg]), starts)
-    with np.errstate(divide="ignore"):
-        target[positions[starts]] = finite_peak + np.log(sums)
+def _sort_order(first: np.ndarray, second: np.ndarray, third: np.ndarray, span: int, strings: int) -> np.ndarray:
+    """Indices sorting by (first, second, third); first and third < span, second < strings.
+
+    One argsort of a combined int64 key where it fits (much faster than a three-key lexsort).
+    """
+    if span * span * strings >= 1 << 62:
+        return np.lexsort((third, second, first))
+    return np.argsort((first * strings + second) * span + third)
+
+
+class _Group:
+    """Nodes processed together in a pass: `nodes` (indices), runs landing on one position each.
+
+    The runs start at `starts` (offsets into `nodes`), hold `counts` nodes and land on `targets`.
+    """
+
+    __slots__ = ("nodes", "starts", "counts", "targets")
+
+    def __init__(self, nodes: np.ndarray, landing: np.ndarray) -> None:
+        first = np.concatenate([[True], landing[1:] != landing[:-1]])
+        self.nodes, self.starts = nodes, np.flatnonzero(first)
+        self.counts = np.diff(np.append(self.starts, len(nodes)))
+        self.targets = landing[self.starts]
+
+    def logsumexp_into(self, target: np.ndarray, values: np.ndarray) -> None:
+        """target[p] = logsumexp of the values landing on p, for each run."""
+        peak = np.maximum.reduceat(values, self.starts)
+        finite_peak = np.where(np.isfinite(peak), peak, 0.0)
+        sums = np.add.reduceat(np.exp(values - np.repeat(finite_peak, self.counts)), self.starts)
+        with np.errstate(divide="ignore"):
+            target[self.targets] = finite_peak + np.log(sums)
+
+
+def _groups(order: np.ndarray, key: np.ndarray, landing: np.ndarray) -> list[_Group]:
+    """Split nodes taken in `order` (key sorted along it) into groups of equal key."""
+    bounds = np.flatnonzero(np.diff(key)) + 1
+    edges = np.concatenate([[0], bounds, [len(order)]]).tolist()
+    return [_Group(order[lo:hi], landing[lo:hi]) for lo, hi in zip(edges[:-1], edges[1:]) if hi > lo]

@@ -1,0 +1,179 @@
+"""Every substring a Unigram piece may be, named with numpy: the seeds and the nodes of the lattices.
+
+The words are joined into one array of code points. A substring may be a piece when it lies in one
+segment of its word (segments end before a `▁` that is not first and where the Unicode script
+changes; combining marks take the script before them) and has at most `max_length` characters.
+Substrings are named one length at a time, as the levels of a trie: the name of `s + c` is the rank
+of (name of `s`, `c`) among the pairs found at that length, so equal substrings share a name and no
+Python loop runs over the positions. A name is a global id (`gid`), unique across lengths.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+
+from .metaspace import SPACE_SYMBOL, script_of
+
+_SPACE = ord(SPACE_SYMBOL)
+
+
+class Substrings:
+    """The valid substrings of `words`, level by level.
+
+    `levels[L - 1]` = (positions, gids): the start of every valid substring of L characters in the
+    joined text (ascending) and its name.
+    """
+
+    def __init__(self, words: list[str], max_length: int) -> None:
+        self.text = "".join(words)
+        self.codes = np.frombuffer(self.text.encode("utf-32-le"), dtype=np.uint32).astype(np.int64)
+        lengths = np.array([len(w) for w in words], dtype=np.int64)
+        self.word_start = np.concatenate([[0], np.cumsum(lengths)])  # word w: word_start[w] .. word_start[w + 1]
+        self.word_of = np.repeat(np.arange(len(words), dtype=np.int64), lengths)  # position -> word
+        self.max_length = max_length
+        self.chars, first_names = np.unique(self.codes, return_inverse=True)
+        self.first_names = first_names.astype(np.int64)  # position -> name of its character
+        self.segment = np.cumsum(self._breaks())  # position -> segment number
+        self.levels: list[tuple[np.ndarray, np.ndarray]] = [(np.arange(len(self.codes)), self.first_names)]
+        self.num_names = len(self.chars)
+
+    def _breaks(self) -> np.ndarray:
+        """True where a segment starts: word starts, `▁` and script changes (rules of `_valid_spans`)."""
+        codes = self.codes
+        scripts: dict[str, int] = {}
+        sid_of_char = np.array(
+            [-1 if c == _SPACE or script_of(chr(c)) == "Inherited" else scripts.setdefault(script_of(chr(c)), len(scripts))
+             for c in self.chars.tolist()],
+            dtype=np.int64,
+        )
+        sid = sid_of_char[self.first_names]  # position -> script id, -1 for none
+        is_space = codes == _SPACE
+        breaks = np.zeros(len(codes), dtype=bool)
+        breaks[self.word_start[:-1]] = True
+        # The script in force before position k: that of the last character with a script since
+        # the word start or the last `▁` (none if that `▁` comes later).
+        index = np.arange(len(codes))
+        last = np.maximum.accumulate(np.where((sid >= 0) | is_space, index, -1))
+        before = np.concatenate([[-1], last[:-1]])
+        in_word = before >= self.word_start[self.word_of]
+        current = np.where(in_word & ~is_space[before], sid[before], -1)
+        breaks |= is_space | ((sid >= 0) & (current >= 0) & (sid != current))
+        return breaks
+
+    def next_level(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """Name the substrings one character longer than the last level; None when there are none.
+
+        Returns (positions, local names, sort order of the positions by name, first index of each
+        name in that order) for the aggregates the seeds need.
+        """
+        size = len(self.levels) + 1
+        if size > self.max_length:
+            return None
+        positions, gids = self.levels[-1]
+        last = positions + size - 1
+        ok = last < len(self.codes)
+        ok[ok] = self.segment[last[ok]] == self.segment[positions[ok]]
+        positions = positions[ok]
+        if not len(positions):
+            return None
+        keys = (gids[ok] - gids[ok].min()) * len(self.chars) + self.first_names[positions + size - 1]
+        order = np.argsort(keys)
+        sorted_keys = keys[order]
+        first = np.concatenate([[True], sorted_keys[1:] != sorted_keys[:-1]])
+        local = np.empty(len(keys), dtype=np.int64)
+        local[order] = np.cumsum(first) - 1
+        self.levels.append((positions, local + self.num_names))
+        self.num_names += int(first.sum())
+        return positions, local, order, np.flatnonzero(first)
+
+    def gids_at(self, size: int, positions: np.ndarray) -> np.ndarray:
+        """Names of the substrings of `size` characters starting at `positions` (all valid)."""
+        level_positions, gids = self.levels[size - 1]
+        return gids[np.searchsorted(level_positions, positions)]
+
+
+def seed_pieces(
+    words: Mapping[str, int], chars: list[tuple[str, int]], max_length: int, seed_size: int
+) -> tuple[list[str], np.ndarray, Substrings, np.ndarray, np.ndarray]:
+    """Characters (by count) then substrings seen at least twice in the corpus (by count x length).
+
+    sentencepiece counts seeds on the whole sentences, so counts are corpus counts: each distinct
+    word's substrings weigh its count. Like its suffix-array seeds, only substrings followed by two
+    different characters somewhere are kept (the others always extend to a longer seed); a word's
+    end is followed by `▁` (the next word's start).
+    Returns (pieces, log-probabilities, substrings, each piece's position, each piece's length).
+    """
+    subs = Substrings(list(words), max_length)
+    weights = np.array(list(words.values()), dtype=np.int64)[subs.word_of]  # position -> word count
+    word_end = subs.word_start[subs.word_of + 1]
+    found = []  # (gids, positions, counts, size) of the seed candidates of each length
+    while (level := subs.next_level()) is not None:
+        positions, local, order, starts = level
+        size = len(subs.levels)
+        after_at = positions + size
+        inside = after_at < word_end[positions]
+        after = np.where(inside, subs.codes[np.minimum(after_at, len(subs.codes) - 1)], _SPACE)[order]
+        counts = np.add.reduceat(weights[positions][order], starts)
+        branching = np.minimum.reduceat(after, starts) != np.maximum.reduceat(after, starts)
+        chosen = np.flatnonzero(branching & (counts >= 2))
+        gids = subs.levels[-1][1][order[starts[chosen]]]
+        found.append((gids, positions[order[starts[chosen]]], counts[chosen], size))
+    gids = np.concatenate([f[0] for f in found] + [np.zeros(0, np.int64)])
+    where = np.concatenate([f[1] for f in found] + [np.zeros(0, np.int64)])
+    sizes = np.concatenate([np.full(len(f[0]), f[3]) for f in found] + [np.zeros(0, np.int64)])
+    scores = (np.concatenate([f[2] for f in found] + [np.zeros(0, np.int64)]) * sizes).tolist()
+    text = subs.text
+    strings = [text[p : p + n] for p, n in zip(where.tolist(), sizes.tolist())]
+    best = sorted(range(len(strings)), key=lambda i: (-scores[i], strings[i]))[:seed_size]
+    char_gids = np.searchsorted(subs.chars, [ord(c) for c, _ in chars])
+    pieces = [c for c, _ in chars] + [strings[i] for i in best]
+    all_scores = [n for _, n in chars] + [scores[i] for i in best]
+    log_probs = np.log(np.array(all_scores, dtype=np.float64)) - math.log(sum(all_scores))
+    piece_gids = np.concatenate([char_gids, gids[best]]).astype(np.int64)
+    piece_where = np.concatenate([np.zeros(len(chars), np.int64), where[best]])
+    piece_sizes = np.concatenate([np.ones(len(chars), np.int64), sizes[best]])
+    subs.piece_of = np.full(subs.num_names, -1, dtype=np.int64)  # gid -> piece index, -1 if none
+    subs.piece_of[piece_gids] = np.arange(len(pieces))
+    return pieces, log_probs, subs, piece_where, piece_sizes
+
+
+def word_nodes(subs: Substrings) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(start, end, piece, owner) of every piece inside every word (positions from the word's start)."""
+    starts, sizes, pieces = [], [], []
+    for size, (positions, gids) in enumerate(subs.levels, start=1):
+        piece = subs.piece_of[gids]
+        hit = piece >= 0
+        starts.append(positions[hit])
+        sizes.append(np.full(int(hit.sum()), size, dtype=np.int64))
+        pieces.append(piece[hit])
+    start, size = np.concatenate(starts), np.concatenate(sizes)
+    owner = subs.word_of[start]
+    start -= subs.word_start[owner]
+    return start, start + size, np.concatenate(pieces), owner
+
+
+def piece_nodes(
+    subs: Substrings, piece_where: np.ndarray, piece_sizes: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(start, end, piece, owner) of every piece inside every other piece (never the piece itself).
+
+    Positions count from the piece's own start (owner = the containing piece).
+    """
+    starts, sizes, pieces, owners = [], [], [], []
+    for size in range(1, int(piece_sizes.max())):
+        longer = np.flatnonzero(piece_sizes > size)
+        fits = piece_sizes[longer] - size + 1  # start offsets of a `size` substring in each
+        owner = np.repeat(longer, fits)
+        offset = np.arange(len(owner)) - np.repeat(np.cumsum(fits) - fits, fits)
+        piece = subs.piece_of[subs.gids_at(size, piece_where[owner] + offset)]
+        hit = piece >= 0
+        starts.append(offset[hit])
+        sizes.append(np.full(int(hit.sum()), size, dtype=np.int64))
+        pieces.append(piece[hit])
+        owners.append(owner[hit])
+    empty = [np.zeros(0, np.int64)]
+    start = np.concatenate(starts + empty)
+    return start, start + np.concatenate(sizes + empty), np.concatenate(pieces + empty), np.concatenate(owners + empty)
