@@ -11,7 +11,7 @@ the training call alone, peak memory is the largest RSS of the subprocess plus t
 workers (sampled every 20 ms) and the subprocess's own ru_maxrss. Our side loads only the tokenization
 modules (not the whole package, whose torch import would dominate memory).
 
-    python scripts/bench_tokenizer.py [--quick] [--data ../shared/data] [--only-wordpiece] [--hostile-mb 5]
+    python scripts/bench_tokenizer.py [--quick] [--data ../shared/data] [--only-wordpiece] [--hostile-mb 1]
 
 The hostile row trains on `--hostile-mb` MB of random "ACGT" without any whitespace: one
 pre-token of that many bytes, the case that was quadratic before long words got their own merge
@@ -259,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-train", action="store_true", help="only the encode tables")
     parser.add_argument("--only-wordpiece", action="store_true", help="only section (3), WordPiece")
     parser.add_argument("--skip-encode", action="store_true", help="only the training table")
-    parser.add_argument("--hostile-mb", type=float, default=5.0, help="size of the whitespace-free row (0: none)")
+    parser.add_argument("--hostile-mb", type=float, default=1.0,
+                        help="size of the whitespace-free row (0: none; tokenizers takes over 12 minutes on 5 MB)")
     parser.add_argument("--hostile-vocab", type=int, default=1000, help="vocab size of the whitespace-free row")
     args = parser.parse_args(argv)
     if not args.skip_train:
