@@ -488,5 +488,5 @@ def _eval_line(it: int, result: dict[str, Any], prompt: str) -> str:
     if "val_accuracy" in result:
         line += f", masked-token accuracy {result['val_accuracy']:.3f}"
     if "sample" in result:
-        line += f"\n  sample: {prompt}{result['sample']!r}"
+        line += f"\n  sample: {prompt!r} -> {result['sample']!r}"
     return line
