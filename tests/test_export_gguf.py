@@ -176,7 +176,7 @@ def rope_hf(x: torch.Tensor, pos: int, theta: float) -> torch.Tensor:
 
 
 def rope_ggml(x: torch.Tensor, pos: int, theta: float) -> torch.Tensor:
-    """llama.cpp's rotary embedding for the llama architecture (GGML_ROPE_TYPE_NORM): dims 2i and 2i+1 rotate together."""
+    """llama.cpp's rotary embedding for llama (GGML_ROPE_TYPE_NORM): dims 2i and 2i+1 rotate together."""
     half = x.shape[-1] // 2
     angles = pos * theta ** (-torch.arange(half, dtype=torch.float64) * 2 / x.shape[-1])
     a, b = x[0::2], x[1::2]
@@ -188,7 +188,7 @@ def rope_ggml(x: torch.Tensor, pos: int, theta: float) -> torch.Tensor:
 def test_permuted_q_k_give_llama_cpp_the_same_attention_scores():
     torch.manual_seed(0)
     heads, head_dim, hidden = 4, 8, 32
-    wq, wk = torch.randn(heads * head_dim, hidden, dtype=torch.float64), torch.randn(heads * head_dim, hidden, dtype=torch.float64)
+    wq, wk = (torch.randn(heads * head_dim, hidden, dtype=torch.float64) for _ in range(2))
     x_q, x_k = torch.randn(hidden, dtype=torch.float64), torch.randn(hidden, dtype=torch.float64)
     pq, pk = permute_for_gguf(wq, heads), permute_for_gguf(wk, heads)
     for h in range(heads):
@@ -285,8 +285,11 @@ def test_tokenizer_with_another_pattern_is_refused(folders, tmp_path):
     assert not (tmp_path / "m.gguf").exists()
 
 
-GPT2_BACKEND = {"normalizer": None, "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
-                "model": {"type": "BPE", "dropout": None, "continuing_subword_prefix": None}}
+GPT2_BACKEND = {
+    "normalizer": None,
+    "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
+    "model": {"type": "BPE", "dropout": None, "continuing_subword_prefix": None},
+}
 
 
 @pytest.mark.parametrize("change,problem", [

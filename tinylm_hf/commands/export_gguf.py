@@ -1,4 +1,4 @@
-"""`tinylm export-gguf`: write one GGUF file (llama architecture, tokenizer embedded) for llama.cpp, Ollama, LM Studio."""
+"""`tinylm export-gguf`: one GGUF file (llama architecture, tokenizer embedded) for llama.cpp, Ollama, LM Studio."""
 
 from __future__ import annotations
 

@@ -144,7 +144,9 @@ def check_byte_level_bpe(backend: dict[str, Any]) -> None:
     if pre.get("type") != "ByteLevel" or not pre.get("use_regex", True) or pre.get("add_prefix_space"):
         problems.append(f"pre-tokenizer {pre} (need ByteLevel with GPT-2's regex and no prefix space)")
     if problems:
-        raise ValueError(f"GGUF export needs a GPT-2-style byte-level BPE tokenizer; this one has {', '.join(problems)}")
+        raise ValueError(
+            f"GGUF export needs a GPT-2-style byte-level BPE tokenizer; this one has {', '.join(problems)}"
+        )
 
 
 def add_metadata(writer: Any, config: Any, tokenizer: Any, vocab_size: int, file_type: Any, name: str) -> None:

@@ -152,7 +152,7 @@ def build_plain_tokenizer(src: Path, *, trust_remote_code: bool = False) -> Any:
 
 
 def make_portable(folder: Path) -> None:
-    """Rewrite a saved Llama folder's config.json and tokenizer_config.json so transformers 4.x reads them as 5.x does."""
+    """Rewrite a saved Llama folder's config.json and tokenizer_config.json so transformers 4.x reads them like 5.x."""
     config = read_json(folder / "config.json")
     config["rope_theta"] = config.get("rope_parameters", {}).get("rope_theta", config.get("rope_theta", 10000.0))
     write_json_atomic(folder / "config.json", config)
