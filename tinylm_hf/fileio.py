@@ -4,6 +4,7 @@ written folder (modes, fsync) before it is renamed into place."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -14,7 +15,7 @@ from typing import Any
 
 from .tokenization.atomic_files import DIR_MODE, FILE_MODE, write_bytes_atomic, write_text_atomic
 
-__all__ = ["DIR_MODE", "FILE_MODE", "atomic_output", "check_output_folder", "fsync_file", "seal_folder",
+__all__ = ["DIR_MODE", "FILE_MODE", "atomic_output", "check_output_folder", "fsync_file", "no_space", "seal_folder",
            "write_bytes_atomic", "write_json_atomic", "write_text_atomic"]
 
 
@@ -48,6 +49,13 @@ def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def no_space(err: OSError, where: str | os.PathLike, hint: str) -> OSError:
+    """For a full disk, an OSError saying "no space left on <where>" and what to do (`hint`); else `err` itself."""
+    if err.errno == errno.ENOSPC:
+        return OSError(errno.ENOSPC, f"no space left on {where}: {hint}")
+    return err
 
 
 def check_output_folder(path: str | os.PathLike) -> Path:

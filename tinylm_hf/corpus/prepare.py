@@ -10,7 +10,6 @@ outputs intact and no partial files.
 
 from __future__ import annotations
 
-import errno
 import os
 import shutil
 import tempfile
@@ -21,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..fileio import no_space
 from ..tokenization.pretokenize import EOS_TOKEN
 from ..tokenization.process_pool import WorkerDiedError
 from .documents import choose_split_rule, split_documents
@@ -36,7 +36,9 @@ def load_tokenizer(tokenizer_dir: str | os.PathLike) -> Any:
     if tokenizer_dir not in _TOKENIZERS:  # one per (worker) process: datasets pickles the map function only
         from transformers import AutoTokenizer
 
-        from .. import registration  # noqa: F401  (TinyLM's tokenizer classes for AutoTokenizer)
+        from ..registration import register
+
+        register()  # TinyLM's tokenizer classes for AutoTokenizer
 
         if not Path(tokenizer_dir).is_dir():
             raise FileNotFoundError(f"tokenizer folder {tokenizer_dir} does not exist")
@@ -133,12 +135,6 @@ def _id_chunks(tokenized: Any, rows: int = 1024) -> Iterator[np.ndarray]:
         yield np.fromiter((t for doc in ids for t in doc), dtype=np.int64)
 
 
-def _no_space(err: OSError, where: Path) -> OSError:
-    if err.errno == errno.ENOSPC:
-        return OSError(errno.ENOSPC, f"no space left on {where}: free some space and run prepare again")
-    return err
-
-
 def prepare_dataset(
     tokenizer_dir: str | os.PathLike,
     out_dir: str | os.PathLike,
@@ -215,7 +211,7 @@ def prepare_dataset(
         for name in SPLITS:
             os.replace(header_path(stage / f"{name}.bin"), header_path(out / f"{name}.bin"))
     except OSError as err:
-        raise _no_space(err, out) from err
+        raise no_space(err, out, "free some space and run prepare again") from err
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return headers

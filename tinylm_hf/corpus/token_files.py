@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..fileio import FILE_MODE, write_json_atomic
+from ..fileio import atomic_output, write_json_atomic
 
 HEADER_SUFFIX = ".json"
 
@@ -80,9 +80,8 @@ def write_tokens(
     Every id is checked against `dtype` before it is stored, so ids never wrap silently.
     """
     limit = np.iinfo(dtype).max
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     written = 0
-    try:
+    with atomic_output(path) as tmp:
         with open(tmp, "wb") as out:
             for ids in chunks:
                 ids = np.asarray(ids, dtype=np.int64)
@@ -90,14 +89,8 @@ def write_tokens(
                     raise ValueError(f"token id {int(ids.max())} does not fit {dtype.name}; this is a bug in prepare")
                 out.write(ids.astype(dtype).tobytes())
                 written += ids.size
-            out.flush()
-            os.fsync(out.fileno())
         if written != total:
             raise RuntimeError(f"wrote {written} tokens to {path}, expected {total}")
-        os.chmod(tmp, FILE_MODE)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
     header = {**header, "dtype": dtype.name, "count": total}
     write_json_atomic(header_path(path), header)
     return header

@@ -7,7 +7,6 @@ consumer can load the folder) and `TinyLMTokenizerFast` (which runs on it).
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 

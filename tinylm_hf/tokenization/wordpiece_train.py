@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import heapq
 import os
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
 from .bpe_train import PAIR_MASK, PAIR_SHIFT, merge_words, progress_bar

@@ -21,7 +21,7 @@ from typing import IO, Any, BinaryIO
 import numpy as np
 import torch
 
-from ..fileio import FILE_MODE
+from ..fileio import atomic_output, no_space
 
 CHECKPOINT_PATTERN = re.compile(r"^ckpt_(\d+)\.pt$")
 BEST_CHECKPOINT = "best.pt"
@@ -52,26 +52,16 @@ def atomic_torch_save(obj: Any, out: str | os.PathLike | BinaryIO | IO[bytes]) -
         return
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    hint = f"{path.name} was not written; free some space, then continue with --resume"
     try:
-        with open(tmp, "wb") as fh:
+        with atomic_output(path) as tmp, open(tmp, "wb") as fh:
             torch.save(obj, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, FILE_MODE)
-        os.replace(tmp, path)
     except OSError as err:
-        if err.errno == errno.ENOSPC:
-            raise OSError(errno.ENOSPC, f"no space left on {path.parent} while writing {path.name}; "
-                          "free some space, then continue with --resume") from err
-        raise
+        raise no_space(err, path.parent, hint) from err
     except RuntimeError as err:  # torch reports a failed write as RuntimeError ("... file write failed")
         if "write" in str(err) and _disk_full(path.parent):
-            raise OSError(errno.ENOSPC, f"no space left on {path.parent} while writing {path.name}; "
-                          "free some space, then continue with --resume") from err
+            raise no_space(OSError(errno.ENOSPC, str(err)), path.parent, hint) from err
         raise
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _disk_full(folder: Path) -> bool:

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..fileio import FILE_MODE, write_text_atomic
+from ..fileio import FILE_MODE, atomic_output, write_text_atomic
 
 TRACKER_PACKAGES = {"tensorboard": "tensorboard", "trackio": "trackio", "wandb": "wandb"}
 
@@ -154,12 +154,8 @@ def plot_losses(metrics: list[dict[str, Any]], path: str | os.PathLike) -> None:
     ax.set_title("TinyLM training")
     ax.grid(alpha=0.3)
     ax.legend()
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        fig.savefig(tmp, format="png", dpi=100, bbox_inches="tight")
-        os.chmod(tmp, FILE_MODE)
-        os.replace(tmp, path)
+        with atomic_output(path) as tmp:
+            fig.savefig(tmp, format="png", dpi=100, bbox_inches="tight")
     finally:
         plt.close(fig)
-        tmp.unlink(missing_ok=True)
