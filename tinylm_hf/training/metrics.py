@@ -71,9 +71,7 @@ class Tracker:
             return
         if self.kind == "tensorboard":
             self._writer.close()
-        elif self.kind == "wandb":
-            self._writer.finish()
-        else:
+        else:  # trackio and wandb runs
             self._writer.finish()
 
 
