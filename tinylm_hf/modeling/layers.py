@@ -119,7 +119,9 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     cos/sin hold one angle per pair, shape broadcastable to x[..., : d/2]. Equals Llama's
     ``x * cat(cos, cos) + rotate_half(x) * cat(sin, sin)`` without building the duplicated tables.
     """
-    if cos.requires_grad or sin.requires_grad:  # learned angles: let autograd differentiate the formula
+    # learned angles: let autograd differentiate the formula; under torch.compile the formula is what
+    # the compiler fuses into one kernel (the out= writes below would break its graph)
+    if cos.requires_grad or sin.requires_grad or torch.compiler.is_compiling():
         x1, x2 = x.chunk(2, dim=-1)
         return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
     return _HalfSplitRotation.apply(x, cos, sin)

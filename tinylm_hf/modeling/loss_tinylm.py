@@ -41,7 +41,12 @@ def cross_entropy(
     keep = targets != ignore_index
     safe_targets = torch.where(keep, targets, 0).long()
     vocab = logits.shape[-1]
-    losses = _CrossEntropy.apply(logits.reshape(-1, vocab), safe_targets.reshape(-1), keep.reshape(-1))
+    flat_logits, flat_targets = logits.reshape(-1, vocab), safe_targets.reshape(-1)
+    if torch.compiler.is_compiling():  # the compiler fuses forward and backward of the plain formula itself
+        target_logit = flat_logits.gather(-1, flat_targets.unsqueeze(-1)).squeeze(-1)
+        losses = torch.where(keep.reshape(-1), log_sum_exp(flat_logits) - target_logit, 0.0)
+    else:
+        losses = _CrossEntropy.apply(flat_logits, flat_targets, keep.reshape(-1))
     losses = losses.view(targets.shape)
     if reduction == "none":
         return losses
@@ -57,8 +62,13 @@ def log_sum_exp(logits: torch.Tensor) -> torch.Tensor:
     """``log(sum(exp(logits), -1))`` of (rows, vocab) logits, in blocks of rows.
 
     ``log(sum(exp(x))) = max(x) + log(sum(exp(x - max(x))))``: the shifted exponentials never overflow.
-    Working a cache-sized block of rows at a time keeps the (rows, vocab) temporary out of main memory.
+    On a CPU, working a cache-sized block of rows at a time keeps the (rows, vocab) temporary out of
+    main memory; on a GPU, or under torch.compile (which fuses the passes), all rows go at once: each
+    block would cost kernel launches. That path is differentiable (the max shift is a constant).
     """
+    if logits.device.type != "cpu" or torch.compiler.is_compiling():
+        row_max = logits.amax(dim=-1, keepdim=True).detach()  # a constant shift: no gradient through the max
+        return (logits - row_max).exp().sum(dim=-1).log() + row_max.squeeze(-1)
     rows = max(1, LOG_SUM_EXP_BLOCK // max(logits.shape[-1], 1))
     out = logits.new_empty(logits.shape[0])
     for start in range(0, logits.shape[0], rows):

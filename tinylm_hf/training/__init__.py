@@ -11,7 +11,7 @@ from .loop import train
 from .masking import MLMCollator
 from .optimizer import AdamW, param_groups_for_weight_decay
 from .schedule import cosine_lr
-from .step import NonFiniteLossError, StepResult, train_step
+from .step import NonFiniteLossError, StepResult, compiled_cross_entropy, train_step
 from .summary import DataProvenance, RunSummary
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "StepResult",
     "TrainConfig",
     "clip_grad_norm",
+    "compiled_cross_entropy",
     "cosine_lr",
     "cross_entropy",
     "get_batch",

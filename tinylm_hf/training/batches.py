@@ -29,12 +29,13 @@ def batch_from_starts(
     data: np.ndarray, starts: Sequence[int] | torch.Tensor, context_length: int, device: str | torch.device
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Cut `(x, y)` windows of `context_length` tokens at `starts`; `y` is `x` shifted by one."""
-    rows = np.stack([np.asarray(data[int(s) : int(s) + context_length + 1], dtype=np.int64) for s in starts])
-    xy = torch.from_numpy(rows)  # (B, T + 1)
-    x, y = xy[:, :-1], xy[:, 1:]
+    offsets = np.asarray(starts, dtype=np.int64)[:, None] + np.arange(context_length + 1)  # (B, T + 1)
+    xy = torch.from_numpy(np.asarray(np.asarray(data)[offsets], dtype=np.int64))
     if torch.device(device).type == "cuda" and torch.cuda.is_available():
-        return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
-    return x.to(device), y.to(device)
+        xy = xy.pin_memory().to(device, non_blocking=True)  # one pinned copy; the host does not wait for it
+    else:
+        xy = xy.to(device)
+    return xy[:, :-1], xy[:, 1:]
 
 
 def get_batch(

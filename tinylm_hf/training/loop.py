@@ -4,6 +4,7 @@ Each step: learning rate from `cosine_lr` -> micro-batches from the seeded sampl
 (forward, backward, clip, AdamW) -> evaluation every N steps -> checkpoint every N steps. Under
 `torchrun` every rank draws the same global batch from the same seeded sampler and keeps its own
 slice, so N ranks together compute exactly the gradient of a 1-process run with the same batch.
+The next step's batch is cut while the device still works on this one (train_step's `overlap`).
 The loop ends at a checkpoint and a summary; publishing (the Hugging Face folder, the card, the
 Hub, exports) is `tinylm_hf.publish`'s job and reads the summary.
 """
@@ -40,7 +41,7 @@ from .optimizer import AdamW, param_groups_for_weight_decay
 from .run_dir import RunDirectory
 from .schedule import cosine_lr
 from .mlm_data import StaticMasks, iter_mlm_eval_batches, mask_windows, static_windows
-from .step import NonFiniteLossError, train_step
+from .step import NonFiniteLossError, compiled_cross_entropy, train_step
 from .summary import DataProvenance, RunSummary
 from .validation import evaluate, evaluate_masked_lm, sample_completion
 
@@ -331,8 +332,10 @@ def _train(config: TrainConfig, data: TrainingData, run: RunDirectory, run_id: s
     log = MetricsLog(metrics_path, metrics, tracker)
 
     raw_model = model
+    loss_fn = None  # train_step's default, cross_entropy
     if config.compile:
         model = torch.compile(model)
+        loss_fn = compiled_cross_entropy()
     if world > 1:
         from torch.nn.parallel import DistributedDataParallel
 
@@ -349,8 +352,10 @@ def _train(config: TrainConfig, data: TrainingData, run: RunDirectory, run_id: s
                  "tokenizer_fingerprint": data.provenance.tokenizer_fingerprint}
         if config.time_budget_s is not None:
             extra["budget_schedule"] = [max_iters, warmup_iters, cycle_iters]
+        sampler_at_step = torch.Generator()
+        sampler_at_step.set_state(sampler_state)
         return save_training_state(
-            run.checkpoints, model=raw_model, optimizer=optimizer, iteration=iteration, generator=sampler,
+            run.checkpoints, model=raw_model, optimizer=optimizer, iteration=iteration, generator=sampler_at_step,
             train_config=config.to_dict(), model_config=raw_model.config.to_dict(), metrics=log.records,
             extra=extra, keep_last=config.keep_last, run_id=run_id,
             path=run.checkpoints / BEST_CHECKPOINT if best else None,
@@ -378,21 +383,37 @@ def _train(config: TrainConfig, data: TrainingData, run: RunDirectory, run_id: s
                                 follow_max_iters=config.cosine_cycle_iters is None)
     budget_start = clock()
     it = start_iter
+
+    def draw_batches(step: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """The micro-batches of optimizer step `step` (0-based), from the sampler's next draws."""
+        batches = []
+        for i in range(config.grad_accum_steps):
+            starts = sample_starts(len(data.train), micro_global, config.context_length, sampler)
+            batches.append(_micro_batch(config, data, mlm, starts, slice(rank * micro, (rank + 1) * micro),
+                                        device, (config.seed, step, i)))
+        return batches
+
+    # the next step's batches are drawn while the device works on this step (train_step's `overlap`);
+    # a checkpoint keeps the sampler as it was before that draw, so a resumed run draws them again
+    prefetched: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}
+    sampler_state = sampler.get_state()
     model.train()
     try:
         while it < max_iters:
             t0, budget_t0 = time.perf_counter(), clock()
             lr = cosine_lr(it, config.max_lr, config.min_lr, warmup_iters, cycle_iters)
-            batches = []
-            for i in range(config.grad_accum_steps):
-                starts = sample_starts(len(data.train), micro_global, config.context_length, sampler)
-                batches.append(_micro_batch(config, data, mlm, starts, slice(rank * micro, (rank + 1) * micro),
-                                            device, (config.seed, it, i)))
+            batches = prefetched.pop(it, None) or draw_batches(it)
+            sampler_state = sampler.get_state()
+
+            def prefetch(step: int = it + 1) -> None:
+                if step < max_iters:
+                    prefetched[step] = draw_batches(step)
+
             try:
                 result = train_step(
                     model, optimizer, batches, lr=lr, grad_clip=config.grad_clip, autocast=autocast,
                     no_sync=model.no_sync if world > 1 else None, all_reduce=all_reduce_mean if world > 1 else None,
-                    parameters=list(raw_model.parameters()),
+                    parameters=list(raw_model.parameters()), loss_fn=loss_fn, overlap=prefetch,
                 )
             except NonFiniteLossError as err:
                 latest = find_latest_checkpoint(run.checkpoints)

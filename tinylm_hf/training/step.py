@@ -18,6 +18,15 @@ from ..modeling.loss_tinylm import IGNORE_INDEX
 from .functional import clip_grad_norm, cross_entropy
 
 
+def compiled_cross_entropy() -> Callable[..., torch.Tensor]:
+    """`cross_entropy` under `torch.compile`: the loss's passes over the logits fuse into a few kernels.
+
+    What a compiled model needs beside it: a compiled model alone leaves the largest elementwise work
+    of the step, the (tokens, vocab) loss, to eager kernels.
+    """
+    return torch.compile(cross_entropy)
+
+
 class NonFiniteLossError(RuntimeError):
     """The loss or gradient norm became NaN or infinite; the weights were not updated."""
 
@@ -43,6 +52,8 @@ def train_step(
     no_sync: Callable[[], contextlib.AbstractContextManager] | None = None,
     all_reduce: Callable[[torch.Tensor], torch.Tensor] | None = None,
     parameters: Sequence[torch.nn.Parameter] | None = None,
+    loss_fn: Callable[..., torch.Tensor] | None = None,
+    overlap: Callable[[], object] | None = None,
 ) -> StepResult:
     """Accumulate gradients over `micro_batches` of `(x, y)`, clip, check, and step at learning rate `lr`.
 
@@ -53,9 +64,14 @@ def train_step(
         no_sync: DDP's `model.no_sync`, entered for every micro-batch but the last.
         all_reduce: averages the loss over DDP ranks (identity for one process).
         parameters: the unwrapped model's parameters, for the gradient norm (default: `model`'s).
+        loss_fn: `cross_entropy` (default), or `compiled_cross_entropy()` beside a compiled model.
+        overlap: called once the step's work is queued on the device, before the step waits for its loss
+            and gradient norm (the finiteness check): host work done there, such as drawing the next
+            batch, overlaps the GPU's work instead of leaving the GPU idle between steps.
     """
     for group in optimizer.param_groups:
         group["lr"] = lr
+    loss_fn = loss_fn or cross_entropy
     loss_sum = None
     n_targets = sum((y != IGNORE_INDEX).sum() for _, y in micro_batches).clamp(min=1)  # a tensor: no device sync
     for i, (x, y) in enumerate(micro_batches):
@@ -63,14 +79,16 @@ def train_step(
         with sync:
             with autocast or contextlib.nullcontext():
                 logits = model(input_ids=x).logits
-            loss = cross_entropy(logits, y, reduction="sum") / n_targets
+            loss = loss_fn(logits, y, reduction="sum") / n_targets
             loss.backward()
         loss_sum = loss.detach() if loss_sum is None else loss_sum + loss.detach()
     if all_reduce is not None:
         loss_sum = all_reduce(loss_sum)
     params = list(parameters if parameters is not None else model.parameters())
-    grad_norm = float(clip_grad_norm(params, grad_clip if grad_clip else math.inf))
-    step_loss = float(loss_sum)
+    grad_norm_t = clip_grad_norm(params, grad_clip if grad_clip else math.inf)
+    if overlap is not None:
+        overlap()
+    grad_norm, step_loss = float(grad_norm_t), float(loss_sum)  # the step's one wait for the device
     if not (math.isfinite(step_loss) and math.isfinite(grad_norm)):
         optimizer.zero_grad(set_to_none=True)
         raise NonFiniteLossError(f"loss {step_loss}, gradient norm {grad_norm}")
