@@ -82,24 +82,37 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def make_train_step(model: torch.nn.Module, batch: int, seq: int, vocab: int, device: str, compile_: bool):
+def make_train_step(
+    model: torch.nn.Module, batch: int, seq: int, vocab: int, device: str, compile_: bool, bf16_autocast: bool = False
+):
     """A closure running one training step on a fixed random batch: forward + backward + clip 1.0 + our AdamW.
 
     TinyLM runs our `train_step` (our cross-entropy on the logits); Llama computes its own loss
     (``labels=``, transformers' cross-entropy). Both use our AdamW, so the row compares the models.
+    ``bf16_autocast`` runs the forward under bfloat16 autocast over float32 weights, as `tinylm train` does.
     """
-    from tinylm_hf.training import AdamW, clip_grad_norm, param_groups_for_weight_decay, train_step
+    import contextlib
+
+    from tinylm_hf.training import (AdamW, clip_grad_norm, compiled_cross_entropy, cross_entropy,
+                                    param_groups_for_weight_decay, train_step)
 
     model.train()
     optimizer = AdamW(param_groups_for_weight_decay(model, 0.1), lr=1e-4, weight_decay=0.1)
     ids = torch.randint(0, vocab, (batch, seq), generator=torch.Generator().manual_seed(1)).to(device)
     forward = torch.compile(model) if compile_ else model
+    autocast = (
+        torch.autocast(torch.device(device).type, dtype=torch.bfloat16) if bf16_autocast else contextlib.nullcontext()
+    )
     if isinstance(model, TinyLMForCausalLM):
         targets = torch.roll(ids, -1, dims=1)
-        return lambda: train_step(forward, optimizer, [(ids, targets)], lr=1e-4, grad_clip=1.0)
+        loss_fn = compiled_cross_entropy() if compile_ else cross_entropy  # as `tinylm train --compile`
+        return lambda: train_step(forward, optimizer, [(ids, targets)], lr=1e-4, grad_clip=1.0, autocast=autocast,
+                                  loss_fn=loss_fn)
 
     def step() -> None:
-        forward(input_ids=ids, labels=ids).loss.backward()
+        with autocast:
+            loss = forward(input_ids=ids, labels=ids).loss
+        loss.backward()
         clip_grad_norm(list(model.parameters()), 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)

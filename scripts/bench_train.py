@@ -16,9 +16,13 @@ and the faster repeat counts; the ratio ours/Trainer should be <= 1.
 Part (3), ``bench_presets``: training tokens/s (forward + backward + clip + our AdamW) and the
 peak-RSS growth of a fresh subprocess per ``TinyLMConfig`` preset, at a small batch.
 
+Part (4), ``bench_gpu`` (with ``--device cuda``): tokens/s, MFU and peak GPU memory of a training step,
+ours beside transformers' Llama of the same shape, bf16 autocast, with and without ``torch.compile``.
+
     python scripts/bench_train.py            # all parts, full sizes
     python scripts/bench_train.py --quick    # smaller sizes, fewer steps
-    python scripts/bench_train.py --part 2   # only one part (1, 2 or 3; repeatable)
+    python scripts/bench_train.py --part 2   # only one part (1 to 4; repeatable)
+    python scripts/bench_train.py --device cuda --part 4   # the GPU rows
     python scripts/bench_train.py --threads 1  # on a busy shared CPU: intra-op threads that
                                                # wait on each other dominate small ops otherwise
 """
@@ -337,6 +341,64 @@ def bench_presets(quick: bool = False, presets: tuple[str, ...] = PRESET_NAMES) 
     return rows
 
 
+# ----------------------------------------------------------------------------- part (4)
+
+# (preset, batch, seq, vocab_size override, compile modes); 50304 = 50257 padded to a multiple of 64 (nanoGPT's
+# choice): with 50257 rows the vocabulary matmuls fall back to slow unaligned GEMM kernels
+GPU_CASES = [
+    ("gpt2-small", 16, 1024, None, (True, False)),
+    ("gpt2-small", 32, 1024, 50304, (True,)),
+    ("gpt2-small", 64, 1024, 50304, (True,)),
+    ("cs336-tinystories", 128, 256, None, (True, False)),
+]
+
+
+def bench_gpu(presets: tuple[str, ...], rounds: int, peak_tflops: float) -> list[dict]:
+    """Part (4): training tokens/s, MFU and peak memory on the GPU, ours vs transformers' Llama (sdpa).
+
+    Float32 weights with bfloat16 autocast, as `tinylm train --device cuda` runs (default dtype auto),
+    with and without `torch.compile` (ours then also compiles its loss, as `--compile` does); the same
+    weights, batch and our AdamW on both sides, steps taken in turns. MFU = training FLOPs per token x
+    tokens/s / `peak_tflops` (the GPU's dense bf16 peak).
+    """
+    from bench_model import build_models, count_flops_per_token, make_train_step, summarise, time_rounds
+
+    from tinylm_hf.modeling import TinyLMConfig
+
+    torch.backends.cuda.matmul.allow_tf32 = True  # as the training loop sets it
+    rows = []
+    for preset, batch, seq, vocab, compile_modes in GPU_CASES:
+        if preset not in presets:
+            continue
+        overrides = {"max_position_embeddings": seq, **({"vocab_size": vocab} if vocab else {})}
+        config = TinyLMConfig.from_preset(preset, **overrides)
+        flops = count_flops_per_token(config, seq)
+        for compile_ in compile_modes:
+            torch._dynamo.reset()
+            models = build_models(config, "cuda", torch.float32)
+            steps = {name: make_train_step(m, batch, seq, config.vocab_size, "cuda", compile_, bf16_autocast=True)
+                     for name, m in models.items()}  # fmt: skip
+            peak = {}
+            for name, step in steps.items():  # warm-up (compilation) and peak memory, one model at a time
+                torch.cuda.reset_peak_memory_stats()
+                for _ in range(3 if compile_ else 2):
+                    step()
+                torch.cuda.synchronize()
+                peak[name] = torch.cuda.max_memory_allocated() / 2**30
+            ours, llama, ratio, _ = summarise(time_rounds(steps, rounds, "cuda"), batch * seq)
+            for name, rate in (("ours (TinyLMForCausalLM)", ours), ("transformers Llama (sdpa)", llama)):
+                rows.append({
+                    "preset": preset, "vocab": config.vocab_size, "batch x seq": f"{batch} x {seq}",
+                    "compile": compile_, "model": name, "tokens_per_s": round(rate),
+                    "MFU_%": round(100 * rate * flops / (peak_tflops * 1e12), 1),
+                    "peak_GiB": round(peak["tinylm" if name.startswith("ours") else "llama"], 2),
+                    "llama_time_over_ours": round(ratio, 3),
+                })  # fmt: skip
+            del models, steps
+            torch.cuda.empty_cache()
+    return rows
+
+
 def print_table(title: str, rows: list[dict]) -> None:
     """A GitHub-markdown table of ``rows`` (dicts with the same keys)."""
     print(f"\n### {title}\n")
@@ -351,9 +413,16 @@ def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, few repeats")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda (for part 1)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (cuda: part 1 on the GPU, and part 4)")
+    gpu_presets = sorted({case[0] for case in GPU_CASES})
+    parser.add_argument("--gpu-presets", nargs="+", default=gpu_presets, choices=gpu_presets,
+                        help="part 4: presets to measure on the GPU")
+    parser.add_argument("--rounds", type=int, default=10, help="part 4: timed steps per model")
+    parser.add_argument("--peak-tflops", type=float, default=989.0,
+                        help="part 4: the GPU's dense bf16 peak for MFU (989: H100/H200 SXM)")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
-    parser.add_argument("--part", type=int, action="append", choices=(1, 2, 3), help="run only these parts")
+    parser.add_argument("--part", type=int, action="append", choices=(1, 2, 3, 4),
+                        help="run only these parts (4 needs --device cuda)")
     parser.add_argument("--preset-child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--batch", type=int, default=4, help=argparse.SUPPRESS)
     parser.add_argument("--seq", type=int, default=256, help=argparse.SUPPRESS)
@@ -364,7 +433,7 @@ def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
     if args.preset_child:
         preset_child(args.preset_child, args.batch, args.seq, args.steps)
         return {}
-    parts = set(args.part or (1, 2, 3))
+    parts = set(args.part or ((1, 2, 3, 4) if args.device.startswith("cuda") else (1, 2, 3)))
     print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
     results: dict[str, list[dict]] = {}
     if 1 in parts:
@@ -373,6 +442,11 @@ def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
         results["time to a common validation loss (2)"] = bench_time_to_loss(quick=args.quick)
     if 3 in parts:
         results["training step per preset, CPU float32 (3)"] = bench_presets(quick=args.quick)
+    if 4 in parts:
+        if not torch.cuda.is_available():
+            parser.error("part 4 needs a CUDA GPU (--device cuda)")
+        results[f"training step on {torch.cuda.get_device_name()}, bf16 autocast (4)"] = bench_gpu(
+            tuple(args.gpu_presets), args.rounds, args.peak_tflops)
     for title, rows in results.items():
         print_table(title, rows)
     if args.json is not None:
