@@ -50,7 +50,7 @@ class FlatWords:
         pairs, starts = np.unique(codes, return_index=True)
         sums = np.add.reduceat(self.weight[left], starts) if len(starts) else starts
         self.pair_counts: dict[int, int] = dict(zip(pairs.tolist(), sums.tolist()))
-        bounds = np.append(starts, len(left)).tolist()
+        bounds = starts.tolist() + [len(left)]
         # pair -> chunks of positions (numpy arrays or lists of ints); a pair gets positions only
         # when it is made, so it has one chunk
         self.where: dict[int, list] = {pair: [left[a:b]] for pair, a, b in zip(pairs.tolist(), bounds, bounds[1:])}
@@ -137,7 +137,7 @@ class FlatWords:
         starts = np.flatnonzero(np.concatenate([[True], made[1:] != made[:-1]]))
         where = self.where
         new_pairs = made[starts].tolist()
-        bounds = np.append(starts, len(made)).tolist()
+        bounds = starts.tolist() + [len(made)]
         for pair, a, b in zip(new_pairs, bounds, bounds[1:]):
             where[pair] = [made_at[a:b]]  # pairs holding new_id are new: no earlier chunks
         return new_pairs
@@ -147,6 +147,7 @@ class FlatWords:
         left_id, right_id = pair >> SHIFT, pair & MASK
         symbol, nxt, prv, weight = self.lists
         counts = self.pair_counts
+        get = counts.get
         new_left, right_left = new_id << SHIFT, right_id << SHIFT
         new_pairs: dict[int, list[int]] = {}  # new pair -> its positions
         replaced = 0
@@ -159,22 +160,26 @@ class FlatWords:
             before, beyond = prv[at], nxt[q]
             if before >= 0:
                 old = symbol[before] << SHIFT
-                counts[old | left_id] = counts.get(old | left_id, 0) - w
+                gone = old | left_id
+                counts[gone] = get(gone, 0) - w
                 made = old | new_id
-                counts[made] = counts.get(made, 0) + w
-                if made in new_pairs:
-                    new_pairs[made].append(before)
-                else:
+                counts[made] = get(made, 0) + w
+                positions = new_pairs.get(made)
+                if positions is None:
                     new_pairs[made] = [before]
+                else:
+                    positions.append(before)
             if beyond >= 0:
                 after = symbol[beyond]
-                counts[right_left | after] = counts.get(right_left | after, 0) - w
+                gone = right_left | after
+                counts[gone] = get(gone, 0) - w
                 made = new_left | after
-                counts[made] = counts.get(made, 0) + w
-                if made in new_pairs:
-                    new_pairs[made].append(at)
-                else:
+                counts[made] = get(made, 0) + w
+                positions = new_pairs.get(made)
+                if positions is None:
                     new_pairs[made] = [at]
+                else:
+                    positions.append(at)
                 prv[beyond] = at
             symbol[at] = new_id
             symbol[q] = -1

@@ -148,21 +148,59 @@ def _learn_pieces(counts: Mapping[str, int], chars: list[str], num_merges: int, 
             keys[pair] = key
         return key
 
-    heap = []
-    for pair, count in pair_counts.items():
+    # Only pairs counted at least `floor` are in the heap (the max count never rises: a new pair
+    # occurs at most as often as the merged one). When the heap runs dry the floor halves: most pairs
+    # never get near the top, so they never get a key or a heap entry.
+    heap: list[tuple[int, int, bytes, int]] = []
+    by_count = sorted(pair_counts.items(), key=lambda item: -item[1])  # the initial pairs, most frequent first
+    cursor = 0  # by_count[:cursor] has been admitted or set aside
+    aside: list[tuple[int, int]] = []  # max-heap (-count when set aside, pair): counts only fall, so upper bounds
+    floor = 1  # set by lower_floor before the first merge (the heap starts empty)
+
+    def push(pair: int, count: int) -> None:
         key = key_of(pair)
         if key is not None:
-            heap.append((-count, key[0], key[1], pair))
-    heapq.heapify(heap)
+            heapq.heappush(heap, (-count, key[0], key[1], pair))
+
+    def lower_floor() -> bool:
+        """Halve the floor below the highest count left and admit the pairs that reach it; False if none is left."""
+        nonlocal cursor, floor
+        top = max(by_count[cursor][1] if cursor < len(by_count) else 0, -aside[0][0] if aside else 0)
+        if top <= 0:
+            return False
+        floor = max(1, top // 2)
+        while cursor < len(by_count) and by_count[cursor][1] >= floor:
+            pair = by_count[cursor][0]
+            cursor += 1
+            count = pair_counts.get(pair, 0)
+            if count >= floor:
+                push(pair, count)
+            elif count > 0:
+                heapq.heappush(aside, (-count, pair))
+        while aside and -aside[0][0] >= floor:
+            pair = heapq.heappop(aside)[1]
+            count = pair_counts.get(pair, 0)
+            if count >= floor:
+                push(pair, count)
+            elif count > 0:
+                heapq.heappush(aside, (-count, pair))
+        return True
+
     merged: list[str] = []
     made = set(chars)
     bar = progress_bar(num_merges, progress, "SentencePiece BPE merges")
-    while len(merged) < num_merges and heap:
+    while len(merged) < num_merges:
+        if not heap:
+            if not lower_floor():
+                break
+            continue
         neg_count, length, key_bytes, pair = heapq.heappop(heap)
         count = pair_counts.get(pair, 0)
         if count != -neg_count:
-            if count > 0:
+            if count >= floor:
                 heapq.heappush(heap, (-count, length, key_bytes, pair))
+            elif count > 0:
+                heapq.heappush(aside, (-count, pair))
             continue
         piece = key_bytes.decode("utf-8")
         if piece in made:
@@ -178,9 +216,10 @@ def _learn_pieces(counts: Mapping[str, int], chars: list[str], num_merges: int, 
         new_pairs, _ = flat.merge(pair, new_id)
         for new_pair in new_pairs:
             new_count = pair_counts.get(new_pair, 0)
-            key = key_of(new_pair) if new_count > 0 else None
-            if key is not None:
-                heapq.heappush(heap, (-new_count, key[0], key[1], new_pair))
+            if new_count >= floor:
+                push(new_pair, new_count)
+            elif new_count > 0:
+                heapq.heappush(aside, (-new_count, new_pair))
         if bar is not None:
             bar.update(1)
     if bar is not None:
