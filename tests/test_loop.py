@@ -271,3 +271,22 @@ def test_time_budget_on_the_process_clock_stops_the_run(byte_data, tmp_path):
 def test_time_budget_clock_must_be_known(byte_data, tmp_path):
     with pytest.raises(ValueError, match="time_budget_clock"):
         tiny_config(byte_data, tmp_path, time_budget_clock="gpu")
+
+
+def test_budget_planner_lengthening_after_warmup_never_raises_the_learning_rate():
+    from tinylm_hf.training.loop import _scheduled_lr
+
+    config = TrainConfig(data_dir="d", out_dir="o", max_lr=1e-3, min_lr=1e-4)
+    clock = FakeClock()
+    planner = BudgetPlanner(100.0, clock, (10_000, 500, 10_000), follow_max_iters=True)
+    schedule, lrs = None, {}
+    for it in range(1, 400):
+        step_s = 1.0 if it < 40 else 0.25  # the machine becomes 4x faster: the plan lengthens
+        clock.now += step_s
+        schedule = planner.after_step(it, step_s) or schedule
+        if schedule is not None and it < schedule[0]:
+            lrs[it] = _scheduled_lr(it, config, schedule[1], schedule[2])
+    assert schedule[0] > 200 and schedule[1] < 0  # lengthened, the decay's start moved before step 0
+    decay = [lrs[it] for it in sorted(lrs) if it >= 10]
+    assert all(b <= a + 1e-12 for a, b in zip(decay, decay[1:]))  # the rate never rises again
+    assert 1.5e-4 < lrs[150] < lrs[60] and lrs[max(lrs)] < 1.05e-4  # the cosine spans the new steps to min_lr

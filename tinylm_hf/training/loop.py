@@ -12,6 +12,7 @@ Hub, exports) is `tinylm_hf.publish`'s job and reads the summary.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import signal
 import time
@@ -166,6 +167,11 @@ class BudgetPlanner:
     most the max_iters asked for). Re-planning is what makes a busy machine train the steps its budget
     really allows: the first steps' speed is a poor guess when other programs come and go. The warm-up
     is fixed by the first plan; the cosine ends at the planned last step.
+
+    A plan that lengthens the run after the warm-up never raises the learning rate: the decay keeps the
+    rate it has reached and stretches over the steps now left (its start moves back, before step 0 if
+    need be, so that this step keeps its cosine progress; see `_scheduled_lr`). Shortening ends the
+    cosine sooner, as planned.
     """
 
     budget_s: float
@@ -175,6 +181,7 @@ class BudgetPlanner:
     start: float = field(init=False)
     next_plan_at: float = 0.0  # budget used at which to plan again (0: after the calibration steps)
     warmup_iters: int | None = None  # fixed by the first plan
+    schedule: tuple[int, int] | None = None  # (warm-up end, cosine end) of the last plan
     step_times: list[float] = field(default_factory=list)  # since the last plan (the first step excluded)
     steps_timed: int = 0
 
@@ -201,8 +208,32 @@ class BudgetPlanner:
         max_iters = min(max_asked, max(it + 1, it + int((self.budget_s - used) / (step_s * BUDGET_MARGIN))))
         if self.warmup_iters is None:
             self.warmup_iters = min(warmup_asked, round(warmup_asked * max_iters / max_asked))
-        cycle = max_iters if self.follow_max_iters else min(cycle_asked, max_iters)
-        return max_iters, self.warmup_iters, max(cycle, self.warmup_iters)
+        cycle = max(max_iters if self.follow_max_iters else min(cycle_asked, max_iters), self.warmup_iters)
+        warmup = self.warmup_iters
+        if self.schedule is not None:
+            warmup, cycle = _stretch_decay(it, *self.schedule, cycle)
+        self.schedule = (warmup, cycle)
+        return max_iters, warmup, cycle
+
+
+def _stretch_decay(it: int, warmup: int, cycle: int, new_cycle: int) -> tuple[int, int]:
+    """(decay start, cosine end) moving the cosine end from `cycle` to `new_cycle` at step `it` without
+    raising the learning rate: in the decay, a later end also moves the decay's start back (below 0 if
+    need be) so that step `it` keeps its progress p = (it - warmup) / (cycle - warmup)."""
+    if new_cycle <= cycle or it <= warmup:
+        return warmup, new_cycle  # shorter, or still warming up: the rate does not depend on the end yet
+    if it >= cycle:
+        return warmup, cycle  # the decay is over: extra steps stay at min_lr
+    progress = (it - warmup) / (cycle - warmup)
+    # floor: a start a little earlier puts the step a little further on, so the rate can only fall
+    return math.floor((it - progress * new_cycle) / (1.0 - progress)), new_cycle
+
+
+def _scheduled_lr(it: int, config: TrainConfig, warmup_iters: int, cycle_iters: int) -> float:
+    """`cosine_lr` of the plan; a decay stretched to start before step 0 (negative `warmup_iters`, a
+    lengthened time-budget plan) is the same cosine with every step index shifted by that much."""
+    shift = min(0, warmup_iters)
+    return cosine_lr(it - shift, config.max_lr, config.min_lr, warmup_iters - shift, cycle_iters - shift)
 
 
 def _budget_clock(name: str) -> Callable[[], float]:
@@ -401,7 +432,7 @@ def _train(config: TrainConfig, data: TrainingData, run: RunDirectory, run_id: s
     try:
         while it < max_iters:
             t0, budget_t0 = time.perf_counter(), clock()
-            lr = cosine_lr(it, config.max_lr, config.min_lr, warmup_iters, cycle_iters)
+            lr = _scheduled_lr(it, config, warmup_iters, cycle_iters)
             batches = prefetched.pop(it, None) or draw_batches(it)
             sampler_state = sampler.get_state()
 
