@@ -16,7 +16,8 @@
 
 Single characters are never dropped (so every word keeps a path). Seeds and lattices come from
 `unigram_seeds` (every substring named with numpy); the lattices of all words are numpy arrays
-processed one end position at a time, so each EM pass is a few array operations.
+processed one end position at a time, so each EM pass is a few array operations. The words are
+split into one lattice per CPU, walked in threads: numpy releases the GIL inside its array loops.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import math
 import os
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -38,6 +40,7 @@ from .metaspace_train import (
     read_line_chunks,
     require_words,
 )
+from .process_pool import resolve_workers
 from .unigram_seeds import piece_nodes, seed_pieces, word_nodes
 
 # Most seed pieces kept (sentencepiece's seed_sentencepiece_size).
@@ -46,6 +49,8 @@ SEED_SIZE = 1_000_000
 MIN_EXPECTED = 0.5
 # EM stops pruning once the size is at most this factor times vocab_size (sentencepiece's 1.1).
 OVERSIZE = 1.1
+# Words per lattice part at least: below this one thread does the whole E step.
+MIN_WORDS_PER_PART = 5_000
 
 
 def train_unigram(
@@ -121,17 +126,36 @@ def _train(
     words = _clean_words(counts)
     pieces, scores, subs, piece_where, piece_sizes = seed_pieces(words, chars, max_piece_length, SEED_SIZE)
     is_char = piece_sizes == 1
-    word_lattice = _Lattice.from_nodes(np.diff(subs.word_start), *word_nodes(subs))
-    piece_lattice = _Lattice.from_nodes(piece_sizes, *piece_nodes(subs, piece_where, piece_sizes))
-    del subs  # the joined text and its names: only the lattices are needed from here
     freqs = np.array(list(words.values()), dtype=np.float64)
+    parts = max(1, min(resolve_workers(None), len(freqs) // MIN_WORDS_PER_PART))
+    with ThreadPoolExecutor(parts) as threads:
+        word_lattice = _Lattices(np.diff(subs.word_start), *word_nodes(subs), freqs, parts, threads)
+        piece_lattice = _Lattice.from_nodes(piece_sizes, *piece_nodes(subs, piece_where, piece_sizes))
+        del subs  # the joined text and its names: only the lattices are needed from here
+        return _train_em(word_lattice, piece_lattice, pieces, scores, is_char, fixed, vocab_size,
+                         shrinking_factor, num_sub_iterations, progress)
+
+
+def _train_em(
+    word_lattice: _Lattices,
+    piece_lattice: _Lattice,
+    pieces: list[str],
+    scores: np.ndarray,
+    is_char: np.ndarray,
+    fixed: list[str],
+    vocab_size: int,
+    shrinking_factor: float,
+    num_sub_iterations: int,
+    progress: bool,
+) -> list[tuple[str, float]]:
+    """EM rounds and pruning from the seeds until the size fits, then the final pieces (steps 3-5)."""
     target = vocab_size - len(fixed)
     desired = int(vocab_size * OVERSIZE)
     alive = np.arange(len(pieces))  # indices of surviving pieces into the seed list
     round_number = 0
     while True:
         for _ in range(num_sub_iterations):
-            expected = word_lattice.expected_counts(scores, freqs)
+            expected = word_lattice.expected_counts(scores)
             keep = (expected >= MIN_EXPECTED) | is_char[alive]
             scores = _digamma_scores(np.maximum(expected[keep], MIN_EXPECTED))
             alive = alive[keep]
@@ -142,7 +166,7 @@ def _train(
             print(f"unigram EM round {round_number}: {len(alive)} pieces")
         if len(alive) <= desired:
             break
-        keep = _prune(word_lattice, piece_lattice, scores, freqs, is_char[alive], desired, shrinking_factor)
+        keep = _prune(word_lattice, piece_lattice, scores, is_char[alive], desired, shrinking_factor)
         scores, alive = scores[keep], alive[keep]
         word_lattice.keep(keep)
         piece_lattice.keep(keep, strings_too=True)
@@ -193,10 +217,9 @@ def _digamma(x: np.ndarray) -> np.ndarray:
 
 
 def _prune(
-    word_lattice: _Lattice,
+    word_lattice: _Lattices,
     piece_lattice: _Lattice,
     scores: np.ndarray,
-    freqs: np.ndarray,
     is_char: np.ndarray,
     desired: int,
     shrinking_factor: float,
@@ -205,7 +228,7 @@ def _prune(
     size = len(scores)
     # Viterbi counts on the corpus.
     owners, used = word_lattice.viterbi_pieces(scores)
-    freq = np.bincount(used, weights=freqs[owners], minlength=size)
+    freq = np.bincount(used, weights=word_lattice.freqs[owners], minlength=size)
     total = freq.sum()
     # Each piece's best segmentation without itself (its alternative).
     alt_owner, alt_piece = piece_lattice.viterbi_pieces(scores)
@@ -348,6 +371,39 @@ class _Lattice:
         if not owners:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         return np.concatenate(owners), np.concatenate(used)
+
+
+class _Lattices:
+    """The words' lattices in `parts` pieces (consecutive words), walked in threads; the methods of
+    `_Lattice` over all words, with `freqs` (per word) kept here."""
+
+    def __init__(self, lengths: np.ndarray, start: np.ndarray, end: np.ndarray, piece: np.ndarray,
+                 owner: np.ndarray, freqs: np.ndarray, parts: int, threads: ThreadPoolExecutor) -> None:
+        self.freqs, self.threads = freqs, threads
+        self.bounds = np.linspace(0, len(lengths), parts + 1).astype(np.int64)  # word ranges
+        self.parts = []
+        for first, last in zip(self.bounds[:-1], self.bounds[1:]):
+            mine = (owner >= first) & (owner < last)
+            self.parts.append(_Lattice.from_nodes(lengths[first:last], start[mine], end[mine], piece[mine],
+                                                  owner[mine] - first))
+
+    def _map(self, fn, *args) -> list:
+        return list(self.threads.map(fn, *args))
+
+    def expected_counts(self, scores: np.ndarray) -> np.ndarray:
+        """E step over all words (see `_Lattice.expected_counts`)."""
+        freqs = [self.freqs[first:last] for first, last in zip(self.bounds[:-1], self.bounds[1:])]
+        return sum(self._map(lambda part, f: part.expected_counts(scores, f), self.parts, freqs))
+
+    def viterbi_pieces(self, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(word, piece) of every node on each word's best path (see `_Lattice.viterbi_pieces`)."""
+        found = self._map(lambda part: part.viterbi_pieces(scores), self.parts)
+        owners = np.concatenate([owner + first for (owner, _), first in zip(found, self.bounds)])
+        return owners, np.concatenate([used for _, used in found])
+
+    def keep(self, mask: np.ndarray) -> None:
+        """Drop the nodes of pieces where `mask` is False and renumber the rest."""
+        self._map(lambda part: part.keep(mask), self.parts)
 
 
 def _sort_order(first: np.ndarray, second: np.ndarray, third: np.ndarray, span: int, strings: int) -> np.ndarray:
