@@ -206,3 +206,19 @@ def test_missing_or_undecodable_merges_txt_is_named(tmp_path):
     (tmp_path / "merges.txt").unlink()
     with pytest.raises(ValueError, match="merges.txt is missing beside .*vocab.json"):
         TinyLMTokenizer.from_pretrained(tmp_path)
+
+
+@pytest.mark.parametrize("text", ["Once upon a time", " leading space", "a<|user|>b", "x <|endoftext|> y", "\nHi", ""])
+def test_add_prefix_space_fast_equals_slow_and_survives_saving(tmp_path, text):
+    source = write_source_files(tmp_path / "source")
+    slow = TinyLMTokenizer(str(source / "vocab.json"), str(source / "merges.txt"), add_prefix_space=True)
+    slow.add_tokens(EXTRA, special_tokens=True)
+    slow.save_pretrained(tmp_path / "saved")
+    pair = TinyLMTokenizer.from_pretrained(tmp_path / "saved"), TinyLMTokenizerFast.from_pretrained(tmp_path / "saved")
+    assert all(t.add_prefix_space for t in pair)
+    assert_same_ids(pair, text)
+    words = ["Once", "upon", " a"]
+    fast_ids, slow_ids = (t(words, is_split_into_words=True)["input_ids"] for t in reversed(pair))
+    assert fast_ids == slow_ids
+    if text and not text.startswith((" ", "<")):
+        assert pair[0](text)["input_ids"] == slow(" " + text)["input_ids"]  # the space GPT-2's models expect

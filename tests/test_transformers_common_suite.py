@@ -1,4 +1,5 @@
-"""transformers' own ModelTesterMixin (and GenerationTesterMixin where present) run on TinyLM.
+"""transformers' own ModelTesterMixin (and GenerationTesterMixin where present) run on TinyLM, and its
+TokenizerTesterMixin on the four tokenizer families (slow and fast classes).
 
 The common suites live in transformers' source tree, not in the wheel: point ``TRANSFORMERS_TESTS_DIR``
 at the ``tests`` folder of a transformers checkout (or of its sdist, ``pip download transformers
@@ -23,6 +24,46 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # A checkpoint with no decoder weights at all: transformers re-initialises it silently; TinyLM raises
 # (issue 9: a clear error instead of silently re-initialising a mismatched decoder).
 EXPECTED_FAILURES = {"test_model_weights_reload_no_missing_tied_weights"}
+# sentencepiece (identity normalisation) adds its dummy-prefix space even to text that starts with a
+# space, so " a b" gets one more "▁" than the pre-split ["a", "b"]: both classes of both families equal
+# sentencepiece there, and the mixin's expectation (the text's leading space absorbed) does not hold.
+EXPECTED_TOKENIZER_FAILURES = {f"{family}_{kind}::test_pretokenized_inputs"
+                               for family in ("unigram", "sentencepiece_bpe") for kind in ("slow", "fast")}
+
+TOKENIZER_RUNNER = textwrap.dedent(
+    '''
+    import unittest
+
+    from transformers import AutoTokenizer
+
+    from tests.test_tokenization_common import TokenizerTesterMixin
+    from tinylm_hf import train_tokenizer
+
+    TRAIN = {train!r}
+
+
+    def make_tester(algorithm, fast):
+        class Test(TokenizerTesterMixin, unittest.TestCase):
+            from_pretrained_id = []
+            test_seq2seq = False
+
+            @classmethod
+            def setUpClass(cls):
+                super().setUpClass()
+                train_tokenizer([TRAIN], 1000, algorithm=algorithm, progress=False).save_pretrained(cls.tmpdirname)
+                cls.tokenizer_class = type(AutoTokenizer.from_pretrained(cls.tmpdirname, use_fast=fast))
+
+        Test.__name__ = f"{{algorithm.replace('-', '_')}}_{{'fast' if fast else 'slow'}}"
+        return Test
+
+
+    for algorithm in ("bpe", "wordpiece", "unigram", "sentencepiece-bpe"):
+        for fast in (False, True):
+            test = make_tester(algorithm, fast)
+            globals()[test.__name__] = test
+    del test
+    '''
+)
 
 RUNNER = textwrap.dedent(
     '''
@@ -94,7 +135,8 @@ def transformers_tests_dir() -> Path:
 
 
 def copy_suite(source: Path, target: Path) -> None:
-    """transformers' tests folder as a package named `tests`, with the files the sdist lacks stubbed."""
+    """transformers' tests folder as a package named `tests`, with the files the sdist lacks stubbed
+    (and the tokenizer suite's sample text, real text from our bundled corpus)."""
     for path in source.rglob("*.py"):
         if "models" in path.relative_to(source).parts:
             continue  # the per-model suites are not needed (and are most of the tree)
@@ -108,6 +150,10 @@ def copy_suite(source: Path, target: Path) -> None:
             (package / "__init__.py").touch()
         if not dest.exists():
             dest.write_text(text)
+    sample = target / "fixtures" / "sample_text.txt"
+    if not sample.exists():
+        sample.parent.mkdir(parents=True, exist_ok=True)
+        sample.write_text((REPO_ROOT / "tinylm_hf" / "data" / "tinystories_valid_small.txt").read_text()[:3000])
 
 
 @pytest.mark.slow
@@ -124,3 +170,21 @@ def test_transformers_common_model_suite_passes_except_the_expected(tmp_path: Pa
     failed = set(re.findall(r"^(?:FAILED|SUBFAILED\S*|ERROR) \S+::TinyLMModelTest::(\w+)", result.stdout, re.M))
     assert "passed" in result.stdout, result.stdout[-3000:] + result.stderr[-3000:]
     assert failed <= EXPECTED_FAILURES, result.stdout[-6000:]
+
+
+@pytest.mark.slow
+def test_transformers_common_tokenizer_suite_passes_except_the_expected(tmp_path: Path) -> None:
+    copy_suite(transformers_tests_dir(), tmp_path / "tests")
+    train = REPO_ROOT / "tinylm_hf" / "data" / "tinystories_train_small.txt"
+    (tmp_path / "tests" / "test_tinylm_tokenization.py").write_text(TOKENIZER_RUNNER.format(train=str(train)))
+    path = [str(REPO_ROOT), str(tmp_path), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in path if p)}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore", "-rf",
+         "tests/test_tinylm_tokenization.py"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=3000,
+    )
+    failed = set(re.findall(r"^(?:FAILED|SUBFAILED\S*|ERROR) tests/test_tinylm_tokenization\.py::(\S+)", result.stdout,
+                            re.M))
+    assert "passed" in result.stdout, result.stdout[-3000:] + result.stderr[-3000:]
+    assert failed <= EXPECTED_TOKENIZER_FAILURES, result.stdout[-6000:]

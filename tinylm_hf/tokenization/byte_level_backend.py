@@ -31,6 +31,7 @@ def base_init_kwargs(
     pad_token: str | None,
     pattern: str,
     kwargs: dict,
+    add_prefix_space: bool = False,
 ) -> dict:
     """Keyword arguments both TinyLM tokenizer classes pass to their transformers base `__init__`.
 
@@ -45,6 +46,7 @@ def base_init_kwargs(
         "eos_token": eos_token,
         "pad_token": pad_token,
         "pattern": pattern,
+        "add_prefix_space": add_prefix_space,
         **kwargs,
     }
 
@@ -53,14 +55,16 @@ def build_byte_level_bpe(
     vocab: dict[str, int],
     merges: list[tuple[str, str]],
     added_tokens: dict[int, AddedToken] | None = None,
+    add_prefix_space: bool = False,
 ) -> Tokenizer:
     """A ByteLevel BPE `Tokenizer` on GPT-2-format `vocab` (unicode string -> id) and `merges`.
 
     `added_tokens` (id -> token, e.g. `<|endoftext|>`) are matched on the raw text before
-    pre-tokenization, longest first; each must land on its given id.
+    pre-tokenization, longest first; each must land on its given id. `add_prefix_space` puts a space
+    before each piece of text (between added tokens, or each word of pre-split input) that lacks one.
     """
     tokenizer = Tokenizer(models.BPE(vocab=dict(vocab), merges=[tuple(m) for m in merges], fuse_unk=False))
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=add_prefix_space, use_regex=True)
     tokenizer.decoder = decoders.ByteLevel()
     # In id order, so that tokens missing from the vocab get the same new ids as on the slow side.
     for index, token in sorted((added_tokens or {}).items()):

@@ -57,6 +57,7 @@ class TinyLMTokenizer(PreTrainedTokenizer):
         eos_token: str | None = EOS_TOKEN,
         pad_token: str | None = EOS_TOKEN,
         pattern: str = "gpt2",
+        add_prefix_space: bool = False,
         *,
         vocab: dict[int, bytes] | None = None,
         merges: list[tuple[bytes, bytes]] | None = None,
@@ -76,7 +77,9 @@ class TinyLMTokenizer(PreTrainedTokenizer):
         self.decoder: dict[int, str] = {i: s for s, i in self.encoder.items()}
         self.errors = errors
         self.pattern = pattern
-        super().__init__(**base_init_kwargs(errors, unk_token, bos_token, eos_token, pad_token, pattern, kwargs))
+        self.add_prefix_space = add_prefix_space
+        super().__init__(**base_init_kwargs(errors, unk_token, bos_token, eos_token, pad_token, pattern, kwargs,
+                                            add_prefix_space))
 
     # ------------------------------------------------------------------------------ vocabulary
     @property
@@ -139,7 +142,13 @@ class TinyLMTokenizer(PreTrainedTokenizer):
             return super().convert_tokens_to_ids(tokens)
 
     def _tokenize(self, text: str, **kwargs: Any) -> list[str]:
-        """BPE-encode text that holds no added tokens (the base class split them out, a trie match)."""
+        """BPE-encode text that holds no added tokens (the base class split them out, a trie match).
+
+        With `add_prefix_space`, text that does not start with a space gets one, as `tokenizers`'
+        ByteLevel pre-tokenizer does for each piece between added tokens and each pre-split word.
+        """
+        if self.add_prefix_space and not text.startswith(" "):
+            text = " " + text
         decoder = self.decoder
         return [decoder[i] for i in self.bpe.encode_ordinary(text)]
 
@@ -175,7 +184,8 @@ class TinyLMTokenizer(PreTrainedTokenizer):
     def to_backend_tokenizer(self) -> Tokenizer:
         """The same vocabulary, merges and added tokens as a `tokenizers.Tokenizer` (gpt2 pattern only)."""
         check_fast_pattern(self.pattern)
-        return build_byte_level_bpe(self.encoder, self._unicode_merges(), self.added_tokens_decoder)
+        return build_byte_level_bpe(self.encoder, self._unicode_merges(), self.added_tokens_decoder,
+                                    add_prefix_space=self.add_prefix_space)
 
     def _unicode_merges(self) -> list[tuple[str, str]]:
         return [(token_to_unicode(a), token_to_unicode(b)) for a, b in self.bpe.merges]

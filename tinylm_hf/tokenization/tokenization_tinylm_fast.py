@@ -68,6 +68,7 @@ class TinyLMTokenizerFast(PreTrainedTokenizerFast):
         eos_token: str | None = EOS_TOKEN,
         pad_token: str | None = EOS_TOKEN,
         pattern: str = "gpt2",
+        add_prefix_space: bool = False,
         **kwargs: Any,
     ) -> None:
         check_fast_pattern(pattern)
@@ -84,10 +85,10 @@ class TinyLMTokenizerFast(PreTrainedTokenizerFast):
         # A folder saved by the slow class records backend "custom"; this class always runs on `tokenizers`
         # (processors and pipelines read `backend` to pick the fast code paths).
         kwargs["backend"] = "tokenizers"
-        backend = build_byte_level_bpe(_read_vocab(vocab), _read_merges(merges))
+        backend = build_byte_level_bpe(_read_vocab(vocab), _read_merges(merges), add_prefix_space=add_prefix_space)
         super().__init__(
             tokenizer_object=backend,
-            **base_init_kwargs(errors, unk_token, bos_token, eos_token, pad_token, pattern, kwargs),
+            **base_init_kwargs(errors, unk_token, bos_token, eos_token, pad_token, pattern, kwargs, add_prefix_space),
         )
         # Each class states its own backend: kept out of tokenizer_config.json so that TinyLMTokenizer
         # loading a folder this class saved does not claim to run on `tokenizers`.
