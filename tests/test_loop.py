@@ -290,3 +290,18 @@ def test_budget_planner_lengthening_after_warmup_never_raises_the_learning_rate(
     decay = [lrs[it] for it in sorted(lrs) if it >= 10]
     assert all(b <= a + 1e-12 for a, b in zip(decay, decay[1:]))  # the rate never rises again
     assert 1.5e-4 < lrs[150] < lrs[60] and lrs[max(lrs)] < 1.05e-4  # the cosine spans the new steps to min_lr
+
+
+def test_time_budget_leaves_out_the_first_step(byte_data, tmp_path, monkeypatch):
+    real, calls = step_module.train_step, {"n": 0}
+
+    def slow_first(*args, **kwargs):  # as torch.compile makes the first step
+        calls["n"] += 1
+        if calls["n"] == 1:
+            time.sleep(2.0)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr("tinylm_hf.training.loop.train_step", slow_first)
+    summary = train(tiny_config(byte_data, tmp_path / "run", max_iters=100_000, warmup_iters=10, eval_every=0,
+                                checkpoint_every=0, time_budget_s=1.5))
+    assert summary.iterations > 5 and not summary.interrupted

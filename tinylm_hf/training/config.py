@@ -65,7 +65,7 @@ class TrainConfig:
     """Optimizer steps in the whole run (the cosine schedule's horizon)."""
     time_budget_s: float | None = None
     """Seconds of training: steps are timed and max_iters re-planned to what fits, every tenth of the budget
-    (None: no limit)."""
+    (None: no limit). The first step (warm-up, and compilation under `compile`) is not counted."""
     time_budget_clock: str = "wall"
     """The clock `time_budget_s` is counted on: "wall" (elapsed time) or "process" (this process's CPU time,
     which other programs on a busy machine do not use up; with one thread it counts the compute a step takes)."""

@@ -463,6 +463,12 @@ def _train(config: TrainConfig, data: TrainingData, run: RunDirectory, run_id: s
             console.step(record)
 
             if config.time_budget_s is not None:
+                if it == start_iter + 1:  # the budget starts after the first step: warm-up and compilation
+                    budget_start = clock()
+                    if planner is not None:
+                        planner.start = budget_start
+                    if config.compile and master:
+                        console.write(f"first step (compilation) took {dt:.0f}s, not counted in the time budget")
                 plan = planner.after_step(it, clock() - budget_t0) if planner is not None else None
                 if plan is not None:
                     if master and plan[0] != max_iters:

@@ -91,7 +91,8 @@ class RunSummary:
     best_checkpoint: str | None = None
     """The checkpoint with the lowest validation loss."""
     interrupted: bool = False
-    """True when Ctrl-C or the time budget stopped the run before max_iters."""
+    """True when Ctrl-C stopped the run (continue it with --resume). A run that its time budget ended is
+    complete, not interrupted."""
     elapsed_s: float = 0.0
     """Wall-clock seconds of this process's training."""
     world_size: int = 1
