@@ -41,12 +41,11 @@ def cross_entropy(
     keep = targets != ignore_index
     safe_targets = torch.where(keep, targets, 0).long()
     vocab = logits.shape[-1]
-    flat_logits, flat_targets = logits.reshape(-1, vocab), safe_targets.reshape(-1)
+    flat_logits, flat_targets, flat_keep = logits.reshape(-1, vocab), safe_targets.reshape(-1), keep.reshape(-1)
     if torch.compiler.is_compiling():  # the compiler fuses forward and backward of the plain formula itself
-        target_logit = flat_logits.gather(-1, flat_targets.unsqueeze(-1)).squeeze(-1)
-        losses = torch.where(keep.reshape(-1), log_sum_exp(flat_logits) - target_logit, 0.0)
+        losses = _row_losses(flat_logits, log_sum_exp(flat_logits), flat_targets, flat_keep)
     else:
-        losses = _CrossEntropy.apply(flat_logits, flat_targets, keep.reshape(-1))
+        losses = _CrossEntropy.apply(flat_logits, flat_targets, flat_keep)
     losses = losses.view(targets.shape)
     if reduction == "none":
         return losses
@@ -78,6 +77,12 @@ def log_sum_exp(logits: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def _row_losses(logits: torch.Tensor, lse: torch.Tensor, targets: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """``lse - x[y]`` per row of (rows, vocab) logits given their log-sum-exp; 0 where `keep` is False."""
+    target_logit = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (rows,)
+    return torch.where(keep, lse - target_logit, 0.0)
+
+
 class _CrossEntropy(torch.autograd.Function):
     """Per-row loss ``log_sum_exp(x) - x[y]`` of (rows, vocab) logits with a hand-written backward.
 
@@ -90,9 +95,8 @@ class _CrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, logits: torch.Tensor, targets: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
         lse = log_sum_exp(logits)  # (rows,)
-        target_logit = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (rows,)
         ctx.save_for_backward(logits, lse, targets, keep)
-        return torch.where(keep, lse - target_logit, 0.0)
+        return _row_losses(logits, lse, targets, keep)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
