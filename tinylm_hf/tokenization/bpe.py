@@ -13,15 +13,16 @@ from __future__ import annotations
 import gc
 import importlib
 import os
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from functools import lru_cache
-from heapq import heapify, heappop, heappush
-from itertools import chain, islice, repeat
+from itertools import chain, islice
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 import regex
 
+from .bpe_merge import MAX_WORD_BYTES, BatchMerger, merge_by_heap, merge_short
 from .byte_unicode import token_to_unicode
 from .encode_cache import EncodeCache
 from .gpt2_files import load_merges_txt, load_vocab_json, write_gpt2_files
@@ -41,6 +42,9 @@ from .pretokenize import (
 CACHE_LIMIT = 1 << 18
 # Entries of each space-separated-chunk cache before it is emptied.
 CHUNK_CACHE_LIMIT = 1 << 18
+# encode_ordinary looks chunks up (and fills the cache's misses) in groups of about this many
+# space-separated chunks: big enough that one regex pass and one `BatchMerger` call serve many.
+FILL_GROUP_CHUNKS = CHUNK_CACHE_LIMIT // 2
 # encode_iterable buffers about this many characters before looking for a safe place to cut.
 STREAM_FLUSH_CHARS = 1 << 14
 # encode pauses the garbage collector for texts at least this long.
@@ -48,7 +52,9 @@ GC_PAUSE_CHARS = 1 << 16
 # Pre-tokens of at least this many bytes merge over a heap (O(n log n)) instead of the quadratic
 # loop, which is faster on short ones.
 HEAP_MIN_BYTES = 64
-_NO_MERGE = 1 << 62  # rank of a pair that was never learned
+# At least this many new pre-tokens are merged together by `BatchMerger` (numpy rounds over all
+# of them); fewer go one by one, where numpy's per-call cost would dominate.
+BATCH_MIN_WORDS = 64
 
 
 class BPETokenizer:
@@ -115,9 +121,11 @@ class BPETokenizer:
         self._byte_ids = [self.token_to_id[bytes([i])] for i in range(256)]
         self._fast_gpt2 = self.pattern == GPT2_PATTERN
         self._safe_cuts = has_safe_cuts(self.pattern)
-        self._make_caches()
+        self._make_derived()
 
-    def _make_caches(self) -> None:
+    def _make_derived(self) -> None:
+        """The caches and the batch merger: built from the vocab and merges, never pickled."""
+        self._batch_merger = BatchMerger(self.ranks, self._merged_by_rank, self._byte_ids)
         self._cache = EncodeCache(self._encode_pretoken, CACHE_LIMIT)  # pre-token -> ids
         # For GPT-2's pattern: a chunk between safe-cut spaces -> ids; the spaced cache encodes
         # " " + key, so the pieces of `str.split(" ")` are looked up without rebuilding strings.
@@ -126,45 +134,53 @@ class BPETokenizer:
         self._spaced_cache: dict[str, list[int]] = {}
 
     def __getstate__(self) -> dict:
-        # The caches are derived data: leaving them out keeps pickles small and their hashes stable.
+        # Derived data: leaving it out keeps pickles small and their hashes stable.
         state = self.__dict__.copy()
-        for name in ("_cache", "_chunk_cache", "_spaced_cache"):
+        for name in ("_batch_merger", "_cache", "_chunk_cache", "_spaced_cache"):
             del state[name]
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self._make_caches()
+        self._make_derived()
 
     # ----------------------------------------------------------------------------------- encode
     def _encode_bytes(self, data: bytes) -> list[int]:
         """BPE one pre-token: merge the lowest-rank adjacent pair (leftmost first) until none applies."""
         ids = list(map(self._byte_ids.__getitem__, data))
-        if len(ids) >= self.heap_min_bytes:
-            return merge_by_heap(ids, self.ranks.get, self._merged_by_rank)
-        rank_of, merged_id = self.ranks.get, self._merged_by_rank
-        # pair_ranks[i] is the rank of (ids[i], ids[i + 1]), _NO_MERGE if never learned.
-        pair_ranks = list(map(rank_of, zip(ids, ids[1:]), repeat(_NO_MERGE)))
-        while pair_ranks:
-            best = min(pair_ranks)
-            if best == _NO_MERGE:
-                break
-            i = pair_ranks.index(best)
-            new = merged_id[best]
-            ids[i : i + 2] = (new,)
-            del pair_ranks[i]
-            # Only the pairs touching the new token change.
-            if i > 0:
-                pair_ranks[i - 1] = rank_of((ids[i - 1], new), _NO_MERGE)
-            if i < len(pair_ranks):
-                pair_ranks[i] = rank_of((new, ids[i + 1]), _NO_MERGE)
-        return ids
+        merge = merge_by_heap if len(ids) >= self.heap_min_bytes else merge_short
+        return merge(ids, self.ranks.get, self._merged_by_rank)
 
     def _encode_pretoken(self, piece: str) -> list[int]:
         return self._encode_bytes(piece.encode("utf-8"))
 
-    def _encode_pretokens(self, pieces: Iterable[str]) -> list[int]:
-        return list(chain.from_iterable(map(self._cache.__getitem__, pieces)))
+    def _encode_pretokens(self, pieces: list[str]) -> list[int]:
+        return list(chain.from_iterable(map(self._pretoken_ids(pieces).__getitem__, pieces)))
+
+    def _pretoken_ids(self, pieces: list[str]) -> dict[str, list[int]]:
+        """A mapping that gives the ids of every pre-token of `pieces`: the cache, the new ones added.
+
+        Many new pre-tokens are merged together (`BatchMerger`); a few are left to the cache's own
+        misses. When they alone outgrow the cache, they come in a mapping of their own.
+        """
+        cache = self._cache
+        if len(pieces) < BATCH_MIN_WORDS:
+            return cache
+        new = set(pieces).difference(cache)
+        if len(new) < BATCH_MIN_WORDS:
+            return cache
+        if len(cache) + len(new) > cache.limit:
+            cache.clear()
+            new = set(pieces)
+        limit = min(self.heap_min_bytes, MAX_WORD_BYTES)  # longer ones merge over a heap, on a miss
+        short = [(piece, word) for piece in new if len(word := piece.encode("utf-8")) < limit]
+        encoded = list(zip([piece for piece, _ in short], self._batch_merger.encode_words([w for _, w in short])))
+        cache.update(islice(encoded, cache.limit))
+        if len(new) <= cache.limit:
+            return cache
+        batch = EncodeCache(cache.__getitem__, len(new))
+        batch.update(encoded)
+        return batch
 
     def _encode_chunk(self, chunk: str) -> list[int]:
         return self._encode_pretokens(pretokenize_gpt2(chunk))
@@ -176,44 +192,62 @@ class BPETokenizer:
         """Encode text ignoring special tokens (their text is encoded as plain bytes)."""
         if not self._fast_gpt2:
             return self._encode_pretokens(self._pretokenizer.findall(text))
+        return self._encode_parts((text,))
+
+    def _encode_parts(self, parts: Iterable[str | int]) -> list[int]:
+        """Ids of texts (GPT-2's pattern) and special-token ids, in order; new chunks are encoded in groups."""
         ids: list[int] = []
-        spaced = self._spaced_cache
-        for stretch, splittable in split_gpt2_stretches(text):
-            if not splittable:
-                ids += self._encode_pretokens(pretokenize_gpt2(stretch))
-                continue
-            chunks = stretch.split(" ")
-            ids += self._chunk_cache[chunks[0]]
-            done = len(ids)
+        for group in _chunk_groups(parts):
             try:  # warm: every chunk is cached and nothing else runs
-                ids += chain.from_iterable(map(spaced.__getitem__, islice(chunks, 1, None)))
-            except KeyError:
-                del ids[done:]
-                missing = set(islice(chunks, 1, None)).difference(spaced)
-                if len(spaced) + len(missing) > CHUNK_CACHE_LIMIT:
-                    spaced.clear()
-                    missing = set(islice(chunks, 1, None))
-                self._fill_spaced_cache(missing)
-                ids += chain.from_iterable(map(spaced.__getitem__, islice(chunks, 1, None)))
+                ids += self._encode_group(group)
+            except KeyError:  # cold: encode the group's new chunks together, then look up again
+                self._fill_spaced_cache(group)
+                ids += self._encode_group(group)
         return ids
 
-    def _fill_spaced_cache(self, chunks: set[str]) -> None:
-        """Encode many new space-free chunks in one regex pass over " " + " ".join(chunks).
+    def _encode_group(self, group: list[str | list[str] | int]) -> list[int]:
+        """Ids of a `_chunk_groups` group; KeyError if one of its spaced chunks is not cached."""
+        ids: list[int] = []
+        spaced = self._spaced_cache
+        for item in group:
+            if isinstance(item, list):
+                ids += self._chunk_cache[item[0]]
+                ids += chain.from_iterable(map(spaced.__getitem__, islice(item, 1, None)))
+            elif isinstance(item, str):
+                ids += self._encode_pretokens(pretokenize_gpt2(item))
+            else:
+                ids.append(item)
+        return ids
+
+    def _fill_spaced_cache(self, group: list[str | list[str] | int]) -> None:
+        """Cache the group's new spaced chunks, encoded in one regex pass over " " + " ".join(chunks).
 
         A joining space after a non-whitespace character is a safe cut, so the pass gives each
         chunk's own pre-tokens, and each chunk's first pre-token is the only one starting with a
         space. Chunks that are empty or end in whitespace would break that and go one by one.
         """
         spaced = self._spaced_cache
+        wanted = set(chain.from_iterable(islice(item, 1, None) for item in group if isinstance(item, list)))
+        chunks = wanted.difference(spaced)
+        if len(spaced) + len(chunks) > CHUNK_CACHE_LIMIT:
+            spaced.clear()
+            chunks = wanted
         joinable = [c for c in chunks if c and not c[-1].isspace()]
         for chunk in chunks.difference(joinable):
             spaced[chunk] = self._encode_spaced_chunk(chunk)
+        if not joinable:
+            return
         pieces = pretokenize_gpt2(" " + " ".join(joinable))
-        piece_ids = list(map(self._cache.__getitem__, pieces))
-        starts = [i for i, piece in enumerate(pieces) if piece[0] == " "]
-        starts.append(len(pieces))
-        for chunk, start, end in zip(joinable, starts, islice(starts, 1, None)):
-            spaced[chunk] = piece_ids[start] if end == start + 1 else list(chain.from_iterable(piece_ids[start:end]))
+        piece_ids = list(map(self._pretoken_ids(pieces).__getitem__, pieces))
+        ids = list(chain.from_iterable(piece_ids))
+        # Each chunk's ids are a slice of `ids`: its first pre-token starts where the chunk does.
+        piece_ends = np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)))
+        spaced_lengths = np.fromiter(map(len, joinable), dtype=np.int64, count=len(joinable)) + 1
+        chunk_starts = np.cumsum(spaced_lengths) - spaced_lengths
+        first_piece = np.searchsorted(piece_ends, chunk_starts, side="right")  # index of each chunk's first pre-token
+        id_ends = np.cumsum(np.fromiter(map(len, piece_ids), dtype=np.int64, count=len(piece_ids)))
+        bounds = np.append(np.concatenate([[0], id_ends])[first_piece], len(ids)).tolist()
+        spaced.update(zip(joinable, map(ids.__getitem__, map(slice, bounds, islice(bounds, 1, None)))))
 
     def encode(self, text: str) -> list[int]:
         """Encode text; special tokens (longest match first) map to their own ids.
@@ -268,14 +302,21 @@ class BPETokenizer:
     def _encode(self, text: str, special_pattern: regex.Pattern | None) -> list[int]:
         if special_pattern is None:
             return self.encode_ordinary(text)
+        if self._fast_gpt2:
+            return self._encode_parts(self._split_special(text, special_pattern))
         ids: list[int] = []
+        for part in self._split_special(text, special_pattern):
+            ids += self.encode_ordinary(part) if isinstance(part, str) else (part,)
+        return ids
+
+    def _split_special(self, text: str, special_pattern: regex.Pattern) -> Iterator[str | int]:
+        """The text between special tokens (str) and each special token's id (int), in order."""
         start = 0
         for match in special_pattern.finditer(text):
-            ids += self.encode_ordinary(text[start : match.start()])
-            ids.append(self.special_ids[match.group()])
+            yield text[start : match.start()]
+            yield self.special_ids[match.group()]
             start = match.end()
-        ids += self.encode_ordinary(text[start:])
-        return ids
+        yield text[start:]
 
     def encode_iterable(self, iterable: Iterable[str]) -> Iterator[int]:
         """Lazily encode a stream of strings (e.g. a file's lines) into exactly `encode` of their join.
@@ -377,41 +418,40 @@ class BPETokenizer:
 
 
 # --------------------------------------------------------------------------------- helpers
-def merge_by_heap(ids: list[int], rank_of: Callable, merged_by_rank: list[int]) -> list[int]:
-    """BPE of one pre-token in O(n log n): a heap of (rank, position) over a linked list of tokens.
+def _chunk_groups(parts: Iterable[str | int]) -> Iterator[list[str | list[str] | int]]:
+    """Cut texts (GPT-2's pattern) into groups of about `FILL_GROUP_CHUNKS` chunks, in order.
 
-    Pops the lowest rank, leftmost first, exactly as the quadratic loop merges; an entry whose pair
-    has changed or vanished since it was pushed is skipped when popped (each pair has one rank, so
-    "its rank still matches" means "it is still that pair").
-
-    >>> merge_by_heap([97, 97, 97], {(97, 97): 0}.get, [256])
-    [256, 97]
+    An item of a group is a special-token id (an int, passed through), a stretch to pre-tokenize
+    as it is (a str: spaces after whitespace), or a list of chunks from `str.split(" ")` whose
+    first is encoded alone and the others each with a space in front (see
+    `split_gpt2_stretches`). A long stretch spans groups: its later parts start with an empty
+    first chunk.
     """
-    n = len(ids)
-    ids = ids + [-1]  # a sentinel after the last token: (token, -1) has no rank
-    nxt = list(range(1, n + 2))  # next live position (n: the sentinel)
-    prv = list(range(-1, n))  # previous live position (-1: none)
-    heap = [
-        (rank, i)
-        for i, rank in enumerate(map(rank_of, zip(ids, ids[1:n]), repeat(_NO_MERGE)))
-        if rank != _NO_MERGE
-    ]
-    heapify(heap)
-    while heap:
-        rank, i = heappop(heap)
-        j = nxt[i]
-        if rank_of((ids[i], ids[j])) != rank:
-            continue  # stale: i or j was merged away (dead tokens are -1) or changed
-        ids[i] = new = merged_by_rank[rank]
-        ids[j] = -1
-        k = nxt[j]
-        nxt[i], prv[k] = k, i
-        p = prv[i]
-        if p >= 0 and (r := rank_of((ids[p], new))) is not None:
-            heappush(heap, (r, p))
-        if (r := rank_of((new, ids[k]))) is not None:
-            heappush(heap, (r, i))
-    return [t for t in ids if t >= 0]
+    group: list[str | list[str] | int] = []
+    size = 0
+    for part in parts:
+        if not isinstance(part, str):
+            group.append(part)
+            continue
+        for stretch, splittable in split_gpt2_stretches(part):
+            if not splittable:
+                group.append(stretch)
+                size += 1
+                continue
+            chunks = stretch.split(" ")
+            for start in range(0, len(chunks), FILL_GROUP_CHUNKS):
+                if len(chunks) > FILL_GROUP_CHUNKS:
+                    piece = chunks[start : start + FILL_GROUP_CHUNKS]
+                    chunks_part = piece if start == 0 else ["", *piece]
+                else:
+                    chunks_part = chunks
+                group.append(chunks_part)
+                size += len(chunks_part)
+                if size >= FILL_GROUP_CHUNKS:
+                    yield group
+                    group, size = [], 0
+    if group:
+        yield group
 
 
 def _as_token_set(tokens: Collection[str], name: str) -> frozenset[str]:
