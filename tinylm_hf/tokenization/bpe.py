@@ -3,9 +3,10 @@
 Speed comes from caches looked up from C (`map` over a dict with `__missing__`): for GPT-2's pattern
 the text is cut at spaces with `str.split` (every such cut is a safe pre-token boundary, see
 `split_gpt2_stretches`) and whole space-separated chunks are cached; below that, a per-pre-token
-cache. A pre-token's merges run in a short quadratic loop, or, for long pre-tokens (a run without
-whitespace), over a heap of pair ranks on a linked list, so hostile input costs O(n log n).
-Parallel encoding over worker processes lives in `parallel_encode` (imported on first use).
+cache. Misses are filled in bulk: a group of new chunks goes through one regex pass, and their new
+pre-tokens merge together (`bpe_merge.BatchMerger`); a lone pre-token merges in a short loop, or,
+when long (a run without whitespace), over a heap, so hostile input costs O(n log n). Parallel
+encoding over worker processes lives in `parallel_encode` (imported on first use).
 """
 
 from __future__ import annotations
