@@ -6,6 +6,7 @@ import random
 
 import numpy as np
 import pytest
+import regex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -118,3 +119,18 @@ def test_cold_encode_batches_new_pretokens(small: BPETokenizer, monkeypatch: pyt
     assert calls and max(calls) > 1000  # the new pre-tokens went in bulk, not one miss at a time
     monkeypatch.setattr(bpe_module, "BATCH_MIN_WORDS", 1 << 60)  # one by one
     assert ids == BPETokenizer(small.vocab, small.merges, small.special_tokens).encode(text)
+
+
+def test_a_pattern_matching_empty_strings_still_encodes(small: BPETokenizer) -> None:
+    tok = BPETokenizer(small.vocab, small.merges, pattern=r"\w*|\s")  # findall yields "" after each word
+    text = " ".join(f"word{i}" for i in range(500))
+    assert tok.encode(text) == [i for piece in regex.findall(r"\w*|\s", text) for i in small._encode_pretoken(piece)]
+
+
+def test_ids_past_int32_merge_word_by_word() -> None:
+    vocab = {i: bytes([i]) for i in range(256)} | {1 << 40: b"ab"}
+    tok = BPETokenizer(vocab, [(b"a", b"b")])
+    assert tok._batch_merger is None
+    text = " ".join(["ab", "cab"] * 100)
+    assert tok.encode(text)[:6] == [1 << 40, 32, 99, 1 << 40, 32, 1 << 40]
+    assert tok.encode(text) == [i for piece in pretokenize_gpt2(text) for i in tok._encode_pretoken(piece)]

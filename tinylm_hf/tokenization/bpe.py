@@ -14,11 +14,11 @@ from __future__ import annotations
 import gc
 import importlib
 import os
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from functools import lru_cache
 from itertools import chain, islice
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 import numpy as np
 import regex
@@ -56,6 +56,8 @@ HEAP_MIN_BYTES = 64
 # At least this many new pre-tokens are merged together by `BatchMerger` (numpy rounds over all
 # of them); fewer go one by one, where numpy's per-call cost would dominate.
 BATCH_MIN_WORDS = 64
+
+T = TypeVar("T")
 
 
 class BPETokenizer:
@@ -126,7 +128,8 @@ class BPETokenizer:
 
     def _make_derived(self) -> None:
         """The caches and the batch merger: built from the vocab and merges, never pickled."""
-        self._batch_merger = BatchMerger(self.ranks, self._merged_by_rank, self._byte_ids)
+        # (ids past 2**31 would overflow its int64 pair keys: such a vocabulary merges word by word)
+        self._batch_merger = BatchMerger(self.ranks, self._merged_by_rank, self._byte_ids) if max(self.vocab) < 1 << 31 else None
         self._cache = EncodeCache(self._encode_pretoken, CACHE_LIMIT)  # pre-token -> ids
         # For GPT-2's pattern: a chunk between safe-cut spaces -> ids; the spaced cache encodes
         # " " + key, so the pieces of `str.split(" ")` are looked up without rebuilding strings.
@@ -165,7 +168,7 @@ class BPETokenizer:
         misses. When they alone outgrow the cache, they come in a mapping of their own.
         """
         cache = self._cache
-        if len(pieces) < BATCH_MIN_WORDS:
+        if len(pieces) < BATCH_MIN_WORDS or self._batch_merger is None:
             return cache
         new = set(pieces).difference(cache)
         if len(new) < BATCH_MIN_WORDS:
@@ -174,7 +177,7 @@ class BPETokenizer:
             cache.clear()
             new = set(pieces)
         limit = min(self.heap_min_bytes, MAX_WORD_BYTES)  # longer ones merge over a heap, on a miss
-        short = [(piece, word) for piece in new if len(word := piece.encode("utf-8")) < limit]
+        short = [(piece, word) for piece in new if 0 < len(word := piece.encode("utf-8")) < limit]
         encoded = list(zip([piece for piece, _ in short], self._batch_merger.encode_words([w for _, w in short])))
         cache.update(islice(encoded, cache.limit))
         if len(new) <= cache.limit:
@@ -428,29 +431,41 @@ def _chunk_groups(parts: Iterable[str | int]) -> Iterator[list[str | list[str] |
     `split_gpt2_stretches`). A long stretch spans groups: its later parts start with an empty
     first chunk.
     """
-    group: list[str | list[str] | int] = []
-    size = 0
+    return group_by_size(_chunk_items(parts), _chunks_in, FILL_GROUP_CHUNKS)
+
+
+def _chunk_items(parts: Iterable[str | int]) -> Iterator[str | list[str] | int]:
     for part in parts:
         if not isinstance(part, str):
-            group.append(part)
+            yield part
             continue
         for stretch, splittable in split_gpt2_stretches(part):
             if not splittable:
-                group.append(stretch)
-                size += 1
+                yield stretch
                 continue
             chunks = stretch.split(" ")
-            for start in range(0, len(chunks), FILL_GROUP_CHUNKS):
-                if len(chunks) > FILL_GROUP_CHUNKS:
-                    piece = chunks[start : start + FILL_GROUP_CHUNKS]
-                    chunks_part = piece if start == 0 else ["", *piece]
-                else:
-                    chunks_part = chunks
-                group.append(chunks_part)
-                size += len(chunks_part)
-                if size >= FILL_GROUP_CHUNKS:
-                    yield group
-                    group, size = [], 0
+            if len(chunks) <= FILL_GROUP_CHUNKS:
+                yield chunks
+                continue
+            yield chunks[:FILL_GROUP_CHUNKS]
+            for start in range(FILL_GROUP_CHUNKS, len(chunks), FILL_GROUP_CHUNKS):
+                yield ["", *chunks[start : start + FILL_GROUP_CHUNKS]]
+
+
+def _chunks_in(item: str | list[str] | int) -> int:
+    return len(item) if isinstance(item, list) else 1
+
+
+def group_by_size(items: Iterable[T], size_of: Callable[[T], int], limit: int) -> Iterator[list[T]]:
+    """Consecutive items in lists whose sizes sum to `limit` or just past it (the last list: less)."""
+    group: list[T] = []
+    size = 0
+    for item in items:
+        group.append(item)
+        size += size_of(item)
+        if size >= limit:
+            yield group
+            group, size = [], 0
     if group:
         yield group
 

@@ -22,7 +22,7 @@ from itertools import accumulate
 from multiprocessing.shared_memory import SharedMemory
 from pathlib import Path
 
-from .bpe import BPETokenizer
+from .bpe import BPETokenizer, group_by_size
 from .process_pool import make_executor, map_in_order, resolve_workers
 
 # Below this many characters (or bytes of a file) the work is done in-process: a pool costs ~0.1 s.
@@ -49,7 +49,7 @@ def encode_batch(
         return [tokenizer.encode(t) for t in texts]
     results: list[list[int]] = []
     with make_executor(workers, _init_worker, (tokenizer,)) as executor:
-        blocks = map_in_order(executor, _encode_texts_to_shared, _group_texts(texts, BATCH_TASK_CHARS),
+        blocks = map_in_order(executor, _encode_texts_to_shared, group_by_size(texts, len, BATCH_TASK_CHARS),
                               max_in_flight=workers * IN_FLIGHT_PER_WORKER, job="encoding a batch",
                               on_abandoned=_free_shared)
         for name, lengths in blocks:
@@ -102,20 +102,6 @@ def encode_file_blocks(
                                   job=f"encoding {path}", on_abandoned=_free_shared)
             for name, (count,) in blocks:
                 yield _take_shared(name, count)
-
-
-def _group_texts(texts: list[str], chars: int) -> Iterator[list[str]]:
-    """Consecutive texts grouped into tasks of about `chars` characters."""
-    group: list[str] = []
-    size = 0
-    for text in texts:
-        group.append(text)
-        size += len(text)
-        if size >= chars:
-            yield group
-            group, size = [], 0
-    if group:
-        yield group
 
 
 # ------------------------------------------------------------------------------ worker side
