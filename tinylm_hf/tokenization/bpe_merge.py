@@ -220,5 +220,5 @@ class BatchMerger:
             result[first : first + length] = -1
             result[first : first + len(merged)] = merged
         live = result >= 0
-        sizes = np.add.reduceat(live, starts) if len(starts) else lengths
+        sizes = np.add.reduceat(live.astype(np.int64), starts) if len(starts) else lengths
         return result[live], sizes
