@@ -305,3 +305,15 @@ def test_time_budget_leaves_out_the_first_step(byte_data, tmp_path, monkeypatch)
     summary = train(tiny_config(byte_data, tmp_path / "run", max_iters=100_000, warmup_iters=10, eval_every=0,
                                 checkpoint_every=0, time_budget_s=1.5))
     assert summary.iterations > 5 and not summary.interrupted
+
+
+def test_resumed_time_budget_run_keeps_its_saved_plan(byte_data, tmp_path):
+    from tinylm_hf.training.checkpoint import find_latest_checkpoint, load_state
+
+    options = dict(max_iters=100_000, warmup_iters=10, eval_every=0, checkpoint_every=0, time_budget_s=1.0)
+    first = train(tiny_config(byte_data, tmp_path / "run", **options))
+    saved = load_state(find_latest_checkpoint(tmp_path / "run" / "checkpoints"))["extra"]["budget_schedule"]
+    assert first.iterations <= saved[0] < 100_000  # the budget planned the run
+    resumed = train(tiny_config(byte_data, tmp_path / "run", resume=True, **options))
+    again = load_state(find_latest_checkpoint(tmp_path / "run" / "checkpoints"))["extra"]["budget_schedule"]
+    assert again == saved and first.iterations <= resumed.iterations <= saved[0]  # not planned again

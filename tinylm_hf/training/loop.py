@@ -178,6 +178,7 @@ class BudgetPlanner:
     clock: Callable[[], float]
     asked: tuple[int, int, int]  # (max_iters, warmup_iters, cosine_cycle_iters) of the config
     follow_max_iters: bool  # the cosine ends at max_iters (no cosine_cycle_iters was given)
+    replan: bool = True  # False: only keep the time (a resumed run keeps the plan its checkpoint saved)
     start: float = field(init=False)
     next_plan_at: float = 0.0  # budget used at which to plan again (0: after the calibration steps)
     warmup_iters: int | None = None  # fixed by the first plan
@@ -186,6 +187,10 @@ class BudgetPlanner:
     steps_timed: int = 0
 
     def __post_init__(self) -> None:
+        self.restart()
+
+    def restart(self) -> None:
+        """Start the budget now (the loop calls it after the first step: warm-up and compilation)."""
         self.start = self.clock()
 
     def used(self) -> float:
@@ -195,7 +200,7 @@ class BudgetPlanner:
     def after_step(self, it: int, step_s: float) -> tuple[int, int, int] | None:
         """Record a step's time; a new (max_iters, warmup_iters, cycle_iters) when it is time to plan."""
         self.steps_timed += 1
-        if self.steps_timed == 1:
+        if self.steps_timed == 1 or not self.replan:
             return None  # the first step pays for allocator warm-up
         self.step_times.append(step_s)
         used = self.used()
@@ -409,10 +414,9 @@ def _train(config: TrainConfig, data: TrainingData, run: RunDirectory, run_id: s
     t_start = time.perf_counter()
     clock = _budget_clock(config.time_budget_clock)
     planner = None
-    if config.time_budget_s is not None and not resuming:  # a resumed run keeps the plan its checkpoint saved
+    if config.time_budget_s is not None:
         planner = BudgetPlanner(config.time_budget_s, clock, (config.max_iters, config.warmup_iters, config.cycle_iters),
-                                follow_max_iters=config.cosine_cycle_iters is None)
-    budget_start = clock()
+                                follow_max_iters=config.cosine_cycle_iters is None, replan=not resuming)
     it = start_iter
 
     def draw_batches(step: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -462,20 +466,18 @@ def _train(config: TrainConfig, data: TrainingData, run: RunDirectory, run_id: s
             log.add(record, write=master and (it % config.log_every == 0 or it == max_iters))
             console.step(record)
 
-            if config.time_budget_s is not None:
+            if planner is not None:
                 if it == start_iter + 1:  # the budget starts after the first step: warm-up and compilation
-                    budget_start = clock()
-                    if planner is not None:
-                        planner.start = budget_start
+                    planner.restart()
                     if config.compile and master:
                         console.write(f"first step (compilation) took {dt:.0f}s, not counted in the time budget")
-                plan = planner.after_step(it, clock() - budget_t0) if planner is not None else None
+                plan = planner.after_step(it, clock() - budget_t0)
                 if plan is not None:
                     if master and plan[0] != max_iters:
                         console.write(f"{planner.used():.0f}s of the {config.time_budget_s:.0f}s budget used "
                                       f"({config.time_budget_clock} clock): planning {plan[0]} steps")
                     max_iters, warmup_iters, cycle_iters = plan
-                stopped_by_budget = clock() - budget_start > config.time_budget_s and it < max_iters
+                stopped_by_budget = planner.used() > config.time_budget_s and it < max_iters
 
             last = it == max_iters or stopped_by_budget
             if (config.eval_every and it % config.eval_every == 0) or last:
