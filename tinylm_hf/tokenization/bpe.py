@@ -25,7 +25,7 @@ import regex
 
 from .bpe_merge import MAX_WORD_BYTES, BatchMerger, merge_by_heap, merge_short
 from .byte_unicode import token_to_unicode
-from .encode_cache import EncodeCache
+from .encode_cache import EncodeCache, missing_keys
 from .gpt2_files import load_merges_txt, load_vocab_json, write_gpt2_files
 from .pretokenize import (
     GPT2_PATTERN,
@@ -128,8 +128,10 @@ class BPETokenizer:
 
     def _make_derived(self) -> None:
         """The caches and the batch merger: built from the vocab and merges, never pickled."""
-        # (ids past 2**31 would overflow its int64 pair keys: such a vocabulary merges word by word)
-        self._batch_merger = BatchMerger(self.ranks, self._merged_by_rank, self._byte_ids) if max(self.vocab) < 1 << 31 else None
+        try:
+            self._batch_merger: BatchMerger | None = BatchMerger(self.ranks, self._merged_by_rank, self._byte_ids)
+        except ValueError:  # ids past its int64 keys: such a vocabulary merges word by word
+            self._batch_merger = None
         self._cache = EncodeCache(self._encode_pretoken, CACHE_LIMIT)  # pre-token -> ids
         # For GPT-2's pattern: a chunk between safe-cut spaces -> ids; the spaced cache encodes
         # " " + key, so the pieces of `str.split(" ")` are looked up without rebuilding strings.
@@ -170,12 +172,9 @@ class BPETokenizer:
         cache = self._cache
         if len(pieces) < BATCH_MIN_WORDS or self._batch_merger is None:
             return cache
-        new = set(pieces).difference(cache)
+        new = missing_keys(cache, set(pieces), cache.limit)
         if len(new) < BATCH_MIN_WORDS:
             return cache
-        if len(cache) + len(new) > cache.limit:
-            cache.clear()
-            new = set(pieces)
         limit = min(self.heap_min_bytes, MAX_WORD_BYTES)  # longer ones merge over a heap, on a miss
         short = [(piece, word) for piece in new if 0 < len(word := piece.encode("utf-8")) < limit]
         encoded = list(zip([piece for piece, _ in short], self._batch_merger.encode_words([w for _, w in short])))
@@ -232,10 +231,7 @@ class BPETokenizer:
         """
         spaced = self._spaced_cache
         wanted = set(chain.from_iterable(islice(item, 1, None) for item in group if isinstance(item, list)))
-        chunks = wanted.difference(spaced)
-        if len(spaced) + len(chunks) > CHUNK_CACHE_LIMIT:
-            spaced.clear()
-            chunks = wanted
+        chunks = missing_keys(spaced, wanted, CHUNK_CACHE_LIMIT)
         joinable = [c for c in chunks if c and not c[-1].isspace()]
         for chunk in chunks.difference(joinable):
             spaced[chunk] = self._encode_spaced_chunk(chunk)

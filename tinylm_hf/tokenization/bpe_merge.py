@@ -104,6 +104,8 @@ class BatchMerger:
         self.byte_ids = np.asarray(byte_ids, dtype=np.int64)
         pairs = np.fromiter(chain.from_iterable(ranks), dtype=np.int64, count=2 * len(ranks)).reshape(-1, 2)
         self.base = int(max(pairs.max(initial=0), self.merged.max(initial=0), self.byte_ids.max(initial=0))) + 1
+        if self.base > 1 << 31:  # pair keys left * base + right must fit in int64
+            raise ValueError(f"token ids up to {self.base - 1} are too large for the batch encoder (< 2**31)")
         keys = pairs[:, 0] * self.base + pairs[:, 1]
         values = np.fromiter(ranks.values(), dtype=np.int64, count=len(ranks))
         self._bits = max(8, (2 * len(keys)).bit_length())  # load factor at most 1/2
