@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 from conftest import run_cli_error, shared_file
@@ -49,3 +50,34 @@ def test_newcomer_path_on_tiny_shakespeare(tmp_path, capsys, monkeypatch):
     assert "Licence of the data: unknown." in card
     assert "- trained context: 32 tokens" in card and "- optimizer steps: 6" in card
     assert str(tmp_path) not in card and str(text.parent) not in card
+
+
+def test_newcomer_path_with_a_wordpiece_tokenizer(tmp_path, capsys, monkeypatch):
+    """A BERT-style vocabulary has no eos token: documents end with [SEP], which the model then stops at."""
+    text = shared_file("tiny_shakespeare.txt")
+    monkeypatch.chdir(tmp_path)
+    Path("small.txt").write_text(text.read_text(encoding="utf-8")[:60_000], encoding="utf-8")
+    assert main(["train-tokenizer", "--algorithm", "wordpiece", "--input", "small.txt", "--vocab-size", "400",
+                 "--out", "tok", "--no-progress"]) == 0
+    said = capsys.readouterr().out
+    assert said.rstrip().endswith("tokenizer.json, tokenizer_config.json, vocab.txt")  # files actually written
+    assert main(["prepare", "--tokenizer", "tok", "--input", "small.txt", "--out", "data", "--num-proc", "1"]) == 0
+    sep = (tmp_path / "tok" / "vocab.txt").read_text(encoding="utf-8").splitlines().index("[SEP]")
+    assert json.loads(Path("data/train.json").read_text(encoding="utf-8"))["eos_id"] == sep
+    assert main(["train", "--data-dir", "data", "--out-dir", "run", "--model", TINY_MODEL, "--batch-size", "4",
+                 "--context-length", "32", "--max-iters", "2", "--warmup-iters", "1", "--eval-every", "2",
+                 "--eval-iters", "1", "--threads", "1"]) == 0
+    assert json.loads(Path("run/hf/config.json").read_text(encoding="utf-8"))["eos_token_id"] == sep
+    capsys.readouterr()
+    assert main(["generate", "run/hf", "--prompt", "ROMEO:", "--max-new-tokens", "4", "--temperature", "0"]) == 0
+    assert main(["eval", "run/hf", "--input", "small.txt", "--batch-size", "8"]) == 0
+    assert "bits_per_byte" in capsys.readouterr().out
+
+
+def test_a_mistyped_model_folder_is_named_in_the_error(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert "model folder runs/exp1/hf does not exist" in run_cli_error(
+        ["generate", "runs/exp1/hf", "--prompt", "x"], capsys)
+    (tmp_path / "run" / "hf").mkdir(parents=True)
+    (tmp_path / "run" / "hf" / "config.json").write_text("{}", encoding="utf-8")
+    assert "a run's model folder is run/hf" in run_cli_error(["generate", "run", "--prompt", "x"], capsys)

@@ -70,7 +70,7 @@ def generate_text(
         options |= {"temperature": temperature, "top_p": top_p if top_p is not None else 1.0,
                     "top_k": top_k if top_k is not None else 0}
     streamer = TextStreamer(tokenizer, skip_prompt=True, skip_special_tokens=True) if stream else None
-    eos = tokenizer.eos_token_id
+    eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else model.config.eos_token_id
     device = next(model.parameters()).device
     all_ids, new_ids = list(ids), []
     while len(new_ids) < max_new_tokens:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from ..corpus.sources import expand_inputs, iter_dataset_texts
 from ..fileio import check_output_folder, seal_folder
@@ -50,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
                                 num_workers=args.num_workers, progress=not args.no_progress)
     saved = tokenizer.save_pretrained(args.out)
     seal_folder(args.out)
+    written = sorted({Path(p).name for p in saved if Path(p).is_file()})  # save_pretrained also names files it skipped
     print(f"saved a {len(tokenizer)}-token {args.algorithm} tokenizer ({type(tokenizer).__name__}) to {args.out}: "
-          f"{', '.join(sorted({str(p).rsplit('/', 1)[-1] for p in saved}))}")
+          f"{', '.join(written)}")
     return 0

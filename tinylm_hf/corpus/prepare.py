@@ -27,23 +27,26 @@ from .documents import choose_split_rule, split_documents
 from .token_files import header_path, token_dtype, tokenizer_fingerprint, write_tokens
 
 SPLITS = ("train", "val")
-_TOKENIZERS: dict[str, Any] = {}
+_TOKENIZERS: dict[tuple, Any] = {}
 
 
 def load_tokenizer(tokenizer_dir: str | os.PathLike) -> Any:
     """`AutoTokenizer` for a local folder with tinylm_hf's classes registered; never runs the folder's code."""
-    tokenizer_dir = str(tokenizer_dir)
-    if tokenizer_dir not in _TOKENIZERS:  # one per (worker) process: datasets pickles the map function only
+    folder = Path(tokenizer_dir)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"tokenizer folder {tokenizer_dir} does not exist")
+    # One per (worker) process: datasets pickles the map function only. Keyed by the absolute path and
+    # the files' sizes and times, so another folder of the same relative name (or a re-trained one) reloads.
+    key = (str(folder.resolve()), tuple(sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns)
+                                               for p in folder.iterdir() if p.is_file())))
+    if key not in _TOKENIZERS:
         from transformers import AutoTokenizer
 
         from ..registration import register
 
         register()  # TinyLM's tokenizer classes for AutoTokenizer
-
-        if not Path(tokenizer_dir).is_dir():
-            raise FileNotFoundError(f"tokenizer folder {tokenizer_dir} does not exist")
-        _TOKENIZERS[tokenizer_dir] = AutoTokenizer.from_pretrained(tokenizer_dir, trust_remote_code=False)
-    return _TOKENIZERS[tokenizer_dir]
+        _TOKENIZERS[key] = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+    return _TOKENIZERS[key]
 
 
 def _split_text_file(batch: dict[str, list], column: str) -> dict[str, list]:
@@ -135,6 +138,19 @@ def _id_chunks(tokenized: Any, rows: int = 1024) -> Iterator[np.ndarray]:
         yield np.fromiter((t for doc in ids for t in doc), dtype=np.int64)
 
 
+def document_end_id(tok: Any, where: str) -> int:
+    """The id that ends each document: the eos token, else `<|endoftext|>`, else the sep token.
+
+    A WordPiece (BERT-style) tokenizer has no eos token; BERT's pretraining data ends its segments
+    with `[SEP]`, so its documents end with that.
+    """
+    vocab = tok.get_vocab()
+    for token in (tok.eos_token, EOS_TOKEN, tok.sep_token):
+        if token is not None and str(token) in vocab:
+            return int(vocab[str(token)])
+    raise ValueError(f"tokenizer in {where} has no eos token, {EOS_TOKEN!r} or sep token to end documents with")
+
+
 def prepare_dataset(
     tokenizer_dir: str | os.PathLike,
     out_dir: str | os.PathLike,
@@ -161,9 +177,7 @@ def prepare_dataset(
         raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
     tokenizer_dir = str(tokenizer_dir)
     tok = load_tokenizer(tokenizer_dir)
-    eos_id = tok.eos_token_id if tok.eos_token_id is not None else tok.convert_tokens_to_ids(EOS_TOKEN)
-    if eos_id is None or eos_id == tok.unk_token_id and tok.eos_token is None:
-        raise ValueError(f"tokenizer in {tokenizer_dir} has no eos token (or {EOS_TOKEN!r}) to end documents with")
+    eos_id = document_end_id(tok, tokenizer_dir)
     num_proc = num_proc or max(1, min(4, os.cpu_count() or 1))
 
     val_ds = None

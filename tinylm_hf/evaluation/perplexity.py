@@ -98,10 +98,13 @@ def evaluate_perplexity(
     stride = stride or context_length
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    eos_id = tokenizer.eos_token_id
-    prefix_id = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else eos_id
+    # A BERT-style tokenizer has no bos/eos: the model's config names the id its documents ended with.
+    eos_id = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else model.config.eos_token_id
+    bos_id = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else model.config.bos_token_id
+    prefix_id = bos_id if bos_id is not None else eos_id
     if prefix_eos and prefix_id is None:
-        raise ValueError("the tokenizer has neither bos nor eos token to prefix; pass prefix_eos=False")
+        raise ValueError("neither the tokenizer nor the model config has a bos or eos token to prefix; "
+                         "pass prefix_eos=False")
     pad_id = eos_id if eos_id is not None else 0
     encoded = []
     for text in texts:

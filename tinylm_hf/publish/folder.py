@@ -82,7 +82,9 @@ def check_folder_files(folder: str | os.PathLike) -> dict[str, Any]:
     if not folder.is_dir():
         raise FileNotFoundError(f"model folder {folder} does not exist")
     if not (folder / "config.json").is_file():
-        raise FileNotFoundError(f"{folder} has no config.json (is it a folder written by save_pretrained?)")
+        hint = f"a run's model folder is {folder / 'hf'}" if (folder / "hf" / "config.json").is_file() else \
+            "is it a folder written by save_pretrained?"
+        raise FileNotFoundError(f"{folder} has no config.json ({hint})")
     config = read_json(folder / "config.json")
     if "vocab_size" not in config:
         raise ValueError(f"{folder}/config.json has no vocab_size")
@@ -112,6 +114,8 @@ def load_folder(folder: str | os.PathLike, *, trust_remote_code: bool = False) -
     from ..registration import register
 
     register()
+    if Path(folder).exists() or not _could_be_hub_repo(str(folder)):
+        check_folder_files(folder)  # a local folder: say what is missing before transformers tries the Hub
     folder = Path(folder)
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=trust_remote_code)
@@ -125,6 +129,16 @@ def load_folder(folder: str | os.PathLike, *, trust_remote_code: bool = False) -
         raise
     check_tokenizer_fits(tokenizer, model.config.vocab_size, folder)
     return model, tokenizer
+
+
+def _could_be_hub_repo(name: str) -> bool:
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return True
 
 
 def check_tokenizer_fits(tokenizer: Any, vocab_size: int, where: Any) -> None:
