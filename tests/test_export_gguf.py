@@ -305,6 +305,57 @@ def test_tokenizers_llama_cpp_would_misread_are_refused(change, problem):
         check_byte_level_bpe({**GPT2_BACKEND, **change})
 
 
+
+def sentencepiece_folder(folder, algorithm: str, extra_rows: int = 8):
+    """A tiny TinyLM whose tokenizer is `algorithm` (sentencepiece-bpe / unigram), trained on the bundled text."""
+    from tinylm_hf import TinyLMConfig, TinyLMForCausalLM
+    from tinylm_hf.tokenization import train_tokenizer
+    from tiny_folders import BUNDLED_VALID
+
+    text = BUNDLED_VALID.read_text(encoding="utf-8")[:100_000] + "\nÆsir 東京 🌍"
+    tokenizer = train_tokenizer(iter([text]), 400, algorithm=algorithm, progress=False)
+    torch.manual_seed(0)
+    model = TinyLMForCausalLM(TinyLMConfig(
+        vocab_size=len(tokenizer) + extra_rows, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+        num_attention_heads=4, max_position_embeddings=32, bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id))
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_sentencepiece_bpe_is_embedded_as_a_llama_vocabulary(tmp_path):
+    """Pieces, scores and types as sentencepiece itself reads the folder's tokenizer.model (llama.cpp's converter's source)."""
+    spm = pytest.importorskip("sentencepiece")
+    src = sentencepiece_folder(tmp_path / "spbpe", "sentencepiece-bpe")
+    assert main(["export-gguf", str(src), str(tmp_path / "m.gguf")]) == 0
+    reader = gguf.GGUFReader(tmp_path / "m.gguf")
+    sp = spm.SentencePieceProcessor(model_file=str(src / "tokenizer.model"))
+    n = sp.vocab_size()
+
+    def kind(i):
+        return (gguf.TokenType.UNKNOWN if sp.IsUnknown(i) else gguf.TokenType.CONTROL if sp.IsControl(i)
+                else gguf.TokenType.BYTE if sp.IsByte(i) else gguf.TokenType.NORMAL)
+
+    rows = n + 8
+    assert field(reader, "tokenizer.ggml.model") == "llama"
+    assert field(reader, "tokenizer.ggml.tokens") == [sp.IdToPiece(i) for i in range(n)] + [f"[PAD{i}]" for i in range(n, rows)]
+    assert np.allclose(field(reader, "tokenizer.ggml.scores"), [sp.GetScore(i) for i in range(n)] + [-10000.0] * 8)
+    assert field(reader, "tokenizer.ggml.token_type") == [kind(i) for i in range(n)] + [gguf.TokenType.UNUSED] * 8
+    assert gguf.TokenType.BYTE in field(reader, "tokenizer.ggml.token_type")  # byte fallback pieces
+    assert field(reader, "tokenizer.ggml.add_space_prefix") is True
+    assert (field(reader, "tokenizer.ggml.bos_token_id"), field(reader, "tokenizer.ggml.eos_token_id"),
+            field(reader, "tokenizer.ggml.unknown_token_id")) == (sp.bos_id(), sp.eos_id(), sp.unk_id())
+    assert "tokenizer.ggml.merges" not in reader.fields
+
+
+def test_unigram_tokenizer_is_refused_before_writing(tmp_path):
+    """llama.cpp's `llama` tokenizer merges by score: a Unigram model would be segmented differently."""
+    src = sentencepiece_folder(tmp_path / "unigram", "unigram")
+    with pytest.raises(ValueError, match="model type unigram"):
+        export_gguf(src, tmp_path / "m.gguf")
+    assert not (tmp_path / "m.gguf").exists()
+
 # Runs llama.cpp's own converter on an exported Llama folder, answering its pre-tokenizer hash check with
 # "gpt-2" (it refuses any newly trained vocabulary otherwise): argv = folder, out file, outtype.
 PATCHED_CONVERTER = """

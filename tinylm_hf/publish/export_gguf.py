@@ -6,10 +6,14 @@ llama.cpp's `convert_hf_to_gguf.py` for a Llama model (architecture `llama`):
   stored once), renamed with gguf's own HF -> GGUF tensor map; the q and k projections get
   llama.cpp's row permutation (HF's rotary pairs are the two halves of a head, llama.cpp's are
   adjacent rows);
-- the tokenizer is embedded as a `gpt2` (byte-level BPE) vocabulary: tokens, token types, merges,
+- a byte-level BPE tokenizer is embedded as a `gpt2` vocabulary: tokens, token types, merges,
   special ids, and `tokenizer.ggml.pre = "gpt-2"`, the pre-tokenizer llama.cpp uses for GPT-2's regex.
   llama.cpp's converter guesses that name by hashing the token ids of known vocabularies, so it
   refuses any newly trained one; we know our regex, so we name it.
+- a SentencePiece BPE tokenizer (`tokenizer.model`, Llama 2's kind) is embedded as a `llama` vocabulary:
+  pieces, scores and piece types from the `.model` file, as llama.cpp's converter reads them with
+  `sentencepiece`. llama.cpp's `llama` tokenizer merges by score with byte fallback, which is
+  SentencePiece BPE; a Unigram model would be segmented differently there, so it is refused.
 Norms and other 1-d tensors stay f32 whatever `dtype` says, as llama.cpp's converter keeps them.
 """
 
@@ -24,6 +28,8 @@ from typing import Any
 import numpy as np
 
 from ..fileio import atomic_output
+from ..tokenization.metaspace import UNUSED, SentencePieceModel, read_sentencepiece_model
+from ..tokenization.tokenization_tinylm_metaspace import MODEL_FILE as SENTENCEPIECE_FILE
 from .export_llama import build_llama_model, build_plain_tokenizer
 from .folder import check_folder_files, check_tokenizer_fits
 
@@ -149,8 +155,45 @@ def check_byte_level_bpe(backend: dict[str, Any]) -> None:
         )
 
 
-def add_metadata(writer: Any, config: Any, tokenizer: Any, vocab_size: int, file_type: Any, name: str) -> None:
-    """The llama hyperparameters and the embedded tokenizer, under the keys llama.cpp reads."""
+def sentencepiece_vocab(model: SentencePieceModel, vocab_size: int) -> tuple[list[str], list[float], list[int]]:
+    """(tokens, scores, token types) of a SentencePiece BPE model for llama.cpp's `llama` vocabulary.
+
+    Pieces, scores and types are the `.model` file's (sentencepiece's type numbers are GGUF's); ids with
+    no piece (embedding rows past the tokenizer) are UNUSED `[PAD<id>]` with score -10000, as
+    llama.cpp's converter writes them.
+    """
+    check_llama_cpp_sentencepiece(model)
+    tokens, scores, types = [], [], []
+    for index in range(vocab_size):
+        piece, score, kind = model.pieces[index] if index < len(model.pieces) else (f"[PAD{index}]", -10000.0, UNUSED)
+        tokens.append(piece)
+        scores.append(float(score))
+        types.append(int(kind))
+    return tokens, scores, types
+
+
+def check_llama_cpp_sentencepiece(model: SentencePieceModel) -> None:
+    """A `.model` must be one llama.cpp's `llama` tokenizer reproduces: BPE, no normalisation, `▁` for spaces."""
+    problems = []
+    if model.model_type != "bpe":
+        problems.append(f"model type {model.model_type} (llama.cpp's `llama` tokenizer is SentencePiece BPE)")
+    if model.has_charsmap or model.normalizer_name not in ("", "identity"):
+        problems.append(f"normalisation {model.normalizer_name!r} (llama.cpp applies none)")
+    if model.remove_extra_whitespaces:
+        problems.append("remove_extra_whitespaces (llama.cpp keeps every space)")
+    if not model.escape_whitespaces:
+        problems.append("spaces kept as spaces (llama.cpp writes them as ▁)")
+    if problems:
+        raise ValueError(f"GGUF export of a sentencepiece tokenizer needs it to be exactly what llama.cpp "
+                         f"segments alike; this one has {', '.join(problems)}")
+
+
+def add_metadata(writer: Any, config: Any, tokenizer: Any, vocab_size: int, file_type: Any, name: str,
+                 sentencepiece: SentencePieceModel | None = None) -> None:
+    """The llama hyperparameters and the embedded tokenizer, under the keys llama.cpp reads.
+
+    `sentencepiece`: the folder's SentencePiece BPE model, embedded instead of a byte-level vocabulary.
+    """
     import gguf
 
     writer.add_type(gguf.GGUFType.MODEL)
@@ -170,12 +213,21 @@ def add_metadata(writer: Any, config: Any, tokenizer: Any, vocab_size: int, file
     writer.add_rope_freq_base(float(config.rope_parameters["rope_theta"]))
     writer.add_layer_norm_rms_eps(config.rms_norm_eps)
 
-    tokens, types, merges = gguf_vocab(tokenizer, vocab_size)
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre(GGUF_PRE_TOKENIZER)
-    writer.add_token_list(tokens)
-    writer.add_token_types(types)
-    writer.add_token_merges(merges)
+    if sentencepiece is None:
+        tokens, types, merges = gguf_vocab(tokenizer, vocab_size)
+        writer.add_tokenizer_model("gpt2")
+        writer.add_tokenizer_pre(GGUF_PRE_TOKENIZER)
+        writer.add_token_list(tokens)
+        writer.add_token_types(types)
+        writer.add_token_merges(merges)
+    else:
+        tokens, scores, types = sentencepiece_vocab(sentencepiece, vocab_size)
+        writer.add_tokenizer_model("llama")
+        writer.add_tokenizer_pre("default")
+        writer.add_token_list(tokens)
+        writer.add_token_scores(scores)
+        writer.add_token_types(types)
+        writer.add_add_space_prefix(sentencepiece.add_dummy_prefix)
     for setter, token_id in ((writer.add_bos_token_id, tokenizer.bos_token_id),
                              (writer.add_eos_token_id, tokenizer.eos_token_id),
                              (writer.add_unk_token_id, tokenizer.unk_token_id),
@@ -213,12 +265,15 @@ def export_gguf(
     tokenizer = build_plain_tokenizer(src, trust_remote_code=trust_remote_code)
     vocab_size = model.config.vocab_size
     check_tokenizer_fits(tokenizer, vocab_size, src)
+    sentencepiece = read_sentencepiece_model(src / SENTENCEPIECE_FILE) if (src / SENTENCEPIECE_FILE).is_file() else None
+    if sentencepiece is not None:
+        check_llama_cpp_sentencepiece(sentencepiece)
     qtype, file_type = gguf_types(dtype)
     tensors = [(name, *encode_tensor(name, data, qtype)) for name, data in gguf_tensors(model)]
     out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_output(out) as tmp:
         writer = gguf.GGUFWriter(tmp, gguf.MODEL_ARCH_NAMES[gguf.MODEL_ARCH.LLAMA])
-        add_metadata(writer, model.config, tokenizer, vocab_size, file_type, src.resolve().name)
+        add_metadata(writer, model.config, tokenizer, vocab_size, file_type, src.resolve().name, sentencepiece)
         for name, data, tensor_type in tensors:
             writer.add_tensor(name, data, raw_dtype=tensor_type)
         writer.write_header_to_file()
