@@ -101,3 +101,36 @@ def test_special_token_text_in_a_prompt_is_plain_unless_allowed(loaded):
         del model.generate
     plain, special = seen
     assert tok.eos_token_id not in plain and special[-1] == tok.eos_token_id
+
+
+@pytest.fixture(scope="module")
+def word_tokenizers():
+    """{algorithm: tokenizer} trained on a little bundled text: the kinds whose pieces decode differently alone."""
+    from tiny_folders import BUNDLED_VALID
+
+    from tinylm_hf.tokenization import train_tokenizer
+
+    text = BUNDLED_VALID.read_text(encoding="utf-8")[:50_000]
+    return {algorithm: train_tokenizer(iter([text]), 500, algorithm=algorithm, progress=False)
+            for algorithm in ("sentencepiece-bpe", "wordpiece")}
+
+
+@pytest.mark.parametrize("algorithm,prompt,continuation,expected", [
+    ("sentencepiece-bpe", "She was", "happy", " happy"),  # "▁happy" alone decodes to "happy"
+    ("wordpiece", "She was play", "##ing", "ing"),  # "##ing" alone decodes to "##ing"
+])
+def test_new_text_is_decoded_after_the_prompt(word_tokenizers, capsys, algorithm, prompt, continuation, expected):
+    from tinylm_hf.generation import ContinuationStreamer, continuation_text
+
+    tok = word_tokenizers[algorithm]
+    prompt_ids = tok(prompt, add_special_tokens=False)["input_ids"]
+    new_ids = (tok(continuation, add_special_tokens=False)["input_ids"] if algorithm != "wordpiece"
+               else tok.convert_tokens_to_ids(["##i", "##n", "##g"]))
+    assert continuation_text(tok, prompt_ids, new_ids) == expected
+    streamer = ContinuationStreamer(tok, prompt_ids)
+    streamer.put(torch.tensor([prompt_ids]))  # generate() passes its input first: skipped
+    for token in new_ids:
+        streamer.put(torch.tensor([token]))
+    streamer.end()
+    streamer.flush()
+    assert capsys.readouterr().out == expected + "\n"

@@ -57,8 +57,6 @@ def generate_text(
     Stops at the tokenizer's eos token or after `max_new_tokens`. Past the model's context the window
     slides: each further chunk is generated from the last half-context of tokens (`notify` is told).
     """
-    from transformers import TextStreamer
-
     check_sampling(temperature, top_p, top_k, max_new_tokens)
     ids = tokenizer(prompt, add_special_tokens=False, split_special_tokens=not allow_special)["input_ids"]
     context = getattr(model.config, "max_position_embeddings", None)
@@ -69,7 +67,7 @@ def generate_text(
     if temperature > 0:
         options |= {"temperature": temperature, "top_p": top_p if top_p is not None else 1.0,
                     "top_k": top_k if top_k is not None else 0}
-    streamer = TextStreamer(tokenizer, skip_prompt=True, skip_special_tokens=True) if stream else None
+    streamer = ContinuationStreamer(tokenizer, ids) if stream else None
     eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else model.config.eos_token_id
     device = next(model.parameters()).device
     all_ids, new_ids = list(ids), []
@@ -89,4 +87,53 @@ def generate_text(
         all_ids += chunk
         if not chunk or (eos is not None and chunk[-1] == eos):
             break
-    return new_ids, tokenizer.decode(new_ids, skip_special_tokens=True)
+    if streamer is not None:
+        streamer.flush()
+    return new_ids, continuation_text(tokenizer, ids, new_ids)
+
+
+def continuation_text(tokenizer: Any, prompt_ids: list[int], new_ids: list[int]) -> str:
+    """The text `new_ids` add after the prompt, decoded in the prompt's context.
+
+    Decoding the new ids alone is wrong for SentencePiece-style and WordPiece tokenizers: a leading
+    `▁word` loses its space (taken for the dummy prefix) and a `##` piece its word.
+    """
+    before = tokenizer.decode(prompt_ids, skip_special_tokens=True)
+    after = tokenizer.decode(list(prompt_ids) + list(new_ids), skip_special_tokens=True)
+    return after[len(before):] if after.startswith(before) else tokenizer.decode(new_ids, skip_special_tokens=True)
+
+
+class ContinuationStreamer:
+    """A `generate(streamer=...)` that prints new text as it comes, decoded after the prompt.
+
+    transformers' `TextStreamer` decodes the new tokens alone (see `continuation_text`). This one
+    re-decodes prompt + new ids and prints what was added, holding back a trailing partial UTF-8
+    character. Each `generate` call first passes its input ids, which are skipped (the sliding window
+    calls `generate` again with a window of ids already printed).
+    """
+
+    def __init__(self, tokenizer: Any, prompt_ids: list[int]) -> None:
+        self.tokenizer, self.ids = tokenizer, list(prompt_ids)
+        self.printed = len(self._text())
+        self.input_next = True
+
+    def _text(self) -> str:
+        return self.tokenizer.decode(self.ids, skip_special_tokens=True)
+
+    def put(self, value: torch.Tensor) -> None:
+        if self.input_next:
+            self.input_next = False
+            return
+        self.ids += value.reshape(-1).tolist()
+        text = self._text()
+        end = len(text) - 1 if text.endswith("\ufffd") else len(text)  # an incomplete UTF-8 sequence
+        if end > self.printed:
+            print(text[self.printed:end], end="", flush=True)
+            self.printed = end
+
+    def end(self) -> None:
+        self.input_next = True
+
+    def flush(self) -> None:
+        """Print what is left (a final partial character) and end the line."""
+        print(self._text()[self.printed:], flush=True)
