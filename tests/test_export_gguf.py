@@ -349,30 +349,35 @@ def test_sentencepiece_bpe_is_embedded_as_a_llama_vocabulary(tmp_path):
     assert "tokenizer.ggml.merges" not in reader.fields
 
 
-def test_unigram_tokenizer_is_refused_before_writing(tmp_path):
-    """llama.cpp's `llama` tokenizer merges by score: a Unigram model would be segmented differently."""
-    src = sentencepiece_folder(tmp_path / "unigram", "unigram")
-    with pytest.raises(ValueError, match="model type unigram"):
-        export_gguf(src, tmp_path / "m.gguf")
-    assert not (tmp_path / "m.gguf").exists()
+def test_unigram_is_embedded_as_llama_cpp_unigram_vocabulary(tmp_path):
+    """A Unigram model becomes llama.cpp's `t5` (Viterbi) tokenizer, its log-probabilities as scores."""
+    spm = pytest.importorskip("sentencepiece")
+    src = sentencepiece_folder(tmp_path / "unigram", "unigram", extra_rows=0)
+    assert main(["export-gguf", str(src), str(tmp_path / "m.gguf")]) == 0
+    reader = gguf.GGUFReader(tmp_path / "m.gguf")
+    sp = spm.SentencePieceProcessor(model_file=str(src / "tokenizer.model"))
+    assert field(reader, "tokenizer.ggml.model") == "t5"
+    assert field(reader, "tokenizer.ggml.tokens") == [sp.IdToPiece(i) for i in range(sp.vocab_size())]
+    assert np.allclose(field(reader, "tokenizer.ggml.scores"), [sp.GetScore(i) for i in range(sp.vocab_size())])
+    assert field(reader, "tokenizer.ggml.remove_extra_whitespaces") is False
 
-# Runs llama.cpp's own converter on an exported Llama folder, answering its pre-tokenizer hash check with
-# "gpt-2" (it refuses any newly trained vocabulary otherwise): argv = folder, out file, outtype.
-PATCHED_CONVERTER = """
-import sys
-try:
-    import conversion.base as where  # llama.cpp after the converter was split into a package
-except ImportError:
-    import convert_hf_to_gguf as where
-where.TextModel.get_vocab_base_pre = lambda self, tokenizer: "gpt-2"
-import convert_hf_to_gguf
-sys.argv = ["convert_hf_to_gguf.py", sys.argv[1], "--outfile", sys.argv[2], "--outtype", sys.argv[3]]
-convert_hf_to_gguf.main()
-"""
-# keys that legitimately differ: the name (ours: the folder's), a size label, and add_bos/add_eos, which we
-# write explicitly (false) where the converter leaves llama.cpp's default for a gpt2 vocabulary (also false)
-KEYS_ALLOWED_TO_DIFFER = {"general.name", "general.size_label", "tokenizer.ggml.add_bos_token",
-                          "tokenizer.ggml.add_eos_token"}
+
+@pytest.mark.parametrize("change,problem", [
+    pytest.param({"model_type": "unigram", "byte_fallback": True}, "byte fallback in a Unigram model", id="unigram-bytes"),
+    pytest.param({"model_type": "word"}, "model type 'word'", id="word"),
+    pytest.param({"normalizer_name": "nmt_nfkc", "has_charsmap": True}, "normalisation 'nmt_nfkc'", id="nfkc"),
+    pytest.param({"remove_extra_whitespaces": True}, "remove_extra_whitespaces", id="extra-spaces"),
+])
+def test_sentencepiece_models_llama_cpp_would_misread_are_refused(change, problem):
+    """llama.cpp normalises nothing and its Unigram tokenizer maps unknown characters to <unk>, never to bytes."""
+    from tinylm_hf.publish.export_gguf import check_llama_cpp_sentencepiece
+    from tinylm_hf.tokenization.metaspace import SentencePieceModel
+
+    plain = dict(pieces=[("<unk>", 0.0, 2), ("▁a", -1.0, 1)], model_type="bpe", normalizer_name="identity",
+                 remove_extra_whitespaces=False)
+    check_llama_cpp_sentencepiece(SentencePieceModel(**plain))
+    with pytest.raises(ValueError, match=f"segments alike; this one has {problem}"):
+        check_llama_cpp_sentencepiece(SentencePieceModel(**{**plain, **change}))
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,11 @@ llama.cpp's `convert_hf_to_gguf.py` for a Llama model (architecture `llama`):
   special ids, and `tokenizer.ggml.pre = "gpt-2"`, the pre-tokenizer llama.cpp uses for GPT-2's regex.
   llama.cpp's converter guesses that name by hashing the token ids of known vocabularies, so it
   refuses any newly trained one; we know our regex, so we name it.
-- a SentencePiece BPE tokenizer (`tokenizer.model`, Llama 2's kind) is embedded as a `llama` vocabulary:
-  pieces, scores and piece types from the `.model` file, as llama.cpp's converter reads them with
-  `sentencepiece`. llama.cpp's `llama` tokenizer merges by score with byte fallback, which is
-  SentencePiece BPE; a Unigram model would be segmented differently there, so it is refused.
+- a sentencepiece tokenizer (`tokenizer.model`) is embedded with its pieces, scores and piece types,
+  as llama.cpp's converter reads them with `sentencepiece`: SentencePiece BPE (Llama 2's kind) as a
+  `llama` vocabulary (merges by score, byte fallback), Unigram as a `t5` one (llama.cpp's Viterbi
+  tokenizer, which has no byte fallback: a Unigram model with byte pieces is refused). llama.cpp
+  normalises nothing, so models with a normaliser or extra-whitespace removal are refused too.
 Norms and other 1-d tensors stay f32 whatever `dtype` says, as llama.cpp's converter keeps them.
 """
 
@@ -37,6 +38,9 @@ logger = logging.getLogger(__name__)
 
 DTYPES = ("f32", "f16", "bf16", "q8_0")  # storage of the weight matrices, as llama.cpp's --outtype
 GGUF_PRE_TOKENIZER = "gpt-2"  # llama.cpp's name for GPT-2's pre-tokenization regex
+# llama.cpp's tokenizer for each sentencepiece model type: "llama" merges by score (SentencePiece BPE,
+# with byte fallback), "t5" is its Unigram (Viterbi) tokenizer
+LLAMA_CPP_SENTENCEPIECE = {"bpe": "llama", "unigram": "t5"}
 
 
 def gguf_types(dtype: str) -> tuple[Any, Any]:
@@ -156,7 +160,7 @@ def check_byte_level_bpe(backend: dict[str, Any]) -> None:
 
 
 def sentencepiece_vocab(model: SentencePieceModel, vocab_size: int) -> tuple[list[str], list[float], list[int]]:
-    """(tokens, scores, token types) of a SentencePiece BPE model for llama.cpp's `llama` vocabulary.
+    """(tokens, scores, token types) of a sentencepiece model for llama.cpp's `llama` / `t5` vocabulary.
 
     Pieces, scores and types are the `.model` file's (sentencepiece's type numbers are GGUF's); ids with
     no piece (embedding rows past the tokenizer) are UNUSED `[PAD<id>]` with score -10000, as
@@ -173,10 +177,12 @@ def sentencepiece_vocab(model: SentencePieceModel, vocab_size: int) -> tuple[lis
 
 
 def check_llama_cpp_sentencepiece(model: SentencePieceModel) -> None:
-    """A `.model` must be one llama.cpp's `llama` tokenizer reproduces: BPE, no normalisation, `▁` for spaces."""
+    """A `.model` must be one llama.cpp's tokenizers reproduce: BPE or Unigram without byte pieces, no normalisation."""
     problems = []
-    if model.model_type != "bpe":
-        problems.append(f"model type {model.model_type} (llama.cpp's `llama` tokenizer is SentencePiece BPE)")
+    if model.model_type not in LLAMA_CPP_SENTENCEPIECE:
+        problems.append(f"model type {model.model_type!r}")
+    if model.model_type == "unigram" and model.byte_fallback:
+        problems.append("byte fallback in a Unigram model (llama.cpp's Unigram tokenizer has none)")
     if model.has_charsmap or model.normalizer_name not in ("", "identity"):
         problems.append(f"normalisation {model.normalizer_name!r} (llama.cpp applies none)")
     if model.remove_extra_whitespaces:
@@ -192,7 +198,7 @@ def add_metadata(writer: Any, config: Any, tokenizer: Any, vocab_size: int, file
                  sentencepiece: SentencePieceModel | None = None) -> None:
     """The llama hyperparameters and the embedded tokenizer, under the keys llama.cpp reads.
 
-    `sentencepiece`: the folder's SentencePiece BPE model, embedded instead of a byte-level vocabulary.
+    `sentencepiece`: the folder's sentencepiece model, embedded instead of a byte-level vocabulary.
     """
     import gguf
 
@@ -222,12 +228,13 @@ def add_metadata(writer: Any, config: Any, tokenizer: Any, vocab_size: int, file
         writer.add_token_merges(merges)
     else:
         tokens, scores, types = sentencepiece_vocab(sentencepiece, vocab_size)
-        writer.add_tokenizer_model("llama")
+        writer.add_tokenizer_model(LLAMA_CPP_SENTENCEPIECE[sentencepiece.model_type])
         writer.add_tokenizer_pre("default")
         writer.add_token_list(tokens)
         writer.add_token_scores(scores)
         writer.add_token_types(types)
         writer.add_add_space_prefix(sentencepiece.add_dummy_prefix)
+        writer.add_remove_extra_whitespaces(sentencepiece.remove_extra_whitespaces)
     for setter, token_id in ((writer.add_bos_token_id, tokenizer.bos_token_id),
                              (writer.add_eos_token_id, tokenizer.eos_token_id),
                              (writer.add_unk_token_id, tokenizer.unk_token_id),
