@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import env_without_tinylm
-from tiny_folders import make_tiny_folder, run_fresh
+from tiny_folders import make_tiny_folder, run_fresh, sentencepiece_folder
 
 from tinylm_hf.cli import main
 from tinylm_hf.publish import export_llama
@@ -103,6 +103,20 @@ def test_folder_carries_what_transformers_4_reads(exports):
     tokenizer_config = json.loads((out / "tokenizer_config.json").read_text())
     assert tokenizer_config["tokenizer_class"] == "PreTrainedTokenizerFast"
     assert tokenizer_config["model_input_names"] == ["input_ids", "attention_mask"]
+    assert tokenizer_config["add_bos_token"] is False and tokenizer_config["add_eos_token"] is False
+
+
+def test_sentencepiece_folder_keeps_its_model_file_and_ids(tmp_path):
+    """llama.cpp's converter reads a Llama folder's scores from tokenizer.model (Llama 2's layout)."""
+    from transformers import AutoTokenizer
+
+    src = sentencepiece_folder(tmp_path / "src", "sentencepiece-bpe", extra_rows=0)
+    assert main(["export-llama", str(src), str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / "tokenizer.model").read_bytes() == (src / "tokenizer.model").read_bytes()
+    assert json.loads((tmp_path / "out" / "tokenizer_config.json").read_text())["add_bos_token"] is False
+    ours, plain = AutoTokenizer.from_pretrained(src), AutoTokenizer.from_pretrained(tmp_path / "out")
+    for text in [*TEXTS, "  two  spaces and Æsir 東京 🌍"]:
+        assert plain(text)["input_ids"] == ours(text)["input_ids"]
 
 
 def test_tokenizer_with_another_pattern_is_refused(exports, tmp_path):

@@ -13,7 +13,7 @@ import tarfile
 import numpy as np
 import pytest
 import torch
-from tiny_folders import make_tiny_folder
+from tiny_folders import make_tiny_folder, sentencepiece_folder
 
 gguf = pytest.importorskip("gguf")
 
@@ -304,24 +304,6 @@ def test_tokenizers_llama_cpp_would_misread_are_refused(change, problem):
     with pytest.raises(ValueError, match=f"needs a GPT-2-style byte-level BPE tokenizer; this one has {problem}"):
         check_byte_level_bpe({**GPT2_BACKEND, **change})
 
-
-
-def sentencepiece_folder(folder, algorithm: str, extra_rows: int = 8):
-    """A tiny TinyLM whose tokenizer is `algorithm` (sentencepiece-bpe / unigram), trained on the bundled text."""
-    from tinylm_hf import TinyLMConfig, TinyLMForCausalLM
-    from tinylm_hf.tokenization import train_tokenizer
-    from tiny_folders import BUNDLED_VALID
-
-    text = BUNDLED_VALID.read_text(encoding="utf-8")[:100_000] + "\nÆsir 東京 🌍"
-    tokenizer = train_tokenizer(iter([text]), 400, algorithm=algorithm, progress=False)
-    torch.manual_seed(0)
-    model = TinyLMForCausalLM(TinyLMConfig(
-        vocab_size=len(tokenizer) + extra_rows, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-        num_attention_heads=4, max_position_embeddings=32, bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id))
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
 
 
 def test_sentencepiece_bpe_is_embedded_as_a_llama_vocabulary(tmp_path):

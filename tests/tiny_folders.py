@@ -57,6 +57,23 @@ def make_tiny_folder(folder: Path, *, seed: int = 0, **overrides) -> Path:
     return folder
 
 
+def sentencepiece_folder(folder: Path, algorithm: str, extra_rows: int = 8) -> Path:
+    """A tiny TinyLM whose tokenizer is `algorithm` (sentencepiece-bpe / unigram), trained on the bundled text."""
+    from tinylm_hf import TinyLMConfig, TinyLMForCausalLM
+    from tinylm_hf.tokenization import train_tokenizer
+
+    text = BUNDLED_VALID.read_text(encoding="utf-8")[:100_000] + "\nÆsir 東京 🌍"
+    tokenizer = train_tokenizer(iter([text]), 400, algorithm=algorithm, progress=False)
+    torch.manual_seed(0)
+    model = TinyLMForCausalLM(TinyLMConfig(
+        vocab_size=len(tokenizer) + extra_rows, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+        num_attention_heads=4, max_position_embeddings=32, bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id))
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
 def load_tiny_folder(folder: Path):
     """(model in eval mode, tokenizer) loaded from a saved folder through the Auto classes."""
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -3,14 +3,16 @@
 TinyLM's config fields and state-dict names are Llama's, so the export maps the config onto a
 `LlamaConfig`, loads the weights into a `LlamaForCausalLM` with `strict=True` (any name mismatch
 is an error, not a silent re-initialisation), and writes the tokenizer as a plain
-`PreTrainedTokenizerFast` (`tokenizer.json`: GPT-2-regex byte-level BPE). The folder is written
+`PreTrainedTokenizerFast` (`tokenizer.json`; a sentencepiece tokenizer also keeps its `tokenizer.model`,
+from which llama.cpp's converter takes the scores, as for Llama 2). The folder is written
 into a temporary sibling and renamed into place, so a failed export leaves nothing half-written.
 
 The folder reads the same under transformers 5 and 4 (4.57 checked): transformers 5 writes a tokenizer
 class 4.x does not know (`TokenizersBackend`), 4.x's fast tokenizer returns `token_type_ids` unless told
 the model's input names (and `generate` rejects them), and 4.x reads `rope_theta` only at the top level
 of config.json (5 keeps it in `rope_parameters`; 4.x silently falls back to 10000). `make_portable`
-writes all three.
+writes all three, and says whether the tokenizer adds bos/eos tokens (readers that rebuild the tokenizer
+from `tokenizer.model` add a bos token unless told).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from ..registration import register
 from ..tokenization.byte_level_backend import build_byte_level_bpe
 from ..tokenization.gpt2_files import MERGES_FILE, VOCAB_FILE, read_merges_txt, read_vocab_json
 from ..tokenization.pretokenize import GPT2_PATTERN, resolve_pattern
+from ..tokenization.tokenization_tinylm_metaspace import MODEL_FILE as SENTENCEPIECE_FILE
 from .folder import check_folder_files, read_json
 
 PROBE_TEXT = "Once upon a time, a little cat said: \"Hello!\" 123 <|endoftext|> The end.\n\n  Ünïcode ✓"
@@ -151,14 +154,21 @@ def build_plain_tokenizer(src: Path, *, trust_remote_code: bool = False) -> Any:
     return plain
 
 
-def make_portable(folder: Path) -> None:
-    """Rewrite a saved Llama folder's config.json and tokenizer_config.json so transformers 4.x reads them like 5.x."""
+def make_portable(folder: Path, tokenizer: Any) -> None:
+    """Rewrite a saved Llama folder's config.json and tokenizer_config.json so transformers 4.x reads them like 5.x.
+
+    `add_bos_token` / `add_eos_token` say what `tokenizer` does: readers that build their own tokenizer
+    (llama.cpp's converter, a sentencepiece-based LlamaTokenizer) otherwise add a bos token by default.
+    """
     config = read_json(folder / "config.json")
     config["rope_theta"] = config.get("rope_parameters", {}).get("rope_theta", config.get("rope_theta", 10000.0))
     write_json_atomic(folder / "config.json", config)
     tokenizer_config = read_json(folder / "tokenizer_config.json")
     tokenizer_config["tokenizer_class"] = PORTABLE_TOKENIZER_CLASS
     tokenizer_config["model_input_names"] = MODEL_INPUT_NAMES
+    ids = tokenizer(PROBE_TEXT)["input_ids"]
+    tokenizer_config["add_bos_token"] = tokenizer.bos_token_id is not None and ids[:1] == [tokenizer.bos_token_id]
+    tokenizer_config["add_eos_token"] = tokenizer.eos_token_id is not None and ids[-1:] == [tokenizer.eos_token_id]
     write_json_atomic(folder / "tokenizer_config.json", tokenizer_config)
 
 
@@ -182,7 +192,9 @@ def export_llama(
     try:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        make_portable(tmp)
+        if (src / SENTENCEPIECE_FILE).is_file():  # llama.cpp's converter reads scores from it, as for Llama 2
+            shutil.copyfile(src / SENTENCEPIECE_FILE, tmp / SENTENCEPIECE_FILE)
+        make_portable(tmp, tokenizer)
         if out.exists():
             shutil.rmtree(out) if out.is_dir() else out.unlink()
         seal_folder(tmp)
