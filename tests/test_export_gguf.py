@@ -362,6 +362,23 @@ def test_sentencepiece_models_llama_cpp_would_misread_are_refused(change, proble
         check_llama_cpp_sentencepiece(SentencePieceModel(**{**plain, **change}))
 
 
+# Runs llama.cpp's own converter on an exported Llama folder, answering its pre-tokenizer hash check with
+# "gpt-2" (it refuses any newly trained vocabulary otherwise): argv = folder, out file, outtype.
+PATCHED_CONVERTER = """
+import sys
+try:
+    import conversion.base as where  # llama.cpp after the converter was split into a package
+except ImportError:
+    import convert_hf_to_gguf as where
+where.TextModel.get_vocab_base_pre = lambda self, tokenizer: "gpt-2"
+import convert_hf_to_gguf
+sys.argv = ["convert_hf_to_gguf.py", sys.argv[1], "--outfile", sys.argv[2], "--outtype", sys.argv[3]]
+convert_hf_to_gguf.main()
+"""
+# keys that legitimately differ: the name (ours: the folder's) and a size label
+KEYS_ALLOWED_TO_DIFFER = {"general.name", "general.size_label"}
+
+
 @pytest.fixture(scope="module")
 def llama_cpp_converter(tmp_path_factory) -> tuple[str, dict[str, str]]:
     """(python, env) that run llama.cpp's convert_hf_to_gguf.py, from the llama-cpp-python source package."""
@@ -402,3 +419,21 @@ def test_file_equals_llama_cpp_converter_output(folders, llama_cpp_converter, tm
     for name, tensor in mine.items():
         assert tensor.tensor_type == other[name].tensor_type, name
         assert np.array_equal(np.asarray(tensor.data), np.asarray(other[name].data)), name
+
+
+@pytest.mark.slow
+def test_sentencepiece_bpe_tokenizer_equals_llama_cpp_converter_output(llama_cpp_converter, tmp_path):
+    """llama.cpp's converter reads an exported Llama folder's tokenizer.model with sentencepiece: same vocabulary."""
+    pytest.importorskip("sentencepiece")
+    python, env = llama_cpp_converter
+    src = sentencepiece_folder(tmp_path / "spbpe", "sentencepiece-bpe")
+    llama = export_llama(src, tmp_path / "llama")
+    convert = subprocess.run([python, "-c", PATCHED_CONVERTER, str(llama), str(tmp_path / "theirs.gguf"), "f32"],
+                             env=env, capture_output=True, text=True, timeout=900)
+    assert convert.returncode == 0, convert.stderr[-4000:]
+    ours = gguf.GGUFReader(export_gguf(src, tmp_path / "ours.gguf", dtype="f32"))
+    theirs = gguf.GGUFReader(tmp_path / "theirs.gguf")
+    keys = {k for k in theirs.fields if k.startswith("tokenizer.")}
+    assert {"tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type"} <= keys
+    for key in sorted(keys):
+        assert ours.fields[key].contents() == theirs.fields[key].contents(), key
