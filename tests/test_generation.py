@@ -134,3 +134,22 @@ def test_new_text_is_decoded_after_the_prompt(word_tokenizers, capsys, algorithm
     streamer.end()
     streamer.flush()
     assert capsys.readouterr().out == expected + "\n"
+
+
+def test_streamer_holds_back_a_partial_character(loaded, capsys):
+    """Byte-level tokens of one emoji arrive one by one: nothing prints until the character is whole."""
+    from tinylm_hf.generation import ContinuationStreamer
+
+    _, tok = loaded
+    prompt_ids = tok(PROMPT, add_special_tokens=False)["input_ids"]
+    emoji_ids = tok(" 🌍!", add_special_tokens=False)["input_ids"]
+    assert len(emoji_ids) > 2  # the emoji's four bytes are not one token in this small vocabulary
+    streamer = ContinuationStreamer(tok, prompt_ids)
+    streamer.put(torch.tensor([prompt_ids]))
+    printed = []
+    for token in emoji_ids:
+        streamer.put(torch.tensor([token]))
+        printed.append(capsys.readouterr().out)
+    streamer.flush()
+    assert "".join(printed) + capsys.readouterr().out == " 🌍!\n"
+    assert all("\ufffd" not in p for p in printed)

@@ -104,36 +104,41 @@ def continuation_text(tokenizer: Any, prompt_ids: list[int], new_ids: list[int])
 
 
 class ContinuationStreamer:
-    """A `generate(streamer=...)` that prints new text as it comes, decoded after the prompt.
+    """A `generate(streamer=...)` that prints new text as it comes, decoded after the text before it.
 
     transformers' `TextStreamer` decodes the new tokens alone (see `continuation_text`). This one
-    re-decodes prompt + new ids and prints what was added, holding back a trailing partial UTF-8
-    character. Each `generate` call first passes its input ids, which are skipped (the sliding window
-    calls `generate` again with a window of ids already printed).
+    decodes the last few printed ids together with the new ones and prints the difference (the
+    incremental detokenisation of text-generation-inference), holding back a partial UTF-8 character;
+    each step decodes a handful of ids whatever the length so far. Each `generate` call first passes
+    its input ids, which are skipped (the sliding window calls `generate` again on ids already printed).
     """
+
+    CONTEXT_IDS = 5  # already printed ids decoded again before the new ones
 
     def __init__(self, tokenizer: Any, prompt_ids: list[int]) -> None:
         self.tokenizer, self.ids = tokenizer, list(prompt_ids)
-        self.printed = len(self._text())
+        self.prefix_offset = max(0, len(self.ids) - self.CONTEXT_IDS)  # ids[prefix_offset:read_offset]: context
+        self.read_offset = len(self.ids)  # ids from here on are not printed yet
         self.input_next = True
 
-    def _text(self) -> str:
-        return self.tokenizer.decode(self.ids, skip_special_tokens=True)
+    def _decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
 
     def put(self, value: torch.Tensor) -> None:
         if self.input_next:
             self.input_next = False
             return
         self.ids += value.reshape(-1).tolist()
-        text = self._text()
-        end = len(text) - 1 if text.endswith("\ufffd") else len(text)  # an incomplete UTF-8 sequence
-        if end > self.printed:
-            print(text[self.printed:end], end="", flush=True)
-            self.printed = end
+        before = self._decode(self.ids[self.prefix_offset:self.read_offset])
+        text = self._decode(self.ids[self.prefix_offset:])
+        if len(text) > len(before) and not text.endswith("\ufffd"):  # \ufffd: an incomplete UTF-8 sequence
+            print(text[len(before):], end="", flush=True)
+            self.prefix_offset, self.read_offset = self.read_offset, len(self.ids)
 
     def end(self) -> None:
         self.input_next = True
 
     def flush(self) -> None:
         """Print what is left (a final partial character) and end the line."""
-        print(self._text()[self.printed:], flush=True)
+        before = self._decode(self.ids[self.prefix_offset:self.read_offset])
+        print(self._decode(self.ids[self.prefix_offset:])[len(before):], flush=True)
