@@ -218,3 +218,13 @@ def test_card_of_an_encoder_folder_describes_an_encoder(fresh_copy):
     card = render_model_card(fresh_copy, repo_id=REPO_ID)
     assert "bidirectional encoder (masked language model)" in card.text and "decoder-only" not in card.text
     assert 'pipeline("fill-mask"' in card.text and "generate(" not in card.text
+
+
+def test_card_names_the_tokenizer_kind_and_the_document_end(fresh_copy):
+    card = render_model_card(fresh_copy, repo_id=REPO_ID).text
+    assert "a hand-written byte-level BPE tokenizer" in card and "documents ending with `<|endoftext|>`" in card
+    (fresh_copy / "tokenizer_config.json").write_text(json.dumps(
+        {"tokenizer_class": "TinyLMWordPieceTokenizer", "sep_token": "[SEP]", "unk_token": "[UNK]"}))
+    card = render_model_card(fresh_copy, repo_id=REPO_ID).text
+    assert "a hand-written WordPiece tokenizer" in card and "byte-level" not in card
+    assert "documents ending with `[SEP]`" in card  # a WordPiece vocabulary has no eos: prepare ends documents with [SEP]

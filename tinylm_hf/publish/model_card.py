@@ -169,6 +169,16 @@ def _eval_results(results: dict[str, Any] | None) -> list[EvalResult] | None:
     ]
 
 
+# what each of tinylm_hf's tokenizer classes is, in the card's words
+TOKENIZER_KINDS = {
+    "TinyLMTokenizer": "byte-level BPE", "TinyLMTokenizerFast": "byte-level BPE",
+    "TinyLMWordPieceTokenizer": "WordPiece", "TinyLMWordPieceTokenizerFast": "WordPiece",
+    "TinyLMUnigramTokenizer": "Unigram", "TinyLMUnigramTokenizerFast": "Unigram",
+    "TinyLMSentencePieceBPETokenizer": "SentencePiece-style BPE",
+    "TinyLMSentencePieceBPETokenizerFast": "SentencePiece-style BPE",
+}
+
+
 def render_model_card(folder: str | os.PathLike, summary: RunSummary | None = None, **facts: Any) -> ModelCard:
     """Fill the model card template for a saved folder.
 
@@ -202,8 +212,10 @@ def render_model_card(folder: str | os.PathLike, summary: RunSummary | None = No
         "max_position_embeddings", "rope_theta", "tie_word_embeddings", "vocab_size")}
     values |= {
         "model_name": model_name, "repo_id": repo_id, "num_parameters": _num_parameters(folder, model),
-        "eos_token": tok_config.get("eos_token", "unknown"),
+        # documents end with the eos token, or [SEP] for a WordPiece vocabulary (corpus.prepare.document_end_id)
+        "eos_token": tok_config.get("eos_token") or tok_config.get("sep_token") or "unknown",
         "tokenizer_class": tok_config.get("tokenizer_class", "unknown"),
+        "tokenizer_kind": TOKENIZER_KINDS.get(tok_config.get("tokenizer_class"), "trained"),
         "training_description": describe_training(summary),
         **describe_architecture(config, repo_id),
         "evaluation_description": _evaluation_text(results),
