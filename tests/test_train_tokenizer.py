@@ -38,6 +38,19 @@ def test_cli_saves_a_folder_auto_tokenizer_loads_as_our_class(tmp_path, shards, 
 
 
 @pytest.mark.parametrize("algorithm, vocab_size", [(c[0], c[1]) for c in CASES], ids=[c[0] for c in CASES])
+def test_mask_and_pad_special_tokens_take_their_roles_in_every_family(tmp_path, shards, algorithm, vocab_size):
+    """`--special-token "<|mask|>"` makes a tokenizer that masked-LM training accepts, whatever the family."""
+    specials = ["<|endoftext|>", "<|pad|>", "<|mask|>"] if algorithm != "wordpiece" else \
+        ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "<|pad|>", "<|mask|>"]
+    assert main(["train-tokenizer", "--algorithm", algorithm, "--input", str(shards[0]), "--vocab-size", str(vocab_size),
+                 "--out", str(tmp_path / "tok"), "--no-progress", *[f"--special-token={t}" for t in specials]]) == 0
+    loaded = AutoTokenizer.from_pretrained(tmp_path / "tok")
+    assert (loaded.mask_token, loaded.pad_token) == ("<|mask|>", "<|pad|>")
+    ids = loaded("a <|mask|> b", add_special_tokens=False)["input_ids"]
+    assert ids.count(loaded.mask_token_id) == 1
+
+
+@pytest.mark.parametrize("algorithm, vocab_size", [(c[0], c[1]) for c in CASES], ids=[c[0] for c in CASES])
 def test_summed_shard_counts_train_the_same_tokenizer(tmp_path, shards, algorithm, vocab_size):
     for i, shard in enumerate(shards):
         assert main(["count-words", "--algorithm", algorithm, "--input", str(shard),

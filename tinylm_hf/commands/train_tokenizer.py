@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"special token (repeatable). Defaults: bpe {list(DEFAULT_SPECIAL_TOKENS['bpe'])} (the first becomes "
         f"eos/bos/unk; {PAD_TOKEN!r} becomes pad if given), wordpiece {list(DEFAULT_SPECIAL_TOKENS['wordpiece'])}, "
         "none for unigram and sentencepiece-bpe (they have <unk>, <s>, </s>). "
-        f"{MASK_TOKEN!r} becomes the bpe tokenizer's mask token (masked-LM pretraining)",
+        f"In every family {MASK_TOKEN!r} becomes the mask token (masked-LM pretraining) and {PAD_TOKEN!r} pad",
     )
     parser.add_argument("--text-column", default="text", help="the text column with --dataset (default: text)")
     parser.add_argument("--pattern", default="gpt2", help='bpe pre-tokenization regex: "gpt2", "gpt4" or a regex')

@@ -30,7 +30,7 @@ TOKENIZER_FILE = "tokenizer.json"
 def _special_kwargs(core: MetaspaceTokenizer, unk_token, bos_token, eos_token, pad_token, kwargs: dict) -> dict:
     """Keyword arguments both classes give their transformers base (they land in tokenizer_config.json)."""
     kwargs.setdefault("clean_up_tokenization_spaces", False)
-    named = {unk_token, bos_token, eos_token, pad_token}
+    named = {unk_token, bos_token, eos_token, pad_token, kwargs.get("mask_token")}
     extra = [t for t in core.special_tokens if t not in named]
     if extra and "extra_special_tokens" not in kwargs:
         kwargs["extra_special_tokens"] = extra

@@ -55,14 +55,19 @@ def build_hf_tokenizer(
     if not special_tokens:
         raise ValueError(f'at least one special token is needed to serve as eos/pad, e.g. "{EOS_TOKEN}"')
     eos = EOS_TOKEN if EOS_TOKEN in special_tokens else special_tokens[0]
-    pad = PAD_TOKEN if PAD_TOKEN in special_tokens else eos
-    mask = {"mask_token": MASK_TOKEN} if MASK_TOKEN in special_tokens else {}
-    extra = [s for s in special_tokens if s not in (eos, pad, MASK_TOKEN)]
+    named = {"pad_token": eos} | named_special_tokens(special_tokens)
+    extra = [s for s in special_tokens if s not in (eos, *named.values())]
     bpe = BPETokenizer(vocab, merges, special_tokens, pattern=pattern)  # gives missing specials their ids
     return TinyLMTokenizer(
-        vocab=bpe.vocab, merges=bpe.merges, unk_token=eos, bos_token=eos, eos_token=eos, pad_token=pad,
-        pattern=pattern, extra_special_tokens=extra, **mask,
+        vocab=bpe.vocab, merges=bpe.merges, unk_token=eos, bos_token=eos, eos_token=eos,
+        pattern=pattern, extra_special_tokens=extra, **named,
     )
+
+
+def named_special_tokens(special_tokens: Sequence[str]) -> dict[str, str]:
+    """The roles the special tokens given take in every family: `PAD_TOKEN` is pad, `MASK_TOKEN` the mask token."""
+    roles = {"pad_token": PAD_TOKEN, "mask_token": MASK_TOKEN}
+    return {role: token for role, token in roles.items() if token in special_tokens}
 
 
 def collect_word_counts(
@@ -138,14 +143,15 @@ def train_tokenizer(
         if algorithm == "wordpiece":
             vocab = train_wordpiece_from_counts(counts, vocab_size, specials, progress=progress)
             write_vocab_txt(vocab, Path(tmp) / "vocab.txt")
-            return TinyLMWordPieceTokenizer(str(Path(tmp) / "vocab.txt"), do_lower_case=lowercase)
+            return TinyLMWordPieceTokenizer(str(Path(tmp) / "vocab.txt"), do_lower_case=lowercase,
+                                            **named_special_tokens(specials))
         model_file = str(Path(tmp) / "tokenizer.model")
         if algorithm == "unigram":
             pieces = train_unigram_from_counts(counts, vocab_size, specials, progress=progress)
             UnigramTokenizer(pieces, special_tokens=[*CONTROL_TOKENS, *specials]).save(model_file)
-            return TinyLMUnigramTokenizer(model_file)
+            return TinyLMUnigramTokenizer(model_file, **named_special_tokens(specials))
         pieces = train_sentencepiece_bpe_from_counts(counts, vocab_size, specials, byte_fallback=byte_fallback,
                                                      progress=progress)
         SentencePieceBPETokenizer(pieces, byte_fallback=byte_fallback, special_tokens=[*CONTROL_TOKENS, *specials]
                                   ).save(model_file)
-        return TinyLMSentencePieceBPETokenizer(model_file)
+        return TinyLMSentencePieceBPETokenizer(model_file, **named_special_tokens(specials))
