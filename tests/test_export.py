@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import env_without_tinylm
+from conftest import env_without_tinylm, run_cli_error
 from tiny_folders import make_tiny_folder, run_fresh, sentencepiece_folder
 
 from tinylm_hf.cli import main
@@ -240,3 +241,14 @@ def test_optimum_onnx_export_carries_the_tokenizer_and_generates_the_same_tokens
     got = run_in(python, f"import sys; sys.argv = ['-', {str(onnx_dir)!r}, {json.dumps(TEXTS)!r}]\n" + ONNX_CODE, root)
     assert got["ids"] == want["ids"]
     assert got["greedy"] == want["greedy"]
+
+
+@pytest.mark.parametrize("command, out", [("export-llama", "llama"), ("export-gguf", "m.gguf")])
+def test_masked_lm_encoder_is_refused_before_writing(exports, tmp_path, capsys, command, out):
+    """Llama and llama.cpp attend causally: an encoder trained with bidirectional attention would run wrongly."""
+    src = tmp_path / "encoder"
+    shutil.copytree(exports["untied"][0], src)
+    config = json.loads((src / "config.json").read_text())
+    (src / "config.json").write_text(json.dumps({**config, "use_bidirectional_attention": True}))
+    assert "masked-LM encoder" in run_cli_error([command, str(src), str(tmp_path / out)], capsys)
+    assert not (tmp_path / out).exists()

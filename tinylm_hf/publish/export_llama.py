@@ -47,9 +47,13 @@ def check_output_outside(src: Path, out: Path) -> None:
 
 
 def llama_config_from(config: dict[str, Any]) -> Any:
-    """The `LlamaConfig` equivalent of a TinyLM config.json dict."""
+    """The `LlamaConfig` equivalent of a TinyLM config.json dict (causal models only)."""
     from transformers import LlamaConfig
 
+    if config.get("use_bidirectional_attention"):
+        raise ValueError("this folder holds a masked-LM encoder (use_bidirectional_attention=True): Llama and "
+                         "llama.cpp would run it with causal attention, which it was not trained with; "
+                         "only causal TinyLM models can be exported")
     heads = config["num_attention_heads"]
     return LlamaConfig(
         vocab_size=config["vocab_size"],
