@@ -52,6 +52,7 @@ def quickstart(
         raise ValueError(f"the training budget must be a positive number of seconds, got {train_budget_s!r}")
     out = Path(out_dir)
     threads = set_threads(threads)
+    bundled_data = train_file is None and val_file is None  # what the quiet-machine figure was measured on
     train_file = Path(train_file or PACKAGE_DATA / "tinystories_train_small.txt")
     val_file = Path(val_file or PACKAGE_DATA / "tinystories_valid_small.txt")
     t0 = time.perf_counter()
@@ -99,7 +100,8 @@ def quickstart(
     print(f"\nvalidation loss {summary.val_loss:.3f} (perplexity {summary.val_perplexity:.1f}, "
           f"{summary.val_bpb or float('nan'):.3f} bits/byte) after {summary.tokens:,} training tokens; "
           f"total {time.perf_counter() - t0:.0f}s")
-    print(f"a quiet 2-core machine reaches about {QUIET_MACHINE_BPB:.2f} bits/byte with the default recipe in "
-          f"360 s ({QUIET_MACHINE_STEPS:,} steps); this run trained {summary.iterations:,} steps")
+    if bundled_data:
+        print(f"a quiet 2-core machine reaches about {QUIET_MACHINE_BPB:.2f} bits/byte with the default recipe in "
+              f"360 s ({QUIET_MACHINE_STEPS:,} steps); this run trained {summary.iterations:,} steps")
     print(f"model folder: {hf_dir}")
     return {**summary.to_dict(), "hf_dir": str(hf_dir), "stories": stories, "total_s": time.perf_counter() - t0}
