@@ -95,3 +95,22 @@ def test_unknown_algorithm_and_missing_glob_are_clear_errors(tmp_path, capsys):
     code = main(["train-tokenizer", "--input", str(tmp_path / "none*.txt"), "--vocab-size", "300",
                  "--out", str(tmp_path / "t")])
     assert code == 2 and "no input file matches" in capsys.readouterr().err
+
+
+def test_byte_fallback_is_off_for_unigram_unless_asked(tmp_path, shards, capsys):
+    """sentencepiece's defaults: byte pieces for sentencepiece-bpe, none for unigram; --byte-fallback adds them."""
+    def byte_pieces(algorithm, *flags):
+        out = tmp_path / f"{algorithm}{''.join(flags)}"
+        assert main(["train-tokenizer", "--algorithm", algorithm, "--input", str(shards[0]), "--vocab-size", "500",
+                     "--out", str(out), "--no-progress", *flags]) == 0
+        tok = AutoTokenizer.from_pretrained(out)
+        return sum(token.startswith("<0x") for token in tok.get_vocab()), tok
+
+    assert byte_pieces("sentencepiece-bpe")[0] == 256 and byte_pieces("unigram")[0] == 0
+    count, tok = byte_pieces("unigram", "--byte-fallback")
+    assert count == 256 and tok.convert_ids_to_tokens(tok("a\nb", add_special_tokens=False)["input_ids"])[1] == "<0x0A>"
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:  # argparse's own usage error
+        main(["train-tokenizer", "--algorithm", "unigram", "--input", str(shards[0]), "--vocab-size", "500",
+              "--out", str(tmp_path / "x"), "--byte-fallback", "--no-byte-fallback"])
+    assert exit_info.value.code == 2 and "not allowed with argument --byte-fallback" in capsys.readouterr().err

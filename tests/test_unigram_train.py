@@ -33,6 +33,22 @@ def test_pieces_keep_every_character_and_fixed_ids(small_corpus):
     assert tok.decode(tok.encode("Once upon a time, Lily smiled.")) == "Once upon a time, Lily smiled."
 
 
+def test_byte_fallback_reserves_sentencepieces_byte_ids(small_corpus, tmp_path):
+    """`byte_fallback=True`: ids 3..258 are the byte pieces (sentencepiece's layout), and a newline,
+    which line-by-line training never sees, encodes as <0x0A> alike in ours and in sentencepiece."""
+    from tinylm_hf.tokenization.metaspace import BYTE_PIECES
+
+    pieces = train_unigram(small_corpus, 500, byte_fallback=True, progress=False)
+    names = [p for p, _ in pieces]
+    assert len(pieces) == 500 and names[:3] == ["<unk>", "<s>", "</s>"] and tuple(names[3:259]) == BYTE_PIECES
+    ours = UnigramTokenizer(pieces, byte_fallback=True)
+    ours.save(tmp_path / "u.model")
+    reference = spm.SentencePieceProcessor(model_file=str(tmp_path / "u.model"))
+    text = "Once upon a time,\nLily saw 東京 🌍.\n\n"
+    assert ours.encode(text) == reference.encode(text)
+    assert ours.decode(ours.encode(text)) == text and "<0x0A>" in map(ours.id_to_piece, ours.encode(text))
+
+
 def test_summed_shard_counts_equal_the_concatenated_text(small_corpus):
     lines = small_corpus.read_text(encoding="utf-8").splitlines(keepends=True)
     first, second = "".join(lines[: len(lines) // 2]), "".join(lines[len(lines) // 2 :])
@@ -68,4 +84,15 @@ def test_tokens_per_byte_within_one_percent_of_sentencepiece(tmp_path, vocab_siz
     lines = VALID.read_text(encoding="utf-8").split("\n")
     theirs = sum(map(len, reference.encode(lines)))
     mine = sum(len(ours.encode(line)) for line in lines)
+    assert abs(mine / theirs - 1) <= 0.01, (mine, theirs)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("vocab_size", [2000, 5000])
+def test_byte_fallback_tokens_per_byte_within_one_percent_of_sentencepiece(tmp_path, vocab_size):
+    model = train_spm(tmp_path, TRAIN, "unigram", vocab_size, byte_fallback=True)
+    reference = spm.SentencePieceProcessor(model_file=str(model))
+    ours = UnigramTokenizer(train_unigram(TRAIN, vocab_size, byte_fallback=True, progress=False), byte_fallback=True)
+    text = VALID.read_text(encoding="utf-8")
+    mine, theirs = len(ours.encode(text)), len(reference.encode(text))
     assert abs(mine / theirs - 1) <= 0.01, (mine, theirs)

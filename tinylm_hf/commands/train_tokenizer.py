@@ -31,8 +31,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--text-column", default="text", help="the text column with --dataset (default: text)")
     parser.add_argument("--pattern", default="gpt2", help='bpe pre-tokenization regex: "gpt2", "gpt4" or a regex')
     parser.add_argument("--lowercase", action="store_true", help="wordpiece: lower-case and strip accents (uncased)")
-    parser.add_argument("--no-byte-fallback", dest="byte_fallback", action="store_false",
-                        help="sentencepiece-bpe: map unknown characters to <unk>, not to <0x..> byte tokens")
+    fallback = parser.add_mutually_exclusive_group()
+    fallback.add_argument("--byte-fallback", dest="byte_fallback", action="store_const", const=True, default=None,
+                          help="sentencepiece-bpe, unigram: map characters no piece covers to <0x..> byte tokens "
+                               "(default: on for sentencepiece-bpe, off for unigram)")
+    fallback.add_argument("--no-byte-fallback", dest="byte_fallback", action="store_const", const=False,
+                          help="map them to <unk> instead")
     parser.add_argument("--out", required=True, help="output folder (created; must not be a file)")
     parser.add_argument("--num-workers", type=int, default=None, help="processes counting BPE pre-tokens (default: CPUs)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar over merges")

@@ -114,7 +114,7 @@ def train_tokenizer(
     algorithm: str = "bpe",
     pattern: str = "gpt2",
     lowercase: bool = False,
-    byte_fallback: bool = True,
+    byte_fallback: bool | None = None,
     num_workers: int | None = None,
     progress: bool = True,
 ) -> Any:
@@ -127,7 +127,9 @@ def train_tokenizer(
             sentencepiece-style algorithms (they always have `<unk>`, `<s>`, `</s>`).
         pattern: the pre-tokenization regex of bpe ("gpt2", "gpt4" or a regex).
         lowercase: lower-case and strip accents (wordpiece, as BERT's uncased models).
-        byte_fallback: sentencepiece-bpe: unknown characters become `<0x..>` byte tokens.
+        byte_fallback: sentencepiece-bpe and unigram: characters no piece covers become `<0x..>` byte
+            tokens, not `<unk>` (default: on for sentencepiece-bpe, off for unigram, as sentencepiece;
+            llama.cpp's Unigram tokenizer has no byte fallback).
         num_workers: processes counting each large file (bpe; default: the CPU count).
     """
     if algorithm not in ALGORITHMS:
@@ -147,9 +149,13 @@ def train_tokenizer(
                                             **named_special_tokens(specials))
         model_file = str(Path(tmp) / "tokenizer.model")
         if algorithm == "unigram":
-            pieces = train_unigram_from_counts(counts, vocab_size, specials, progress=progress)
-            UnigramTokenizer(pieces, special_tokens=[*CONTROL_TOKENS, *specials]).save(model_file)
+            byte_fallback = bool(byte_fallback)
+            pieces = train_unigram_from_counts(counts, vocab_size, specials, byte_fallback=byte_fallback,
+                                               progress=progress)
+            UnigramTokenizer(pieces, byte_fallback=byte_fallback, special_tokens=[*CONTROL_TOKENS, *specials]
+                             ).save(model_file)
             return TinyLMUnigramTokenizer(model_file, **named_special_tokens(specials))
+        byte_fallback = byte_fallback is None or byte_fallback
         pieces = train_sentencepiece_bpe_from_counts(counts, vocab_size, specials, byte_fallback=byte_fallback,
                                                      progress=progress)
         SentencePieceBPETokenizer(pieces, byte_fallback=byte_fallback, special_tokens=[*CONTROL_TOKENS, *specials]

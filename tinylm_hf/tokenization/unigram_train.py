@@ -61,12 +61,19 @@ def train_unigram(
     max_piece_length: int = MAX_PIECE_LENGTH,
     shrinking_factor: float = 0.75,
     num_sub_iterations: int = 2,
+    byte_fallback: bool = False,
     progress: bool = True,
 ) -> list[tuple[str, float]]:
-    """Train a Unigram model on a UTF-8 text file; return (piece, log-probability) in id order."""
+    """Train a Unigram model on a UTF-8 text file; return (piece, log-probability) in id order.
+
+    `byte_fallback`: also reserve the 256 `<0x..>` byte pieces (after the special tokens, as
+    sentencepiece's `byte_fallback=true`), so characters no piece covers, such as a newline, which
+    line-by-line training never sees, encode as bytes instead of `<unk>`.
+    """
     counts = count_metaspace_words(read_line_chunks(input_path))
     require_words(counts, f"training file {os.fspath(input_path)!r}")
-    return _train(counts, vocab_size, special_tokens, max_piece_length, shrinking_factor, num_sub_iterations, progress)
+    return _train(counts, vocab_size, special_tokens, max_piece_length, shrinking_factor, num_sub_iterations,
+                  byte_fallback, progress)
 
 
 def train_unigram_from_iterator(
@@ -77,12 +84,14 @@ def train_unigram_from_iterator(
     max_piece_length: int = MAX_PIECE_LENGTH,
     shrinking_factor: float = 0.75,
     num_sub_iterations: int = 2,
+    byte_fallback: bool = False,
     progress: bool = True,
 ) -> list[tuple[str, float]]:
     """Train on an iterable of strings; memory holds one string plus the counts of distinct words."""
     counts = count_metaspace_words(iterator)
     require_words(counts, "the iterator")
-    return _train(counts, vocab_size, special_tokens, max_piece_length, shrinking_factor, num_sub_iterations, progress)
+    return _train(counts, vocab_size, special_tokens, max_piece_length, shrinking_factor, num_sub_iterations,
+                  byte_fallback, progress)
 
 
 def train_unigram_from_counts(
@@ -93,12 +102,14 @@ def train_unigram_from_counts(
     max_piece_length: int = MAX_PIECE_LENGTH,
     shrinking_factor: float = 0.75,
     num_sub_iterations: int = 2,
+    byte_fallback: bool = False,
     progress: bool = False,
 ) -> list[tuple[str, float]]:
     """Train on word counts (metaspace words -> count, e.g. summed over shards)."""
     words = check_word_counts(counts)
     require_words(words, "counts")
-    return _train(words, vocab_size, special_tokens, max_piece_length, shrinking_factor, num_sub_iterations, progress)
+    return _train(words, vocab_size, special_tokens, max_piece_length, shrinking_factor, num_sub_iterations,
+                  byte_fallback, progress)
 
 
 def _check_options(max_piece_length: int, shrinking_factor: float, num_sub_iterations: int) -> None:
@@ -117,10 +128,11 @@ def _train(
     max_piece_length: int,
     shrinking_factor: float,
     num_sub_iterations: int,
+    byte_fallback: bool,
     progress: bool,
 ) -> list[tuple[str, float]]:
     _check_options(max_piece_length, shrinking_factor, num_sub_iterations)
-    fixed = meta_pieces(special_tokens, byte_fallback=False)
+    fixed = meta_pieces(special_tokens, byte_fallback=byte_fallback)
     chars = count_characters(counts)
     check_vocab_size(vocab_size, len(fixed), len(chars))
     words = _clean_words(counts)
