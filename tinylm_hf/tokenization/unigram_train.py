@@ -61,8 +61,8 @@ def train_unigram(
     max_piece_length: int = MAX_PIECE_LENGTH,
     shrinking_factor: float = 0.75,
     num_sub_iterations: int = 2,
-    byte_fallback: bool = False,
     progress: bool = True,
+    byte_fallback: bool = False,
 ) -> list[tuple[str, float]]:
     """Train a Unigram model on a UTF-8 text file; return (piece, log-probability) in id order.
 
@@ -84,8 +84,8 @@ def train_unigram_from_iterator(
     max_piece_length: int = MAX_PIECE_LENGTH,
     shrinking_factor: float = 0.75,
     num_sub_iterations: int = 2,
-    byte_fallback: bool = False,
     progress: bool = True,
+    byte_fallback: bool = False,
 ) -> list[tuple[str, float]]:
     """Train on an iterable of strings; memory holds one string plus the counts of distinct words."""
     counts = count_metaspace_words(iterator)
@@ -102,8 +102,8 @@ def train_unigram_from_counts(
     max_piece_length: int = MAX_PIECE_LENGTH,
     shrinking_factor: float = 0.75,
     num_sub_iterations: int = 2,
-    byte_fallback: bool = False,
     progress: bool = False,
+    byte_fallback: bool = False,
 ) -> list[tuple[str, float]]:
     """Train on word counts (metaspace words -> count, e.g. summed over shards)."""
     words = check_word_counts(counts)
