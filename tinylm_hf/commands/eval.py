@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from ..evaluation.perplexity import evaluate_perplexity, load_texts
@@ -46,6 +47,10 @@ def run(args: argparse.Namespace) -> int:
     for key in ("perplexity", "cross_entropy", "bits_per_byte", "total_loglikelihood", "tokens", "bytes", "texts"):
         value = summary[key]
         print(f"{key:<22}{value:>16.4f}" if isinstance(value, float) else f"{key:<22}{value:>16}")
+    if not summary["round_trips"]:
+        print("note: this tokenizer does not give the text back exactly (e.g. WordPiece drops whitespace, <unk> "
+              "drops characters): the bits per byte leave out what it dropped and do not compare with lossless "
+              "tokenizers'", file=sys.stderr)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(args.out, {"model": Path(args.dir).name, "stride": args.stride, "summary": summary})

@@ -85,7 +85,9 @@ def evaluate_perplexity(
     """Score whole texts with a sliding window; return totals and per-token / per-byte metrics.
 
     Returns `total_loglikelihood` (nats, summed over texts), `tokens` (scored tokens), `bytes`
-    (UTF-8), `cross_entropy` (nats per token), `perplexity`, `bits_per_byte`, `texts`.
+    (UTF-8), `cross_entropy` (nats per token), `perplexity`, `bits_per_byte`, `texts`, and
+    `round_trips` (whether the tokenizer gives every text back exactly; bits per byte compare across
+    tokenizers only when it does).
     `context_length` defaults to the model's `max_position_embeddings`; `stride` to it as well
     (the lm-eval convention).
     """
@@ -106,9 +108,10 @@ def evaluate_perplexity(
         raise ValueError("neither the tokenizer nor the model config has a bos or eos token to prefix; "
                          "pass prefix_eos=False")
     pad_id = eos_id if eos_id is not None else 0
-    encoded = []
+    encoded, round_trips = [], True
     for text in texts:
         ids = tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+        round_trips = round_trips and tokenizer.decode(ids) == text
         encoded.append(torch.tensor(([prefix_id] if prefix_eos else []) + list(ids), dtype=torch.long))
     plans = [make_windows(len(ids), context_length=context_length, stride=stride) for ids in encoded]
     n_tokens = sum(n for plan in plans for _, _, n in plan)
@@ -130,6 +133,9 @@ def evaluate_perplexity(
         "perplexity": math.exp(cross_entropy) if n_tokens else float("nan"),
         "bits_per_byte": -total / math.log(2) / n_bytes if n_bytes else float("nan"),
         "texts": len(texts),
+        # False: decoding the ids does not give the text back (WordPiece drops whitespace, <unk> drops
+        # characters), so bits per byte leave out what the tokenizer dropped
+        "round_trips": round_trips,
     }
 
 
