@@ -9,7 +9,13 @@ from pathlib import Path
 from ..corpus.sources import expand_inputs, iter_dataset_texts
 from ..fileio import check_output_folder, seal_folder
 from ..tokenization import sum_word_counts, train_tokenizer
-from ..tokenization.train_tokenizer import ALGORITHMS, DEFAULT_SPECIAL_TOKENS, MASK_TOKEN, PAD_TOKEN
+from ..tokenization.train_tokenizer import (
+    ALGORITHMS,
+    DEFAULT_BYTE_FALLBACK,
+    DEFAULT_SPECIAL_TOKENS,
+    MASK_TOKEN,
+    PAD_TOKEN,
+)
 
 HELP = "train a tokenizer (bpe, wordpiece, unigram, sentencepiece-bpe) and save a Hugging Face tokenizer folder"
 
@@ -34,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     fallback = parser.add_mutually_exclusive_group()
     fallback.add_argument("--byte-fallback", dest="byte_fallback", action="store_const", const=True, default=None,
                           help="sentencepiece-bpe, unigram: map characters no piece covers to <0x..> byte tokens "
-                               "(default: on for sentencepiece-bpe, off for unigram)")
+                               f"(default: {', '.join(f'{a} {on}' for a, on in DEFAULT_BYTE_FALLBACK.items())})")
     fallback.add_argument("--no-byte-fallback", dest="byte_fallback", action="store_const", const=False,
                           help="map them to <unk> instead")
     parser.add_argument("--out", required=True, help="output folder (created; must not be a file)")

@@ -37,8 +37,8 @@ def load_tokenizer(tokenizer_dir: str | os.PathLike) -> Any:
         raise FileNotFoundError(f"tokenizer folder {tokenizer_dir} does not exist")
     # One per (worker) process: datasets pickles the map function only. Keyed by the absolute path and
     # the files' sizes and times, so another folder of the same relative name (or a re-trained one) reloads.
-    key = (str(folder.resolve()), tuple(sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns)
-                                               for p in folder.iterdir() if p.is_file())))
+    files = sorted((p.name, p.stat()) for p in folder.iterdir() if p.is_file())
+    key = (str(folder.resolve()), tuple((name, st.st_size, st.st_mtime_ns) for name, st in files))
     if key not in _TOKENIZERS:
         from transformers import AutoTokenizer
 

@@ -37,6 +37,8 @@ MASK_TOKEN = "<|mask|>"  # becomes the mask token (masked-LM pretraining) when g
 CONTROL_TOKENS = (BOS_TOKEN, SENTENCEPIECE_EOS_TOKEN)  # sentencepiece's <s>, </s>: ids 1 and 2
 ALGORITHMS = ("bpe", "wordpiece", "unigram", "sentencepiece-bpe")
 DEFAULT_SPECIAL_TOKENS = {"bpe": (EOS_TOKEN,), "wordpiece": BERT_SPECIAL_TOKENS, "unigram": (), "sentencepiece-bpe": ()}
+# sentencepiece's defaults (llama.cpp's Unigram tokenizer has no byte fallback either)
+DEFAULT_BYTE_FALLBACK = {"unigram": False, "sentencepiece-bpe": True}
 
 
 def build_hf_tokenizer(
@@ -128,8 +130,8 @@ def train_tokenizer(
         pattern: the pre-tokenization regex of bpe ("gpt2", "gpt4" or a regex).
         lowercase: lower-case and strip accents (wordpiece, as BERT's uncased models).
         byte_fallback: sentencepiece-bpe and unigram: characters no piece covers become `<0x..>` byte
-            tokens, not `<unk>` (default: on for sentencepiece-bpe, off for unigram, as sentencepiece;
-            llama.cpp's Unigram tokenizer has no byte fallback).
+            tokens, not `<unk>` (default: `DEFAULT_BYTE_FALLBACK`, on for sentencepiece-bpe and off for
+            unigram, as sentencepiece).
         num_workers: processes counting each large file (bpe; default: the CPU count).
     """
     if algorithm not in ALGORITHMS:
@@ -138,6 +140,8 @@ def train_tokenizer(
     record = collect_word_counts(inputs, algorithm=algorithm, special_tokens=specials, pattern=pattern,
                                  lowercase=lowercase, num_workers=num_workers)
     counts = record.counts
+    if byte_fallback is None:
+        byte_fallback = DEFAULT_BYTE_FALLBACK.get(algorithm, False)
     if algorithm == "bpe":
         vocab, merges = train_bpe_from_counts(counts, vocab_size, specials, progress=progress)
         return build_hf_tokenizer(vocab, merges, specials, pattern=pattern)
@@ -149,13 +153,11 @@ def train_tokenizer(
                                             **named_special_tokens(specials))
         model_file = str(Path(tmp) / "tokenizer.model")
         if algorithm == "unigram":
-            byte_fallback = bool(byte_fallback)
             pieces = train_unigram_from_counts(counts, vocab_size, specials, byte_fallback=byte_fallback,
                                                progress=progress)
             UnigramTokenizer(pieces, byte_fallback=byte_fallback, special_tokens=[*CONTROL_TOKENS, *specials]
                              ).save(model_file)
             return TinyLMUnigramTokenizer(model_file, **named_special_tokens(specials))
-        byte_fallback = byte_fallback is None or byte_fallback
         pieces = train_sentencepiece_bpe_from_counts(counts, vocab_size, specials, byte_fallback=byte_fallback,
                                                      progress=progress)
         SentencePieceBPETokenizer(pieces, byte_fallback=byte_fallback, special_tokens=[*CONTROL_TOKENS, *specials]
