@@ -16,8 +16,11 @@ from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, DynamicCac
 
 from tinylm_hf import BPETokenizer, TinyLMTokenizer, train_bpe
 from tinylm_hf.modeling import TinyLMConfig, TinyLMForCausalLM, TinyLMModel
+from tinylm_hf.modeling.compat import CACHE_NAME
 from conftest import env_without_tinylm
 from tiny_models import VOCAB, left_pad_mask, llama_from, make_config, make_model, random_ids
+
+pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
 
 ENDOFTEXT = "<|endoftext|>"
 
@@ -103,7 +106,8 @@ def test_logits_to_keep_returns_the_last_positions(model) -> None:
 def test_bare_model_returns_hidden_states_and_cache(model) -> None:
     out = model.model(random_ids(2, 5), use_cache=True)
     assert out.last_hidden_state.shape == (2, 5, 32)
-    assert isinstance(out.past_key_values, DynamicCache) and out.past_key_values.get_seq_length() == 5
+    cache = getattr(out, CACHE_NAME)
+    assert isinstance(cache, DynamicCache) and cache.get_seq_length() == 5
 
 
 def test_step_by_step_cached_decoding_equals_full_forward(model) -> None:
@@ -111,10 +115,10 @@ def test_step_by_step_cached_decoding_equals_full_forward(model) -> None:
     with torch.no_grad():
         full = model(ids).logits
         cache = DynamicCache(config=model.config)
-        out = model(ids[:, :4], past_key_values=cache, use_cache=True)
+        out = model(ids[:, :4], cache=cache, use_cache=True)
         steps = [out.logits]
         for t in range(4, 10):
-            steps.append(model(ids[:, t : t + 1], past_key_values=out.past_key_values, use_cache=True).logits)
+            steps.append(model(ids[:, t : t + 1], cache=getattr(out, CACHE_NAME), use_cache=True).logits)
     assert (torch.cat(steps, dim=1) - full).abs().max() < 1e-5
 
 
@@ -123,7 +127,7 @@ def test_cached_chunk_with_padding_equals_full_forward(model) -> None:
     with torch.no_grad():
         full = model(ids, attention_mask=mask).logits
         out = model(ids[:, :7], attention_mask=mask[:, :7], use_cache=True)
-        rest = model(ids[:, 7:], attention_mask=mask, past_key_values=out.past_key_values).logits
+        rest = model(ids[:, 7:], attention_mask=mask, cache=getattr(out, CACHE_NAME)).logits
     real = mask.bool()[:, 7:]
     assert (rest[real] - full[:, 7:][real]).abs().max() < 1e-5
 
@@ -302,8 +306,12 @@ def test_gradient_checkpointing_gives_the_same_gradients() -> None:
     grads = []
     for checkpointing in (False, True):
         model = make_model(seed=7).train()
-        if checkpointing:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if checkpointing:  # transformers 5.23 renamed gradient_checkpointing_enable (the old name is deprecated)
+            enable = getattr(model, "activation_checkpointing_enable", None)
+            if enable is not None:
+                enable(activation_checkpointing_kwargs={"use_reentrant": False})
+            else:
+                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             assert all(layer.gradient_checkpointing for layer in model.model.layers)
         model(ids, labels=ids).loss.backward()
         grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
@@ -357,7 +365,7 @@ def test_cache_plus_new_tokens_longer_than_max_position_embeddings_raises(model)
     with torch.no_grad():
         out = model(random_ids(1, 60), use_cache=True)
         with pytest.raises(ValueError, match="max_position_embeddings"):
-            model(random_ids(1, 5), past_key_values=out.past_key_values)
+            model(random_ids(1, 5), cache=getattr(out, CACHE_NAME))
 
 
 def test_position_ids_beyond_max_position_embeddings_raise(model) -> None:

@@ -16,7 +16,10 @@ from transformers import AutoModelForCausalLM, DynamicCache
 from transformers.utils import logging as hf_logging
 
 from tinylm_hf.modeling import TinyLMForCausalLM, TinyLMModel
+from tinylm_hf.modeling.compat import CACHE_NAME
 from tiny_models import left_pad_mask, llama_from, make_config, make_model, random_ids
+
+pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
 
 TOL = 1e-5
 PADDING = {"unpadded": None, "left-padded": [9, 6, 2]}
@@ -125,8 +128,8 @@ def test_output_attentions_from_the_config() -> None:
 def test_attentions_with_a_cache_span_past_and_new_keys(model) -> None:
     ids = random_ids(2, 6)
     with torch.no_grad():
-        past = model(ids[:, :4], use_cache=True).past_key_values
-        out = model(ids[:, 4:], past_key_values=past, output_attentions=True)
+        past = getattr(model(ids[:, :4], use_cache=True), CACHE_NAME)
+        out = model(ids[:, 4:], cache=past, output_attentions=True)
     assert out.attentions[0].shape == (2, 4, 2, 6)
     torch.testing.assert_close(out.attentions[0].sum(-1), torch.ones(2, 4, 2))
 
@@ -348,11 +351,12 @@ def test_generate_from_inputs_embeds_matches_llama_and_input_ids(model) -> None:
     assert torch.equal(ours, model.generate(ids, attention_mask=mask, **kwargs)[:, 6:])
 
 
-def test_generate_continues_from_past_key_values(model) -> None:
+def test_generate_continues_from_a_cache(model) -> None:
     ids = random_ids(2, 5, seed=24)
     kwargs = dict(pad_token_id=0, eos_token_id=None)
     first = model.generate(ids, max_new_tokens=3, return_dict_in_generate=True, **kwargs)
-    resumed = model.generate(first.sequences, past_key_values=first.past_key_values, max_new_tokens=2, **kwargs)
+    cache = {CACHE_NAME: getattr(first, CACHE_NAME)}
+    resumed = model.generate(first.sequences, max_new_tokens=2, **cache, **kwargs)
     assert torch.equal(resumed, model.generate(ids, max_new_tokens=5, **kwargs))
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+# first: on an unsupported transformers, a remote-code folder says what it needs (compat.py)
+from .compat import CACHE_NAME
+
 from typing import Any
 
 from transformers import PretrainedConfig
@@ -66,7 +69,7 @@ class TinyLMConfig(PretrainedConfig):
     """
 
     model_type = "tinylm"
-    keys_to_ignore_at_inference = ["past_key_values"]
+    keys_to_ignore_at_inference = [CACHE_NAME]
 
     def __init__(
         self,

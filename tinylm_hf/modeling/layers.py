@@ -229,7 +229,7 @@ class CausalSelfAttention(nn.Module):
         hidden_states: torch.Tensor,
         rope: tuple[torch.Tensor, torch.Tensor] | None = None,
         attention_mask: torch.Tensor | None = None,
-        past_key_values=None,
+        cache=None,
         attn_implementation: str = "sdpa",
         output_attentions: bool = False,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
@@ -239,7 +239,7 @@ class CausalSelfAttention(nn.Module):
             rope: (cos, sin) of shape (batch or 1, seq, head_dim // 2) from RotaryEmbedding, or None for no RoPE.
             attention_mask: boolean (batch or 1, 1, seq, kv_len), True = attend; None = plain causal
                 (or no mask at all when ``is_causal`` is False).
-            past_key_values: a transformers Cache; ``update(k, v, layer_idx)`` returns all keys/values.
+            cache: a transformers Cache; ``update(k, v, layer_idx)`` returns all keys/values.
             attn_implementation: "sdpa" (torch's fused kernel) or "eager" (our reference attention).
             output_attentions: also return the attention weights (batch, heads, seq, kv_len), computed by the
                 eager path whatever ``attn_implementation`` says (the fused kernel never materialises them).
@@ -255,8 +255,8 @@ class CausalSelfAttention(nn.Module):
             q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
         q, k = q.transpose(1, 2), k.transpose(1, 2)  # (batch, heads, seq, head_dim)
         v = self.v_proj(hidden_states).view(shape).transpose(1, 2)
-        if past_key_values is not None:
-            k, v = past_key_values.update(k, v, self.layer_idx)  # (batch, heads, kv_len, head_dim)
+        if cache is not None:
+            k, v = cache.update(k, v, self.layer_idx)  # (batch, heads, kv_len, head_dim)
         if output_attentions:
             if attention_mask is None and self.is_causal:
                 attention_mask = causal_mask(q.shape[-2], k.shape[-2], q.device)
@@ -324,7 +324,7 @@ class DecoderBlock(nn.Module):
         hidden_states: torch.Tensor,
         rope: tuple[torch.Tensor, torch.Tensor] | None = None,
         attention_mask: torch.Tensor | None = None,
-        past_key_values=None,
+        cache=None,
         attn_implementation: str = "sdpa",
         output_attentions: bool = False,
         **kwargs,
@@ -337,7 +337,7 @@ class DecoderBlock(nn.Module):
             self.input_layernorm(hidden_states),
             rope,
             attention_mask,
-            past_key_values,
+            cache,
             attn_implementation,
             output_attentions=output_attentions,
         )

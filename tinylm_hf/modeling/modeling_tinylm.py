@@ -7,6 +7,9 @@ loads into ``transformers.LlamaForCausalLM`` as is.
 
 from __future__ import annotations
 
+# first: on an unsupported transformers, a remote-code folder says what it needs (compat.py)
+from .compat import CACHE_NAME, resolve_cache
+
 import math
 
 import torch
@@ -48,7 +51,7 @@ class TinyLMPreTrainedModel(PreTrainedModel):
     base_model_prefix = "model"
     supports_gradient_checkpointing = True
     _no_split_modules = ["TinyLMDecoderLayer"]
-    _skip_keys_device_placement = ["past_key_values"]
+    _skip_keys_device_placement = [CACHE_NAME]
     _supports_sdpa = True
 
     @torch.no_grad()
@@ -129,12 +132,13 @@ class TinyLMModel(TinyLMPreTrainedModel):
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
         position_ids: torch.LongTensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         inputs_embeds: torch.FloatTensor | None = None,
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | int | list[int] | None = None,
         return_dict: bool | None = None,
+        past_key_values: Cache | None = None,
         **kwargs,
     ) -> BaseModelOutputWithPast | tuple:
         """Run the decoder; ``attention_mask`` (batch, past + seq) marks real tokens with 1, padding with 0.
@@ -143,7 +147,10 @@ class TinyLMModel(TinyLMPreTrainedModel):
         embeddings, then each layer's output, the last one after the final norm (``num_hidden_layers + 1``
         tensors, None where not selected). ``output_attentions`` adds each layer's attention weights
         (batch, heads, seq, past + seq), computed by the eager path. Unset options default to the config's.
+        The KV cache comes as ``cache`` (transformers >= 5.24) or ``past_key_values`` (before), and goes
+        back under the installed release's field name.
         """
+        cache = resolve_cache(cache, past_key_values)
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids or inputs_embeds")
         output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
@@ -159,13 +166,13 @@ class TinyLMModel(TinyLMPreTrainedModel):
             inputs_embeds = self.embed_tokens(input_ids)
         batch, seq = inputs_embeds.shape[:2]
         causal = not self.config.use_bidirectional_attention
-        if not causal and (use_cache or past_key_values is not None):
-            raise ValueError("a bidirectional (masked-LM) TinyLM has no KV cache: pass use_cache=False and no past_key_values")
+        if not causal and (use_cache or cache is not None):
+            raise ValueError("a bidirectional (masked-LM) TinyLM has no KV cache: pass use_cache=False and no cache")
         if use_cache is None:  # a training forward keeps no cache unless asked to
             use_cache = causal and self.config.use_cache and not self.training
-        if use_cache and past_key_values is None:
-            past_key_values = DynamicCache(config=self.config)
-        past_len, kv_len = _cache_lengths(past_key_values, seq)
+        if use_cache and cache is None:
+            cache = DynamicCache(config=self.config)
+        past_len, kv_len = _cache_lengths(cache, seq)
         if past_len + seq > self.config.max_position_embeddings:
             raise ValueError(
                 f"sequence of {past_len + seq} tokens (past {past_len} + new {seq}) is longer than "
@@ -183,13 +190,13 @@ class TinyLMModel(TinyLMPreTrainedModel):
         )
         rope = self.rotary_emb(position_ids, dtype=inputs_embeds.dtype)
         hidden_states, all_hidden_states, all_attentions = self._run_layers(
-            inputs_embeds, rope, mask, past_key_values, output_attentions, keep_states
+            inputs_embeds, rope, mask, cache, output_attentions, keep_states
         )
         outputs = BaseModelOutputWithPast(
             last_hidden_state=hidden_states,
-            past_key_values=past_key_values if use_cache else None,
             hidden_states=all_hidden_states,
             attentions=all_attentions,
+            **{CACHE_NAME: cache if use_cache else None},
         )
         return_dict = self.config.return_dict if return_dict is None else return_dict
         return outputs if return_dict else outputs.to_tuple()
@@ -199,7 +206,7 @@ class TinyLMModel(TinyLMPreTrainedModel):
         hidden_states: torch.Tensor,
         rope: tuple[torch.Tensor, torch.Tensor],
         mask: torch.Tensor | None,
-        past_key_values: Cache | None,
+        cache: Cache | None,
         output_attentions: bool,
         keep_states: set[int] | None,
     ) -> tuple[torch.Tensor, tuple | None, tuple | None]:
@@ -213,7 +220,7 @@ class TinyLMModel(TinyLMPreTrainedModel):
                 hidden_states,
                 rope,
                 mask,
-                past_key_values=past_key_values,
+                cache=cache,
                 attn_implementation=attn_implementation,
                 output_attentions=output_attentions,
             )
@@ -272,12 +279,12 @@ def _packed_sequences_mask(position_ids: torch.Tensor, batch: int, causal: bool 
     return (same & torch.ones_like(same[0]).tril())[:, None] if causal else same[:, None]
 
 
-def _cache_lengths(past_key_values: Cache | None, seq: int) -> tuple[int, int]:
+def _cache_lengths(cache: Cache | None, seq: int) -> tuple[int, int]:
     """(tokens already cached, length of the keys attention will see): past + seq, or a static cache's full size."""
-    if past_key_values is None:
+    if cache is None:
         return 0, seq
-    past_len = int(past_key_values.get_seq_length())
-    return past_len, int(past_key_values.get_mask_sizes(seq, 0)[0])
+    past_len = int(cache.get_seq_length())
+    return past_len, int(cache.get_mask_sizes(seq, 0)[0])
 
 
 def _default_position_ids(
@@ -371,7 +378,7 @@ class TinyLMForCausalLM(TinyLMPreTrainedModel, GenerationMixin):
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
         position_ids: torch.LongTensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         inputs_embeds: torch.FloatTensor | None = None,
         labels: torch.LongTensor | None = None,
         use_cache: bool | None = None,
@@ -379,6 +386,7 @@ class TinyLMForCausalLM(TinyLMPreTrainedModel, GenerationMixin):
         output_hidden_states: bool | int | list[int] | None = None,
         return_dict: bool | None = None,
         logits_to_keep: int | torch.Tensor = 0,
+        past_key_values: Cache | None = None,
         **kwargs,
     ) -> CausalLMOutputWithPast | tuple:
         """Logits for every (or the last ``logits_to_keep``) position; ``labels`` (-100 = ignore) adds the loss.
@@ -391,7 +399,7 @@ class TinyLMForCausalLM(TinyLMPreTrainedModel, GenerationMixin):
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=position_ids,
-            past_key_values=past_key_values,
+            cache=resolve_cache(cache, past_key_values),
             inputs_embeds=inputs_embeds,
             use_cache=use_cache,
             output_attentions=output_attentions,
@@ -410,9 +418,9 @@ class TinyLMForCausalLM(TinyLMPreTrainedModel, GenerationMixin):
         result = CausalLMOutputWithPast(
             loss=loss,
             logits=logits,
-            past_key_values=outputs.past_key_values,
             hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
+            **{CACHE_NAME: getattr(outputs, CACHE_NAME)},
         )
         return_dict = self.config.return_dict if return_dict is None else return_dict
         return result if return_dict else result.to_tuple()
