@@ -11,6 +11,9 @@ This file imports only same-folder siblings: transformers copies it flat for `tr
 
 from __future__ import annotations
 
+# first: on an unsupported transformers, a remote-code folder says what it needs (compat.py)
+from .compat import require_supported_transformers  # noqa: F401
+
 import os
 from typing import Any
 
@@ -27,6 +30,10 @@ from .byte_level_backend import (
 from .byte_unicode import token_to_unicode, unicode_to_token
 from .gpt2_files import MERGES_FILE, VOCAB_FILE, load_merges_txt, load_vocab_json, write_gpt2_files
 from .pretokenize import EOS_TOKEN, split_on_special_tokens
+# siblings the imports above reach, named so that transformers < 5.10 copies them too (compat.py)
+from .atomic_files import FILE_MODE  # noqa: F401
+from .bpe_merge import OFFSET_BITS  # noqa: F401
+from .encode_cache import CACHE_LIMIT  # noqa: F401
 
 VOCAB_FILES_NAMES = {"vocab_file": VOCAB_FILE, "merges_file": MERGES_FILE}
 

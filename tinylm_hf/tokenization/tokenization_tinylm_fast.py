@@ -10,6 +10,9 @@ This file imports only same-folder siblings: transformers copies it flat for `tr
 
 from __future__ import annotations
 
+# first: on an unsupported transformers, a remote-code folder says what it needs (compat.py)
+from .compat import require_supported_transformers  # noqa: F401
+
 import json
 import os
 from typing import Any
@@ -20,6 +23,9 @@ from transformers import PreTrainedTokenizerFast
 from .byte_level_backend import base_init_kwargs, build_byte_level_bpe, check_fast_pattern
 from .gpt2_files import read_merges_txt, read_vocab_json, write_gpt2_files
 from .pretokenize import EOS_TOKEN
+# siblings the imports above reach, named so that transformers < 5.10 copies them too (compat.py)
+from .atomic_files import FILE_MODE  # noqa: F401
+from .byte_unicode import bytes_to_unicode  # noqa: F401
 
 def _read_vocab(vocab: dict[str, int] | str) -> dict[str, int]:
     return vocab if isinstance(vocab, dict) else read_vocab_json(vocab)

@@ -12,6 +12,9 @@ This file imports only same-folder siblings: transformers copies it flat for `tr
 
 from __future__ import annotations
 
+# first: on an unsupported transformers, a remote-code folder says what it needs (compat.py)
+from .compat import require_supported_transformers  # noqa: F401
+
 import os
 from typing import Any
 
@@ -22,6 +25,10 @@ from .byte_level_backend import save_tokenizer_json
 from .metaspace import decode_pieces
 from .metaspace_backend import build_metaspace_backend
 from .metaspace_tokenizer import MetaspaceTokenizer
+# siblings the imports above reach, named so that transformers < 5.10 copies them too (compat.py)
+from .atomic_files import FILE_MODE  # noqa: F401
+from .encode_cache import CACHE_LIMIT  # noqa: F401
+from .pretokenize import GPT2_PATTERN  # noqa: F401
 
 MODEL_FILE = "tokenizer.model"
 TOKENIZER_FILE = "tokenizer.json"

@@ -10,6 +10,9 @@ This file imports only same-folder siblings: transformers copies it flat for `tr
 
 from __future__ import annotations
 
+# first: on an unsupported transformers, a remote-code folder says what it needs (compat.py)
+from .compat import require_supported_transformers  # noqa: F401
+
 import os
 from typing import Any
 
@@ -19,6 +22,11 @@ from transformers import PreTrainedTokenizer
 from .byte_level_backend import save_tokenizer_json
 from .wordpiece import WordPieceTokenizer, join_wordpieces, load_vocab_txt, write_vocab_txt
 from .wordpiece_backend import build_bert_wordpiece, wordpiece_init_kwargs
+# siblings the imports above reach, named so that transformers < 5.10 copies them too (compat.py)
+from .atomic_files import FILE_MODE  # noqa: F401
+from .bert_unicode import REMOVED  # noqa: F401
+from .encode_cache import CACHE_LIMIT  # noqa: F401
+from .pretokenize import GPT2_PATTERN  # noqa: F401
 
 VOCAB_FILES_NAMES = {"vocab_file": "vocab.txt"}
 
