@@ -14,6 +14,8 @@ from conftest import PACKAGE_DATA, shared_file
 from tinylm_hf.corpus import load_tokens, prepare_dataset
 from tinylm_hf.training import get_batch, iter_eval_batches
 
+pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
+
 
 def test_get_batch_shapes_and_shift():
     data = np.arange(100, dtype=np.uint16)

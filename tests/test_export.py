@@ -16,6 +16,8 @@ from tiny_folders import make_tiny_folder, run_fresh, sentencepiece_folder
 from tinylm_hf.cli import main
 from tinylm_hf.publish import export_llama
 
+pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
+
 TEXTS = ["Once upon a time, a little cat said: \"Hello!\"", "Lily and Ben played in the park.<|endoftext|>Bye"]
 # far from the 10000 that transformers 4.x falls back to when it cannot find rope_theta
 ROPE_THETA = 500000.0

@@ -15,6 +15,8 @@ import pytest
 import torch
 from tiny_folders import make_tiny_folder, sentencepiece_folder
 
+pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
+
 gguf = pytest.importorskip("gguf")
 
 from tinylm_hf.cli import main  # noqa: E402

@@ -13,6 +13,8 @@ from tiny_folders import load_tiny_folder, make_tiny_folder
 from tinylm_hf.cli import main
 from tinylm_hf.generation import generate_text
 
+pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
+
 PROMPT = "Once upon a time"
 
 

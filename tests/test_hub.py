@@ -17,6 +17,8 @@ from tinylm_hf.publish import check_repo_id, render_model_card
 from tinylm_hf.publish.model_card import TEMPLATE_PATH
 from tinylm_hf.training import DataProvenance, RunSummary
 
+pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
+
 REPO_ID = "alice/tinylm-stories"
 
 
@@ -83,6 +85,13 @@ def test_card_metadata_round_trips(folder):
     assert {r.metric_type: r.metric_value for r in data.eval_results} == {"perplexity": 12.5, "bits_per_byte": 1.25, "cross_entropy": 2.526}
     assert f'AutoModelForCausalLM.from_pretrained("{REPO_ID}", trust_remote_code=True)' in card.text
     assert "| Hidden size | 32 |" in card.text
+
+
+def test_card_states_the_transformers_its_code_needs(folder):
+    from tinylm_hf.modeling.compat import TRANSFORMERS_REQUIREMENT
+
+    card = render_model_card(folder, repo_id=REPO_ID)
+    assert f"`transformers{TRANSFORMERS_REQUIREMENT}`" in card.text
 
 
 def test_card_without_a_run_claims_no_data_or_licence(folder):

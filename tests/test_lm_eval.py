@@ -1,7 +1,8 @@
 """lm-evaluation-harness on a saved TinyLM folder, in processes that cannot import tinylm_hf.
 
-The lm-eval runs are slow (each CLI run imports lm-eval, ~30-40 s here), so they are marked slow;
-the task-writing helper is checked in the default run.
+The CLI runs of the bundled tasks are slow (each imports lm-eval, ~30-40 s here), so they are marked
+slow; one generate_until run (batched, left-padded: the path that broke when transformers renamed the
+KV cache) and the task-writing helper are checked in the default run.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from tinylm_hf.evaluation.lm_eval_tasks import CLOZE_DATA, write_tasks
 from tinylm_hf.corpus import split_documents
 from tinylm_hf.evaluation.perplexity import evaluate_perplexity
 from conftest import env_without_tinylm
+
+pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
 
 
 def test_write_tasks_uses_absolute_paths(tmp_path, monkeypatch):
@@ -107,3 +110,60 @@ def test_cloze_task_scores_every_item(lm_eval_runs):
     assert len(rows) == len(CLOZE_DATA.read_text().splitlines())
     assert all(len(r["filtered_resps"]) == len(r["doc"]["choices"]) for r in rows)
     assert all(r["acc"] in (0.0, 1.0) for r in rows)
+
+
+GENERATE_TASK = """\
+task: tinylm_continue
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {rows}
+test_split: test
+output_type: generate_until
+doc_to_text: "{{{{prompt}}}}"
+doc_to_target: "{{{{prompt}}}}"
+generation_kwargs:
+  until: ["\\n\\n"]
+  max_gen_toks: 12
+  do_sample: false
+metric_list:
+  - metric: exact_match
+"""
+
+GENERATE_SCRIPT = """
+import json, sys
+import lm_eval
+from lm_eval.tasks import TaskManager
+folder, tasks = sys.argv[1], sys.argv[2]
+results = lm_eval.simple_evaluate(
+    model="hf", model_args=f"pretrained={folder},trust_remote_code=True", tasks=["tinylm_continue"], device="cpu",
+    batch_size=4, task_manager=TaskManager(include_path=tasks), log_samples=True,
+)
+rows = results["samples"]["tinylm_continue"]
+print(json.dumps({row["doc"]["prompt"]: row["resps"][0][0] for row in rows}))
+"""
+
+
+def test_generate_until_on_a_left_padded_batch_equals_each_prompt_alone(tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = make_tiny_folder(tmp_path / "model", max_position_embeddings=128)
+    docs = split_documents(BUNDLED_VALID.read_text(encoding="utf-8"))[:6]
+    prompts = [" ".join(doc.split()[: 3 + 2 * i]) for i, doc in enumerate(docs)]  # lengths differ: left padding
+    rows = tmp_path / "prompts.jsonl"
+    rows.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in prompts), encoding="utf-8")
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "tinylm_continue.yaml").write_text(GENERATE_TASK.format(rows=rows))
+    (tmp_path / "script.py").write_text(GENERATE_SCRIPT)
+    env = env_without_tinylm(tmp_path, HF_DATASETS_OFFLINE="1", HF_HOME=str(tmp_path / "hf_home"),
+                             HF_DATASETS_CACHE=str(tmp_path / "datasets"), TQDM_DISABLE="1")
+    result = subprocess.run([sys.executable, str(tmp_path / "script.py"), str(folder), str(tmp_path / "tasks")],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-4000:]
+    batched = json.loads(result.stdout.strip().splitlines()[-1])
+    model, tok = AutoModelForCausalLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
+    for prompt in prompts:
+        ids = tok(prompt, return_tensors="pt")["input_ids"]
+        new = model.generate(ids, max_new_tokens=12, do_sample=False, pad_token_id=tok.pad_token_id)[0, ids.shape[1]:]
+        alone = tok.decode(new).split("\n\n")[0].split(tok.eos_token)[0]
+        assert batched[prompt] == alone, prompt

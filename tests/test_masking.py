@@ -33,6 +33,8 @@ from tinylm_hf.training.masking import (
     span_length_distribution,
 )
 
+pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
+
 TEXT = (PACKAGE_DATA / "tinystories_valid_small.txt").read_text(encoding="utf-8")
 SEQ = 128
 

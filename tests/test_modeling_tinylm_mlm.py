@@ -16,6 +16,8 @@ from tiny_models import llama_from, make_config, random_ids
 from tinylm_hf import MLMCollator, TinyLMConfig, TinyLMForMaskedLM, TinyLMTokenizer
 from tinylm_hf.modeling.layers import apply_rotary, scaled_dot_product_attention
 
+pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
+
 
 def make_mlm(seed: int = 0, **overrides) -> TinyLMForMaskedLM:
     torch.manual_seed(seed)

@@ -16,6 +16,8 @@ from tinylm_hf.cli import main
 from tinylm_hf.corpus import split_documents
 from tinylm_hf.evaluation.perplexity import evaluate_perplexity, make_windows
 
+pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
+
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):

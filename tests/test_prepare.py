@@ -14,6 +14,8 @@ from tinylm_hf import EOS_TOKEN, prepare_dataset
 from tinylm_hf.corpus import load_tokens, read_header, token_files
 from tinylm_hf.tokenization import build_hf_tokenizer, train_tokenizer
 
+pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
+
 
 @pytest.fixture(scope="module")
 def tok_dir(tmp_path_factory) -> Path:

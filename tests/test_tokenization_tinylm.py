@@ -30,6 +30,8 @@ from tinylm_hf.cli import main as cli_main
 from tinylm_hf.tokenization.byte_unicode import token_to_unicode
 from conftest import env_without_tinylm
 
+pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
+
 CHAT_TEMPLATE = "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|endoftext|>{% endfor %}"
 
 

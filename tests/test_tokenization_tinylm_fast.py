@@ -19,6 +19,8 @@ from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from tinylm_hf import TinyLMTokenizer, TinyLMTokenizerFast
 
+pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
+
 EXTRA = ["<|user|>", "<|assistant|>", "<|endoftext|><|endoftext|>"]
 
 

@@ -22,6 +22,8 @@ from tinylm_hf.tokenization import (
 from tinylm_hf.tokenization.sentencepiece_bpe import SentencePieceBPETokenizer
 from tinylm_hf.tokenization.unigram import UnigramTokenizer
 
+pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
+
 FAMILIES = {
     "unigram": (TinyLMUnigramTokenizer, TinyLMUnigramTokenizerFast, UnigramTokenizer, train_unigram),
     "sentencepiece-bpe": (TinyLMSentencePieceBPETokenizer, TinyLMSentencePieceBPETokenizerFast, SentencePieceBPETokenizer, train_sentencepiece_bpe),

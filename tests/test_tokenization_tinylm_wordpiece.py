@@ -19,6 +19,8 @@ from tinylm_hf.tokenization.tokenization_tinylm_wordpiece_fast import TinyLMWord
 from tinylm_hf.tokenization.wordpiece import WordPieceTokenizer, write_vocab_txt
 from tinylm_hf.tokenization.wordpiece_train import train_wordpiece_from_iterator
 
+pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
+
 PAIR = ("Hello [CLS] there, Über-café! [MASK]x 中文", "Second  segment, with ünïcode.")
 
 

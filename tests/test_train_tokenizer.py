@@ -12,6 +12,8 @@ from conftest import PACKAGE_DATA
 from tinylm_hf.cli import main
 from tinylm_hf.tokenization import train_tokenizer
 
+pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
+
 CASES = [("bpe", 400, "TinyLMTokenizer"), ("wordpiece", 500, "TinyLMWordPieceTokenizer"),
          ("unigram", 300, "TinyLMUnigramTokenizer"), ("sentencepiece-bpe", 400, "TinyLMSentencePieceBPETokenizer")]
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 from tiny_folders import BUNDLED_VALID, make_tiny_folder
 
 from tinylm_hf.corpus import split_documents
+
+pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
 
 
 def test_trainer_fine_tunes_a_tinylm_folder(tmp_path):

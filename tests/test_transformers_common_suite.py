@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 # A checkpoint with no decoder weights at all: transformers re-initialises it silently; TinyLM raises
