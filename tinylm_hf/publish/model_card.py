@@ -16,6 +16,7 @@ from typing import Any
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from ..fileio import write_text_atomic
+from ..modeling.compat import TRANSFORMERS_REQUIREMENT
 from ..training.summary import DataProvenance, RunSummary
 from .folder import count_parameters, read_json
 
@@ -219,6 +220,7 @@ def render_model_card(folder: str | os.PathLike, summary: RunSummary | None = No
         "training_description": describe_training(summary),
         **describe_architecture(config, repo_id),
         "evaluation_description": _evaluation_text(results),
+        "transformers_requirement": TRANSFORMERS_REQUIREMENT,
         **data,
     }
     values |= facts
