@@ -147,10 +147,10 @@ def first_time_at(curve: list[tuple[float, float]], target: float) -> float:
 
 def run_ours(config, eval_batches: int, eval_bs: int) -> list[tuple[float, float]]:
     """Our `train` with every evaluation recorded as (training seconds so far, val loss)."""
-    import tinylm_hf.training.loop as loop
+    import tinylm_hf.training.objectives as objectives
     from tinylm_hf.training import train
 
-    real_evaluate = loop.evaluate
+    real_evaluate = objectives.evaluate
     curve: list[tuple[float, float]] = []
     paused = [0.0]
 
@@ -162,12 +162,12 @@ def run_ours(config, eval_batches: int, eval_bs: int) -> list[tuple[float, float
         curve.append((elapsed, out["val_loss"]))
         return out
 
-    loop.evaluate = timed_evaluate
+    objectives.evaluate = timed_evaluate
     try:
         start = time.perf_counter()
         train(config)
     finally:
-        loop.evaluate = real_evaluate
+        objectives.evaluate = real_evaluate
     return curve
 
 

@@ -19,7 +19,8 @@ from tiny_runs import byte_data, losses, tiny_config  # noqa: F401  (byte_data i
 from tinylm_hf.training import step as step_module
 from tinylm_hf.training.checkpoint import list_checkpoints
 from tinylm_hf.training.config import TrainConfig
-from tinylm_hf.training.loop import CALIBRATION_STEPS, BudgetPlanner, NonFiniteLossError, train
+from tinylm_hf.training.budget import CALIBRATION_STEPS, BudgetPlanner
+from tinylm_hf.training.loop import NonFiniteLossError, train
 
 
 def test_outputs_exist_and_published_folder_loads(byte_data, tmp_path):
@@ -274,7 +275,7 @@ def test_time_budget_clock_must_be_known(byte_data, tmp_path):
 
 
 def test_budget_planner_lengthening_after_warmup_never_raises_the_learning_rate():
-    from tinylm_hf.training.loop import _scheduled_lr
+    from tinylm_hf.training.budget import _scheduled_lr
 
     config = TrainConfig(data_dir="d", out_dir="o", max_lr=1e-3, min_lr=1e-4)
     clock = FakeClock()

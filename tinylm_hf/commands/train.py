@@ -9,7 +9,7 @@ import typing
 
 from ..publish import publish_run
 from ..training import TrainConfig, train
-from ..training.loop import is_main_process, wait_for_all_ranks
+from ..training.distributed import is_main_process, wait_for_all_ranks
 from ..training.config import field_docs, field_sections
 
 HELP = "train a TinyLM model on data made by `tinylm prepare`"

@@ -1,8 +1,9 @@
-"""Runtime batching over prepared token arrays: seeded random training windows and a sequential eval walk."""
+"""Runtime batching over prepared token arrays: seeded random training windows, each optimizer step's
+micro-batches (`StepBatches`), and a sequential eval walk."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -76,3 +77,41 @@ def iter_eval_batches(
     if n - 1 - tail_start > 0:
         tail = torch.from_numpy(np.asarray(data[tail_start:], dtype=np.int64))[None]  # (1, r + 1)
         yield tail[:, :-1], tail[:, 1:]
+
+
+MicroBatch = tuple[torch.Tensor, torch.Tensor]  # (input_ids, labels), each (rows, context_length)
+
+
+class StepBatches:
+    """The micro-batches of each optimizer step, from the run's seeded sampler.
+
+    The next step's batches are drawn while the device still works on this step (`prefetch_next`, train_step's
+    `overlap`); a checkpoint keeps the sampler as it was before that draw (`sampler_state`), so a resumed
+    run draws them again.
+    """
+
+    def __init__(self, draw: Callable[[torch.Generator, int, slice, torch.device, tuple[int, ...]], MicroBatch],
+                 sampler: torch.Generator, *, grad_accum_steps: int, size: int, rows: slice, device: torch.device,
+                 seed: int) -> None:
+        self.draw = draw  # the objective's micro_batch(sampler, size, rows, device, seed)
+        self.sampler = sampler
+        self.grad_accum_steps, self.size, self.rows, self.device, self.seed = grad_accum_steps, size, rows, device, seed
+        self.sampler_state = sampler.get_state()
+        self._prefetched: dict[int, list[MicroBatch]] = {}
+        self._next: int | None = None
+
+    def take(self, step: int, *, max_iters: int) -> list[MicroBatch]:
+        """The micro-batches of step `step` (0-based) of a run of `max_iters` steps."""
+        batches = self._prefetched.pop(step, None) or self._draw(step)
+        self.sampler_state = self.sampler.get_state()
+        self._next = step + 1 if step + 1 < max_iters else None
+        return batches
+
+    def prefetch_next(self) -> None:
+        """Draw the next step's micro-batches now (none after the last step)."""
+        if self._next is not None:
+            self._prefetched[self._next] = self._draw(self._next)
+
+    def _draw(self, step: int) -> list[MicroBatch]:
+        return [self.draw(self.sampler, self.size, self.rows, self.device, (self.seed, step, i))
+                for i in range(self.grad_accum_steps)]

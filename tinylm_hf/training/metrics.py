@@ -1,5 +1,6 @@
 """Run metrics: metrics.jsonl, the console (a progress bar on a terminal, plain lines elsewhere),
-experiment trackers (TensorBoard, Trackio, W&B when installed) and the loss plot.
+experiment trackers (TensorBoard, Trackio, W&B when installed), the `RunLog` that feeds them all, and the
+loss plot.
 
 One vocabulary end to end: `iter`, `tokens`, `loss`, `lr`, `grad_norm`, `tok_per_s` for training
 steps; `val_loss`, `val_perplexity`, `val_bpb` and `sample` for evaluations. `RunSummary` and the
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..fileio import FILE_MODE, atomic_output, write_text_atomic
+from .config import TrainConfig
 
 TRACKER_PACKAGES = {"tensorboard": "tensorboard", "trackio": "trackio", "wandb": "wandb"}
 
@@ -131,6 +133,58 @@ class MetricsLog:
             os.chmod(self.path, FILE_MODE)
         if self.tracker is not None:
             self.tracker.log(record)
+
+
+class RunLog:
+    """Where a training run's records go: metrics.jsonl and the tracker (main process only), and the console.
+
+    Use it as a context manager: leaving it closes the progress bar and the tracker.
+    """
+
+    def __init__(self, config: TrainConfig, run_path: Path, run_id: str | None, records: list[dict[str, Any]], *,
+                 total: int, initial: int, main: bool) -> None:
+        path = run_path / "metrics.jsonl"
+        if main:
+            rewrite_metrics(path, records)  # on resume: the lines up to the checkpoint's step
+        self.tracker = Tracker(config.report_to, run_path, run_id or "run", config.to_dict()) if main else None
+        self.metrics = MetricsLog(path, records, self.tracker)
+        self.console = Console(total, initial, enabled=main and config.progress)
+        self.main, self.log_every, self.sample_prompt = main, config.log_every, config.sample_prompt
+
+    def __enter__(self) -> RunLog:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.console.close()
+        if self.tracker is not None:
+            self.tracker.close()
+
+    def step(self, record: dict[str, Any], *, last: bool) -> None:
+        """A finished step (written every `log_every` steps and at the `last`)."""
+        self.metrics.add(record, write=self.main and (record["iter"] % self.log_every == 0 or last))
+        self.console.step(record)
+
+    def evaluation(self, record: dict[str, Any]) -> None:
+        """An evaluation (main process): written, and shown as one line with its sample."""
+        self.metrics.add(record)
+        self.console.write(eval_line(record, self.sample_prompt))
+
+    def write(self, message: str) -> None:
+        """A line for people, shown by the main process."""
+        if self.main:
+            self.console.write(message)
+
+
+def eval_line(result: dict[str, Any], prompt: str) -> str:
+    """The console line of an evaluation record."""
+    line = f"iter {result['iter']}: val loss {result['val_loss']:.4f}, ppl {result['val_perplexity']:.2f}"
+    if "val_bpb" in result:
+        line += f", bpb {result['val_bpb']:.3f}"
+    if "val_accuracy" in result:
+        line += f", masked-token accuracy {result['val_accuracy']:.3f}"
+    if "sample" in result:
+        line += f"\n  sample: {prompt!r} -> {result['sample']!r}"
+    return line
 
 
 def plot_losses(metrics: list[dict[str, Any]], path: str | os.PathLike) -> None:

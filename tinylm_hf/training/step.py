@@ -27,6 +27,14 @@ def compiled_cross_entropy() -> Callable[..., torch.Tensor]:
     return torch.compile(cross_entropy)
 
 
+def compile_for_training(model: torch.nn.Module) -> tuple[torch.nn.Module, Callable[..., torch.Tensor]]:
+    """`model` under `torch.compile`, and the loss to compute beside it (`train_step`'s `loss_fn`).
+
+    The weights stay the plain model's: checkpoints, evaluation and the gradient norm use that one.
+    """
+    return torch.compile(model), compiled_cross_entropy()
+
+
 class NonFiniteLossError(RuntimeError):
     """The loss or gradient norm became NaN or infinite; the weights were not updated."""
 

@@ -1,0 +1,44 @@
+"""The prepared token arrays a run trains on (train.bin, val.bin), checked against the config before any model is built."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..corpus.token_files import load_tokens, read_header
+from .config import TrainConfig
+from .summary import DataProvenance
+
+
+@dataclass
+class TrainingData:
+    """The prepared token arrays and what their headers say."""
+
+    train: np.ndarray
+    val: np.ndarray
+    provenance: DataProvenance
+    vocab_size: int
+    eos_id: int | None
+    bytes_per_token: float | None
+
+
+def open_data(config: TrainConfig) -> TrainingData:
+    """Open train.bin/val.bin and check they can feed `config` (before any model is built)."""
+    data_dir = Path(config.data_dir)
+    if not data_dir.is_dir():
+        raise FileNotFoundError(f"data folder {data_dir} does not exist; make it with `tinylm prepare`")
+    train, val = load_tokens(data_dir / "train.bin"), load_tokens(data_dir / "val.bin")
+    train_header, val_header = read_header(data_dir / "train.bin"), read_header(data_dir / "val.bin")
+    if train_header.get("tokenizer_fingerprint") != val_header.get("tokenizer_fingerprint"):
+        raise ValueError(f"train.bin and val.bin in {data_dir} were made by different tokenizers; re-run prepare")
+    for name, array in (("train.bin", train), ("val.bin", val)):
+        if len(array) <= config.context_length:
+            raise ValueError(
+                f"{data_dir / name} has {len(array)} tokens, too few for context_length {config.context_length}: "
+                "lower --context-length or prepare more text"
+            )
+    bytes_per_token = val_header.get("bytes", 0) / max(int(val_header["count"]), 1) or None
+    return TrainingData(train, val, DataProvenance.from_headers(train_header, val_header),
+                        int(train_header.get("vocab_size", 0)), train_header.get("eos_id"), bytes_per_token)

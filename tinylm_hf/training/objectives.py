@@ -1,0 +1,174 @@
+"""Training objectives: what the model learns to predict, the model class that does it, and how it is scored.
+
+The loop is the same for every objective; an objective decides the model class, each micro-batch's
+`(input_ids, labels)` (labels of -100 are not predicted) and the evaluation. `CausalLM` predicts the
+next token (a decoder); `MaskedLM` predicts masked tokens (an encoder, BERT's objective). Another
+objective (a classification head, supervised fine-tuning on chat turns) is one more subclass and
+one more entry in `OBJECTIVE_CLASSES`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from .batches import batch_from_starts, sample_starts
+from .config import TrainConfig
+from .data import TrainingData
+from .masking import MLMCollator
+from .mlm_data import StaticMasks, iter_mlm_eval_batches, mask_windows, static_windows
+from .validation import evaluate, evaluate_masked_lm, sample_completion
+
+
+def data_tokenizer_dir(config: TrainConfig, data: TrainingData) -> str | None:
+    """The data's tokenizer folder: `tokenizer_dir`, else the one prepare recorded."""
+    return config.tokenizer_dir or data.provenance.tokenizer_dir
+
+
+class Objective(ABC):
+    """What the loop asks of a training objective (`window_starts` serves those that train on windows of train.bin)."""
+
+    name: ClassVar[str]
+    masking: str | None = None
+    """The masking strategy, for the run summary (masked-LM objectives only)."""
+
+    def __init__(self, config: TrainConfig, data: TrainingData) -> None:
+        self.config = config
+        self.data = data
+
+    @classmethod
+    @abstractmethod
+    def open(cls, config: TrainConfig, data: TrainingData, *, main: bool) -> Objective:
+        """The objective for a run on `data` (loading what it needs); `main` is true in the process that evaluates."""
+
+    @staticmethod
+    @abstractmethod
+    def model_class() -> type:
+        """The TinyLM class a new run of this objective builds."""
+
+    @abstractmethod
+    def micro_batch(self, sampler: torch.Generator, size: int, rows: slice, device: torch.device,
+                    seed: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(inputs, labels) of this rank's `rows` of a micro-batch of `size` examples drawn from `sampler`.
+
+        `seed` (the run's seed, iteration and micro-step) seeds any other randomness, so that resumed and
+        multi-process runs see exactly the batches of one uninterrupted process.
+        """
+
+    @abstractmethod
+    def evaluate(self, model: torch.nn.Module, batch_size: int, device: torch.device,
+                 autocast: contextlib.AbstractContextManager) -> dict[str, Any]:
+        """The evaluation record (metrics.jsonl's names: `val_loss`, `val_perplexity`, ...) on val.bin."""
+
+    def window_starts(self, sampler: torch.Generator, size: int) -> torch.Tensor:
+        """`size` random starts of context-length windows in train.bin."""
+        return sample_starts(len(self.data.train), size, self.config.context_length, sampler)
+
+
+class CausalLM(Objective):
+    """Next-token prediction (TinyLMForCausalLM); evaluations also sample from `sample_prompt`."""
+
+    name = "clm"
+
+    def __init__(self, config: TrainConfig, data: TrainingData, sample_tokenizer: Any = None) -> None:
+        super().__init__(config, data)
+        self.sample_tokenizer = sample_tokenizer
+
+    @classmethod
+    def open(cls, config: TrainConfig, data: TrainingData, *, main: bool) -> CausalLM:
+        tokenizer_dir = data_tokenizer_dir(config, data)
+        if not (main and config.sample_tokens and tokenizer_dir and Path(tokenizer_dir).is_dir()):
+            return cls(config, data)
+        from ..corpus.prepare import load_tokenizer
+
+        return cls(config, data, load_tokenizer(tokenizer_dir))
+
+    @staticmethod
+    def model_class() -> type:
+        from ..modeling import TinyLMForCausalLM
+
+        return TinyLMForCausalLM
+
+    def micro_batch(self, sampler: torch.Generator, size: int, rows: slice, device: torch.device,
+                    seed: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+        starts = self.window_starts(sampler, size)
+        return batch_from_starts(self.data.train, starts[rows], self.config.context_length, device)
+
+    def evaluate(self, model: torch.nn.Module, batch_size: int, device: torch.device,
+                 autocast: contextlib.AbstractContextManager) -> dict[str, Any]:
+        config = self.config
+        result: dict[str, Any] = evaluate(model, self.data.val, batch_size, config.context_length, device,
+                                          config.eval_iters, self.data.bytes_per_token, autocast)
+        if self.sample_tokenizer is not None:
+            result["sample"] = sample_completion(model, self.sample_tokenizer, config.sample_prompt,
+                                                 config.sample_tokens)
+        return result
+
+
+class MaskedLM(Objective):
+    """Masked-token prediction (TinyLMForMaskedLM), masked by `MLMCollator` or by masks stored with the data.
+
+    Dynamic masks are drawn for the whole global micro-batch from a generator seeded by the micro-batch's
+    `seed`, so resumed and multi-process runs mask exactly as one uninterrupted process would.
+    """
+
+    name = "mlm"
+
+    def __init__(self, config: TrainConfig, data: TrainingData, collator: MLMCollator,
+                 train_masks: StaticMasks | None = None, val_masks: StaticMasks | None = None) -> None:
+        super().__init__(config, data)
+        self.masking = config.masking
+        self.collator = collator
+        self.train_masks, self.val_masks = train_masks, val_masks  # the stored masks of static masking
+
+    @classmethod
+    def open(cls, config: TrainConfig, data: TrainingData, *, main: bool) -> MaskedLM:
+        """The collator for `config.masking` (the data's tokenizer decides words and the mask token)."""
+        from ..corpus.prepare import load_tokenizer
+
+        tokenizer_dir = data_tokenizer_dir(config, data)
+        if not tokenizer_dir or not Path(tokenizer_dir).is_dir():
+            raise FileNotFoundError(f"objective mlm needs the data's tokenizer folder ({tokenizer_dir}); "
+                                    "pass --tokenizer-dir")
+        tokenizer = load_tokenizer(tokenizer_dir)
+        collator = MLMCollator(tokenizer, config.masking, mlm_probability=config.mlm_probability, seed=config.seed)
+        if config.masking != "static":
+            return cls(config, data, collator)
+        return cls(config, data, collator, StaticMasks.open(config.data_dir, "train", data.train),
+                   StaticMasks.open(config.data_dir, "val", data.val))
+
+    @staticmethod
+    def model_class() -> type:
+        from ..modeling import TinyLMForMaskedLM
+
+        return TinyLMForMaskedLM
+
+    def micro_batch(self, sampler: torch.Generator, size: int, rows: slice, device: torch.device,
+                    seed: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+        starts, context_length = self.window_starts(sampler, size), self.config.context_length
+        if self.train_masks is not None:
+            return static_windows(self.data.train, self.train_masks, starts[rows], context_length, device)
+        x, _ = batch_from_starts(self.data.train, starts, context_length, "cpu")
+        x, y = mask_windows(x, self.collator, np.random.default_rng(seed))
+        return x[rows].to(device), y[rows].to(device)
+
+    def evaluate(self, model: torch.nn.Module, batch_size: int, device: torch.device,
+                 autocast: contextlib.AbstractContextManager) -> dict[str, Any]:
+        config = self.config
+        batches = iter_mlm_eval_batches(self.data.val, batch_size, config.context_length, self.collator,
+                                        config.seed, self.val_masks)
+        return evaluate_masked_lm(model, batches, device, config.eval_iters, autocast)
+
+
+OBJECTIVE_CLASSES: dict[str, type[Objective]] = {cls.name: cls for cls in (CausalLM, MaskedLM)}
+"""`TrainConfig.objective` -> its objective (config.OBJECTIVES names the same keys for validation)."""
+
+
+def open_objective(config: TrainConfig, data: TrainingData, *, main: bool) -> Objective:
+    """The objective `config.objective` names, ready to draw batches from `data` and to evaluate."""
+    return OBJECTIVE_CLASSES[config.objective].open(config, data, main=main)
