@@ -1,4 +1,5 @@
-"""Data-parallel training under torchrun (2 CPU processes, gloo) matches a 1-process run with the same global batch."""
+"""Data parallelism: two gloo ranks under torchrun match a 1-process run with the same global batch;
+one process is rank 0 of 1 and wraps nothing."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import torch
 
 from conftest import REPO_ROOT
 from tiny_runs import losses, tiny_config, write_byte_dataset
+from tinylm_hf.training.distributed import DataParallel
 from tinylm_hf.training.loop import train
 
 
@@ -57,3 +59,19 @@ def test_two_gloo_ranks_match_one_process(tmp_path, grad_accum_steps):
     rows = (tmp_path / "ddp" / "metrics.jsonl").read_text().splitlines()
     assert len(rows) == 6 + 2
     assert (tmp_path / "ddp" / "hf" / "model.safetensors").is_file()
+
+
+def test_one_process_is_rank_zero_of_one_and_wraps_nothing(monkeypatch):
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    ddp = DataParallel.from_environment()
+    assert (ddp.rank, ddp.world, ddp.main) == (0, 1, True)
+    model, cpu = torch.nn.Linear(2, 2), torch.device("cpu")
+    assert ddp.wrap(model, cpu) is model and ddp.no_sync(model) is None and ddp.all_reduce is None
+    assert ddp.any(True, cpu) and not ddp.any(False, cpu)
+
+
+def test_each_rank_keeps_its_rows_of_a_micro_step():
+    assert DataParallel(rank=1, world=2).micro_batch_rows(8, 2) == (4, slice(2, 4))
+    assert DataParallel().micro_batch_rows(8, 2) == (4, slice(0, 4))
+    with pytest.raises(ValueError, match=r"batch_size 6 must be divisible by grad_accum_steps \* world_size = 4"):
+        DataParallel(rank=0, world=2).micro_batch_rows(6, 2)

@@ -1,4 +1,4 @@
-"""The prepared token arrays a run trains on (train.bin, val.bin), checked against the config before any model is built."""
+"""The prepared token arrays a run trains on (train.bin, val.bin), checked before any model is built."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from .run_dir import RunDirectory
 
 @dataclass
 class TrainState:
-    """A run's progress after its latest step: what a checkpoint keeps beside the weights, and what the summary reports."""
+    """A run's progress after its latest step: what a checkpoint keeps beside the weights, and the summary reports."""
 
     plan: StepPlan
     iteration: int = 0
@@ -54,7 +54,7 @@ class TrainState:
 
 
 class RunCheckpoints:
-    """The training checkpoints of one run: its newest intact one restored on resume, new ones saved by the main process."""
+    """The training checkpoints of one run: the newest intact one restored on resume, new ones saved by rank 0."""
 
     def __init__(self, run: RunDirectory, run_id: str | None, config: TrainConfig, model: torch.nn.Module,
                  optimizer: torch.optim.Optimizer, *, tokenizer_fingerprint: str | None, world_size: int,
