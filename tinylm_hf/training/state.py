@@ -76,7 +76,8 @@ class RunCheckpoints:
         if config.time_budget_s is not None and "budget_schedule" in extra:  # keep the plan the budget made
             plan = StepPlan(*extra["budget_schedule"])
         state = TrainState(
-            plan, iteration, int(extra.get("tokens", iteration * config.batch_size * config.context_length)),
+            plan, iteration=iteration,
+            tokens=int(extra.get("tokens", iteration * config.batch_size * config.context_length)),
             best_val_loss=float(extra.get("best_val_loss", math.inf)),
             metrics=[m for m in saved["metrics"] if m.get("iter", 0) <= iteration],
         )
