@@ -46,6 +46,7 @@ RUNNABLE = {"bash", "python"}
 FORBIDDEN = {"sh", "shell", "console", "zsh", "py", "python3", "pycon", "ipython"}
 SHELL_ONLY = re.compile(r"[|&;<>$`*?\[~]")  # what only a shell can do with a line
 QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+COMMENT = re.compile(r"(?:^|\s)#")
 QUICKSTART_USE = "runs/quickstart/"
 QUICKSTART_ARGS = ["--max-iters", "8", "--batch-size", "4", "--max-new-tokens", "16"]
 
@@ -95,7 +96,8 @@ def commands(code: str) -> list[str]:
 def tinylm_argv(command: str) -> list[str] | None:
     """The arguments of a plain `tinylm` command (no pipes, globs, variables or redirections), else None."""
     words = shlex.split(command, comments=True)
-    if not words or words[0] != "tinylm" or SHELL_ONLY.search(QUOTED.sub("", command)):
+    unquoted = COMMENT.split(QUOTED.sub("", command), maxsplit=1)[0]
+    if not words or words[0] != "tinylm" or SHELL_ONLY.search(unquoted):
         return None
     return words[1:]
 
@@ -205,7 +207,7 @@ def test_every_example_is_found_and_every_marker_names_its_block():
 def test_a_block_of_plain_tinylm_commands_runs_in_process_and_others_in_bash():
     assert tinylm_argv("tinylm train --model '{\"vocab_size\": 512}' --max-iters 5") == [
         "train", "--model", '{"vocab_size": 512}', "--max-iters", "5"]
-    assert tinylm_argv('tinylm train-tokenizer --input "corpus/*.txt" --out t  # quoted: the CLI globs') is not None
+    assert tinylm_argv('tinylm train-tokenizer --input "corpus/*.txt" --out t  # quoted; the CLI globs *') is not None
     for line in ("tinylm count-words --input shard-*.txt", "tinylm eval DIR > out.txt", "ls runs", "tinylm x | head",
                  "tinylm train --out-dir $OUT"):
         assert tinylm_argv(line) is None, line
