@@ -112,13 +112,16 @@ def one_cpu() -> Iterator[None]:
     """Keep this process (and the processes it starts) to one CPU and torch to one thread."""
     import torch
 
-    cpus, threads = os.sched_getaffinity(0), torch.get_num_threads()
-    os.sched_setaffinity(0, {min(cpus)})
+    pinnable = hasattr(os, "sched_setaffinity")  # Linux; elsewhere only torch's threads are limited
+    cpus, threads = os.sched_getaffinity(0) if pinnable else set(), torch.get_num_threads()
+    if pinnable:
+        os.sched_setaffinity(0, {min(cpus)})
     torch.set_num_threads(1)
     try:
         yield
     finally:
-        os.sched_setaffinity(0, cpus)
+        if pinnable:
+            os.sched_setaffinity(0, cpus)
         torch.set_num_threads(threads)
 
 
