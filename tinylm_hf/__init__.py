@@ -6,7 +6,7 @@ classes (`tinylm_hf.registration`).
 
 from __future__ import annotations
 
-from .corpus import prepare_dataset, split_documents
+from .corpus import load_corpus_source_task, prepare_dataset, split_documents
 from .modeling import (
     TinyLMConfig,
     TinyLMForCausalLM,
@@ -107,6 +107,7 @@ __all__ = [
     "cross_entropy",
     "get_batch",
     "load_checkpoint",
+    "load_corpus_source_task",
     "load_word_counts",
     "param_groups_for_weight_decay",
     "prepare_dataset",
