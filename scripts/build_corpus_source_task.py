@@ -65,7 +65,8 @@ def source_documents(shared: Path) -> dict[str, dict[str, list[list[str]]]]:
             "test": valid_stories[half:],
         },
         "shakespeare": split_in_order(shakespeare),
-        "novel": {split: [b for i, b in enumerate(books) if book_split.get(i % 10, "train") == split] for split in SPLITS},
+        "novel": {split: [book for i, book in enumerate(books) if book_split.get(i % 10, "train") == split]
+                  for split in SPLITS},
     }
 
 

@@ -41,7 +41,8 @@ def test_no_passage_is_in_two_splits_or_twice_in_one(task) -> None:
 
 def test_tinystories_labels_are_true(task) -> None:
     """The bundled TinyStories slices hold every passage labelled tinystories, and no other."""
-    stories = collapsed(PACKAGE_DATA / "tinystories_train_small.txt") + " " + collapsed(PACKAGE_DATA / "tinystories_valid_small.txt")
+    slices = ("tinystories_train_small.txt", "tinystories_valid_small.txt")
+    stories = " ".join(collapsed(PACKAGE_DATA / name) for name in slices)
     for split in SPLITS:
         for row in task[split]:
             assert (row["text"] in stories) == (row["label"] == 0), (split, row)
