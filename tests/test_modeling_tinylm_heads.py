@@ -5,7 +5,6 @@ and the text- and token-classification pipelines."""
 from __future__ import annotations
 
 import json
-import logging
 import textwrap
 from pathlib import Path
 
@@ -20,7 +19,6 @@ from transformers import (
     LlamaForTokenClassification,
     pipeline,
 )
-from transformers.utils import logging as hf_logging
 
 from tinylm_hf import (
     TinyLMForMaskedLM,
@@ -31,7 +29,7 @@ from tinylm_hf import (
     TinyLMTokenizerFast,
 )
 from tinylm_hf.modeling.modeling_tinylm_heads import HEADS_AUTO_MAP
-from tiny_folders import make_tiny_folder, run_fresh
+from tiny_folders import load_with_log, make_tiny_folder, run_fresh
 from tiny_models import left_pad_mask, llama_from, make_config, make_model, random_ids
 
 pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
@@ -202,20 +200,6 @@ def test_encoder_classification_ignores_padding(padding: str) -> None:
 # ---------------------------------------------------------------- loading a pretrained TinyLM folder
 
 
-def load_logged(auto_class, folder: Path, **kwargs):
-    """(model, loading info, transformers' log lines) of auto_class.from_pretrained(folder)."""
-    logger = hf_logging.get_logger("transformers.modeling_utils")
-    records: list[str] = []
-    handler = logging.Handler()
-    handler.emit = lambda record: records.append(record.getMessage())
-    logger.addHandler(handler)
-    try:
-        model, info = auto_class.from_pretrained(folder, output_loading_info=True, **kwargs)
-    finally:
-        logger.removeHandler(handler)
-    return model, info, "\n".join(records)
-
-
 @pytest.fixture(scope="module")
 def causal_folder(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("causal") / "lm"
@@ -233,7 +217,7 @@ def encoder_folder(tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("head", list(HEADS))
 def test_head_loads_the_decoder_of_a_causal_lm_folder_and_reports_its_new_weights(causal_folder, head: str) -> None:
-    model, info, log = load_logged(HEADS[head][2], causal_folder)
+    model, info, log = load_with_log(HEADS[head][2], causal_folder)
     assert type(model) is HEADS[head][0]
     assert set(info["missing_keys"]) == HEAD_KEYS[head] and set(info["unexpected_keys"]) == {"lm_head.weight"}
     assert all(key in log for key in HEAD_KEYS[head])
@@ -246,7 +230,7 @@ def test_head_loads_the_decoder_of_a_causal_lm_folder_and_reports_its_new_weight
 
 @pytest.mark.parametrize("head", list(HEADS))
 def test_head_loads_a_masked_lm_encoder_and_stays_bidirectional(encoder_folder, head: str) -> None:
-    model, info, _ = load_logged(HEADS[head][2], encoder_folder)
+    model, info, _ = load_with_log(HEADS[head][2], encoder_folder)
     assert model.config.use_bidirectional_attention and set(info["missing_keys"]) == HEAD_KEYS[head]
     ids = random_ids(1, 6)
     with torch.no_grad():  # the first token sees the last one: attention goes both ways

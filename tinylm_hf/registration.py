@@ -23,15 +23,8 @@ from transformers import (
 
 from transformers.models.auto import tokenization_auto
 
-from .modeling import (
-    TinyLMConfig,
-    TinyLMForCausalLM,
-    TinyLMForMaskedLM,
-    TinyLMForQuestionAnswering,
-    TinyLMForSequenceClassification,
-    TinyLMForTokenClassification,
-    TinyLMModel,
-)
+from .modeling import TinyLMConfig, TinyLMForCausalLM, TinyLMForMaskedLM, TinyLMModel
+from .modeling import TinyLMForQuestionAnswering, TinyLMForSequenceClassification, TinyLMForTokenClassification
 from .tokenization import (
     TinyLMSentencePieceBPETokenizer,
     TinyLMTokenizer,

@@ -25,11 +25,10 @@ Same-folder imports only: transformers copies this file flat beside ``modeling_t
 from __future__ import annotations
 
 # first: on an unsupported transformers, a remote-code folder says what it needs (compat.py)
-from .compat import CACHE_NAME, resolve_cache
+from .compat import CACHE_NAME
 
 import torch
 from torch import nn
-from transformers.cache_utils import Cache
 from transformers.modeling_outputs import (
     BaseModelOutputWithPast,
     QuestionAnsweringModelOutput,
@@ -65,19 +64,11 @@ class TinyLMTaskModel(TinyLMPreTrainedModel):
     def _auto_map(self) -> dict[str, str]:
         return {**super()._auto_map(), **HEADS_AUTO_MAP}
 
-    def _decode(self, input_ids, attention_mask, position_ids, inputs_embeds, cache, use_cache,
-                output_attentions, output_hidden_states) -> BaseModelOutputWithPast:
-        return self.model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            cache=cache,
-            inputs_embeds=inputs_embeds,
-            use_cache=use_cache,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-            return_dict=True,
-        )
+    def _decode(self, input_ids, attention_mask, position_ids, inputs_embeds, options: dict) -> BaseModelOutputWithPast:
+        """The decoder's output; ``options`` (a head's keyword arguments: ``cache``, ``use_cache``,
+        ``output_attentions``, ``output_hidden_states``, ...) go on to ``TinyLMModel.forward``, as in Llama."""
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                          inputs_embeds=inputs_embeds, **options, return_dict=True)
 
     def _return(self, result, return_dict: bool | None):
         return_dict = self.config.return_dict if return_dict is None else return_dict
@@ -104,24 +95,18 @@ class TinyLMForSequenceClassification(TinyLMTaskModel):
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
         position_ids: torch.LongTensor | None = None,
-        cache: Cache | None = None,
         inputs_embeds: torch.FloatTensor | None = None,
         labels: torch.Tensor | None = None,
-        use_cache: bool | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | int | list[int] | None = None,
         return_dict: bool | None = None,
-        past_key_values: Cache | None = None,
         **kwargs,
     ) -> SequenceClassifierOutputWithPast | tuple:
-        """Logits (batch, num_labels) of the pooled text; options as in ``TinyLMModel.forward``.
+        """Logits (batch, num_labels) of the pooled text, and the KV cache when the decoder keeps one.
 
-        ``num_items_in_batch`` (what ``Trainer`` passes under gradient accumulation) makes the loss this
-        batch's share of the mean over the accumulated batch, for every ``problem_type``.
+        Keyword arguments (``cache``, ``use_cache``, ``output_attentions``, ``output_hidden_states``) go to
+        ``TinyLMModel.forward``. ``num_items_in_batch`` (what ``Trainer`` passes under gradient accumulation)
+        makes the loss this batch's share of the mean over the accumulated batch, for every ``problem_type``.
         """
-        cache = resolve_cache(cache, past_key_values)
-        outputs = self._decode(input_ids, attention_mask, position_ids, inputs_embeds, cache, use_cache,
-                               output_attentions, output_hidden_states)
+        outputs = self._decode(input_ids, attention_mask, position_ids, inputs_embeds, kwargs)
         logits = self.score(self._pool(outputs.last_hidden_state, input_ids, attention_mask))
         loss = None if labels is None else self._loss(logits, labels, kwargs.get("num_items_in_batch"))
         result = SequenceClassifierOutputWithPast(
@@ -212,20 +197,16 @@ class TinyLMForTokenClassification(TinyLMTaskModel):
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
         position_ids: torch.LongTensor | None = None,
-        cache: Cache | None = None,
         inputs_embeds: torch.FloatTensor | None = None,
         labels: torch.LongTensor | None = None,
-        use_cache: bool | None = False,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | int | list[int] | None = None,
         return_dict: bool | None = None,
-        past_key_values: Cache | None = None,
         **kwargs,
     ) -> TokenClassifierOutput | tuple:
-        """Logits (batch, seq, num_labels); ``num_items_in_batch`` (from ``Trainer``) is honoured by the loss."""
-        cache = resolve_cache(cache, past_key_values)
-        outputs = self._decode(input_ids, attention_mask, position_ids, inputs_embeds, cache, use_cache,
-                               output_attentions, output_hidden_states)
+        """Logits (batch, seq, num_labels); ``num_items_in_batch`` (from ``Trainer``) is honoured by the loss.
+
+        Keyword arguments go to ``TinyLMModel.forward``; no KV cache is kept unless ``use_cache=True``.
+        """
+        outputs = self._decode(input_ids, attention_mask, position_ids, inputs_embeds, {"use_cache": False, **kwargs})
         logits = self.score(self.dropout(outputs.last_hidden_state))
         loss = None
         if labels is not None:
@@ -254,20 +235,17 @@ class TinyLMForQuestionAnswering(TinyLMTaskModel):
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
         position_ids: torch.LongTensor | None = None,
-        cache: Cache | None = None,
         inputs_embeds: torch.FloatTensor | None = None,
         start_positions: torch.LongTensor | None = None,
         end_positions: torch.LongTensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | int | list[int] | None = None,
         return_dict: bool | None = None,
-        past_key_values: Cache | None = None,
         **kwargs,
     ) -> QuestionAnsweringModelOutput | tuple:
-        """``start_logits`` and ``end_logits`` (batch, seq); options as in ``TinyLMModel.forward``."""
-        cache = resolve_cache(cache, past_key_values)
-        outputs = self._decode(input_ids, attention_mask, position_ids, inputs_embeds, cache, False,
-                               output_attentions, output_hidden_states)
+        """``start_logits`` and ``end_logits`` (batch, seq).
+
+        Keyword arguments go to ``TinyLMModel.forward``; no KV cache is kept unless ``use_cache=True``.
+        """
+        outputs = self._decode(input_ids, attention_mask, position_ids, inputs_embeds, {"use_cache": False, **kwargs})
         start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).split(1, dim=-1)
         start_logits, end_logits = start_logits.squeeze(-1).contiguous(), end_logits.squeeze(-1).contiguous()
         loss = None
