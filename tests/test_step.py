@@ -33,3 +33,20 @@ def test_compiled_cross_entropy_equals_ours_in_value_and_gradient():
     (eager_grad,) = torch.autograd.grad(eager, logits)
     torch.testing.assert_close(compiled, eager)
     torch.testing.assert_close(compiled_grad, eager_grad)
+
+
+def test_a_padded_micro_batch_passes_its_attention_mask_to_the_model():
+    """An encoder mean-pools over the mask: the step's loss is the masked forward's, not the unmasked one's."""
+    from tinylm_hf.modeling import TinyLMForSequenceClassification
+    from tiny_models import make_config
+
+    torch.manual_seed(0)
+    model = TinyLMForSequenceClassification(make_config(num_labels=3, use_bidirectional_attention=True)).train()
+    ids, labels = random_ids(2, 6), torch.tensor([0, 2])
+    mask = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0]])
+    with torch.no_grad():
+        masked = cross_entropy(model(input_ids=ids, attention_mask=mask).logits, labels)
+        unmasked = cross_entropy(model(input_ids=ids).logits, labels)
+    result = train_step(model, AdamW(model.parameters(), lr=1e-3), [(ids, labels, mask)], lr=1e-3)
+    assert abs(float(masked) - float(unmasked)) > 1e-4
+    assert result.loss == float(masked)

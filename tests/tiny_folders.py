@@ -32,9 +32,11 @@ def train_reference_bpe(folder: Path, vocab_size: int = 384) -> None:
     tok.model.save(str(folder))
 
 
-def make_tiny_folder(folder: Path, *, seed: int = 0, **overrides) -> Path:
-    """Save a randomly initialised tiny TinyLMForCausalLM and its TinyLMTokenizer into `folder`."""
-    from tinylm_hf import TinyLMConfig, TinyLMForCausalLM, TinyLMTokenizer
+def make_tiny_folder(folder: Path, *, seed: int = 0, scale: float | None = 0.2, masked_lm: bool = False,
+                     **overrides) -> Path:
+    """Save a randomly initialised tiny TinyLMForCausalLM (TinyLMForMaskedLM with `masked_lm`) and its TinyLMTokenizer
+    into `folder`; the weights are drawn from N(0, `scale`), or initialised as the model does with None."""
+    from tinylm_hf import TinyLMConfig, TinyLMForCausalLM, TinyLMForMaskedLM, TinyLMTokenizer
 
     files = folder.parent / f"{folder.name}-bpe"
     train_reference_bpe(files)
@@ -46,12 +48,12 @@ def make_tiny_folder(folder: Path, *, seed: int = 0, **overrides) -> Path:
     )
     settings.update(overrides)
     torch.manual_seed(seed)
-    model = TinyLMForCausalLM(TinyLMConfig(**settings))
+    model = (TinyLMForMaskedLM if masked_lm else TinyLMForCausalLM)(TinyLMConfig(**settings))
     # Larger-than-default weights so logits are far from uniform and comparisons are meaningful.
     with torch.no_grad():
         for p in model.parameters():
-            if p.dim() > 1:
-                p.normal_(0.0, 0.2)
+            if p.dim() > 1 and scale is not None:
+                p.normal_(0.0, scale)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder

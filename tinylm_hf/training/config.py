@@ -22,7 +22,7 @@ from typing import Any
 REPORT_TARGETS = ("none", "tensorboard", "trackio", "wandb")
 DTYPES = ("auto", "float32", "bfloat16")
 BUDGET_CLOCKS = ("wall", "process")
-OBJECTIVES = ("clm", "mlm")
+OBJECTIVES = ("clm", "mlm", "seq_cls")
 MASKING_STRATEGIES = ("static", "dynamic", "whole_word", "ngram", "span")  # MLMCollator's (training/masking.py)
 
 
@@ -48,17 +48,33 @@ class TrainConfig:
 
     # ---- objective
     objective: str = "clm"
-    """clm: next-token prediction (TinyLMForCausalLM); mlm: masked-token prediction (TinyLMForMaskedLM, an encoder)."""
+    """clm: next-token prediction (TinyLMForCausalLM); mlm: masked-token prediction (TinyLMForMaskedLM, an encoder);
+    seq_cls: text classification (TinyLMForSequenceClassification on init_from, from labelled train_file)."""
     masking: str = "dynamic"
     """MLM masking strategy: static (needs `tinylm prepare --mlm-static`), dynamic, whole_word, ngram or span."""
     mlm_probability: float = 0.15
     """Share of the tokens chosen for masked-LM prediction, in (0, 1)."""
 
+    # ---- labelled data (objective seq_cls)
+    train_file: str | None = None
+    """Labelled examples to fine-tune on: JSON lines (.jsonl), JSON or CSV, one text and one label a row."""
+    validation_file: str | None = None
+    """Labelled examples that accuracy and macro-F1 are measured on (default: validation_share of train_file)."""
+    validation_share: float = 0.1
+    """Share of each label's examples of train_file held out for validation when there is no validation_file
+    (the same examples in every run of the file)."""
+    text_column: str = "text"
+    """The column holding the texts."""
+    label_column: str = "label"
+    """The column holding the labels: strings (their own names) or integers."""
+    label_names: list[str] | None = None
+    """Names of the integer labels 0, 1, 2, ... in order (default: integer labels are named by their digits)."""
+
     # ---- optimisation
     batch_size: int = 32
     """Sequences per optimizer step, summed over gradient-accumulation steps and DDP ranks."""
     context_length: int = 256
-    """Tokens per training sequence."""
+    """Tokens per training sequence (seq_cls: the most tokens of a text kept; longer texts are cut)."""
     grad_accum_steps: int = 1
     """Micro-batches per optimizer step (per-rank micro-batch = batch_size / (grad_accum_steps * world))."""
     max_iters: int = 1000
@@ -92,7 +108,8 @@ class TrainConfig:
     eval_every: int = 100
     """Evaluate on val.bin every this many steps (and at the end); 0 evaluates only at the end."""
     eval_iters: int | None = 20
-    """Validation batches per evaluation, at least 1 (None: the whole validation array, once)."""
+    """Validation batches per evaluation, at least 1 (None: the whole validation array, once). seq_cls scores
+    every validation example at every evaluation."""
     eval_batch_size: int | None = None
     """Sequences per validation batch (default: the per-rank micro-batch)."""
     sample_prompt: str = "Once upon a time"
@@ -175,8 +192,26 @@ class TrainConfig:
         if isinstance(self.mlm_probability, bool) or not isinstance(self.mlm_probability, (int, float)) \
                 or not 0 < self.mlm_probability < 1:
             raise ValueError(f"mlm_probability must be strictly between 0 and 1 (e.g. 0.15), got {self.mlm_probability!r}")
-        if not self.data_dir:
+        if self.objective == "seq_cls":
+            self._validate_labelled_data()
+        elif not self.data_dir:
             raise ValueError("data_dir is required: the folder made by `tinylm prepare`")
+
+    def _validate_labelled_data(self) -> None:
+        if not self.train_file:
+            raise ValueError("objective seq_cls needs train_file: a .jsonl, .json or .csv file of labelled texts")
+        if not self.init_from:
+            raise ValueError("objective seq_cls needs init_from: the TinyLM folder to fine-tune (a run's hf/ folder)")
+        share = self.validation_share
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share < 1:
+            raise ValueError(f"validation_share must be strictly between 0 and 1 (e.g. 0.1), got {share!r}")
+        for name in ("text_column", "label_column"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise ValueError(f"{name} must name a column, got {getattr(self, name)!r}")
+        names = self.label_names
+        if names is not None and (len(names) < 2 or len(set(names)) != len(names)
+                                  or not all(isinstance(n, str) and n for n in names)):
+            raise ValueError(f"label_names must be two or more different names, got {names!r}")
 
     @property
     def cycle_iters(self) -> int:
@@ -199,22 +234,36 @@ class TrainConfig:
     @classmethod
     def from_file(cls, path: str | os.PathLike, **overrides: Any) -> TrainConfig:
         """Load a YAML (.yaml/.yml) or JSON file, then apply `overrides`."""
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"config file {path} does not exist")
-        text = path.read_text(encoding="utf-8")
-        try:
-            if path.suffix.lower() in (".yaml", ".yml"):
-                import yaml
+        return cls.from_dict({**read_config_file(path), **overrides})
 
-                values = yaml.safe_load(text) or {}
-            else:
-                values = json.loads(text)
-        except Exception as err:  # yaml.YAMLError, json.JSONDecodeError
-            raise ValueError(f"config file {path} does not parse: {err}") from None
-        if not isinstance(values, dict):
-            raise ValueError(f"config file {path} must hold a mapping, got {type(values).__name__}")
-        return cls.from_dict({**values, **overrides})
+
+def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
+    """The mapping of TrainConfig fields in a YAML (.yaml/.yml) or JSON file."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"config file {path} does not exist")
+    text = path.read_text(encoding="utf-8")
+    try:
+        if path.suffix.lower() in (".yaml", ".yml"):
+            import yaml
+
+            values = yaml.safe_load(text) or {}
+        else:
+            values = json.loads(text)
+    except Exception as err:  # yaml.YAMLError, json.JSONDecodeError
+        raise ValueError(f"config file {path} does not parse: {err}") from None
+    if not isinstance(values, dict):
+        raise ValueError(f"config file {path} must hold a mapping, got {type(values).__name__}")
+    return values
+
+
+def check_context_length(context_length: int, max_position_embeddings: int) -> None:
+    """A run's sequences must fit the model's positions."""
+    if max_position_embeddings < context_length:
+        raise ValueError(
+            f"context_length {context_length} exceeds the model's max_position_embeddings "
+            f"{max_position_embeddings}; lower --context-length or raise max_position_embeddings"
+        )
 
 
 def _check_int(config: TrainConfig, name: str, *, minimum: int) -> None:

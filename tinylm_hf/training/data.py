@@ -1,4 +1,5 @@
-"""The prepared token arrays a run trains on (train.bin, val.bin), checked before any model is built."""
+"""The data a run trains on: what the loop reads of any objective's data (`RunData`), and the prepared token
+arrays of the language-model objectives (train.bin, val.bin), checked before any model is built."""
 
 from __future__ import annotations
 
@@ -13,14 +14,20 @@ from .summary import DataProvenance
 
 
 @dataclass
-class TrainingData:
+class RunData:
+    """What the loop reads of an objective's data: where it came from, and the tokenizer's size and end token."""
+
+    provenance: DataProvenance
+    vocab_size: int
+    eos_id: int | None
+
+
+@dataclass
+class TrainingData(RunData):
     """The prepared token arrays and what their headers say."""
 
     train: np.ndarray
     val: np.ndarray
-    provenance: DataProvenance
-    vocab_size: int
-    eos_id: int | None
     bytes_per_token: float | None
 
 
@@ -40,5 +47,5 @@ def open_data(config: TrainConfig) -> TrainingData:
                 "lower --context-length or prepare more text"
             )
     bytes_per_token = val_header.get("bytes", 0) / max(int(val_header["count"]), 1) or None
-    return TrainingData(train, val, DataProvenance.from_headers(train_header, val_header),
-                        int(train_header.get("vocab_size", 0)), train_header.get("eos_id"), bytes_per_token)
+    return TrainingData(DataProvenance.from_headers(train_header, val_header), int(train_header.get("vocab_size", 0)),
+                        train_header.get("eos_id"), train=train, val=val, bytes_per_token=bytes_per_token)

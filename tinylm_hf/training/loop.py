@@ -6,7 +6,8 @@ every N steps -> checkpoint every N steps -> stop at the plan's end, when the ti
 on Ctrl-C. Each concern is a named piece the loop calls:
 
 - `distributed.DataParallel`: the ranks under torchrun, each rank's rows of a batch, DDP, the collectives;
-- `objectives`: causal or masked LM: the model class, the micro-batches, the evaluation;
+- `objectives`: causal or masked LM, or text classification: the data, the model class, the micro-batches, the
+  evaluation;
 - `budget`: the step plan, and the `TimeBudget` that re-plans it to fit `time_budget_s`;
 - `step.compile_for_training`: torch.compile and the loss compiled beside it;
 - `interrupts.InterruptFlag`: Ctrl-C as a flag read between steps;
@@ -31,12 +32,12 @@ from ..runtime import autocast_context, resolve_device, set_threads
 from .batches import StepBatches
 from .budget import StepPlan, TimeBudget
 from .checkpoint import BEST_CHECKPOINT, find_latest_checkpoint, remove_orphaned_temp_files
-from .config import TrainConfig
-from .data import TrainingData, open_data
+from .config import TrainConfig, check_context_length
+from .data import RunData
 from .distributed import DataParallel
 from .interrupts import InterruptFlag
 from .metrics import RunLog, plot_losses
-from .objectives import OBJECTIVE_CLASSES, open_objective
+from .objectives import OBJECTIVE_CLASSES, Objective, open_objective
 from .optimizer import AdamW, param_groups_for_weight_decay
 from .run_dir import RunDirectory
 from .state import RunCheckpoints, TrainState
@@ -50,14 +51,14 @@ def train(config: TrainConfig) -> RunSummary:
     device = prepare_device(config, ddp.local_rank)
     autocast = autocast_context(device, config.dtype)
     micro_size, rows = ddp.micro_batch_rows(config.batch_size, config.grad_accum_steps)
-    data = open_data(config)
+    data = OBJECTIVE_CLASSES[config.objective].open_data(config)
+    objective = open_objective(config, data, main=ddp.main)
     with open_run(config, ddp) as (run, run_id, resuming):
         torch.manual_seed(config.seed)
-        raw_model = build_model(config, data.vocab_size, data.eos_id).to(device)
+        raw_model = build_model(config, data.vocab_size, data.eos_id, objective.model_options()).to(device)
         optimizer = AdamW(param_groups_for_weight_decay(raw_model, config.weight_decay), lr=config.max_lr,
                           betas=(config.beta1, config.beta2), eps=config.eps, weight_decay=config.weight_decay)
         sampler = torch.Generator().manual_seed(config.seed)
-        objective = open_objective(config, data, main=ddp.main)
         checkpoints = RunCheckpoints(run, run_id, config, raw_model, optimizer, world_size=ddp.world, main=ddp.main,
                                      tokenizer_fingerprint=data.provenance.tokenizer_fingerprint)
         state = checkpoints.resume(sampler) if resuming else TrainState(StepPlan.of(config))
@@ -67,7 +68,6 @@ def train(config: TrainConfig) -> RunSummary:
         step_batches = StepBatches(objective.micro_batch, sampler, grad_accum_steps=config.grad_accum_steps,
                                    size=micro_size, rows=rows, device=device, seed=config.seed)
         eval_batch_size = config.eval_batch_size or micro_size // ddp.world
-        tokens_per_step = config.batch_size * config.context_length
         t_start = time.perf_counter()
         model.train()
         with InterruptFlag() as interrupt, RunLog(config, run.path, run_id, state.metrics, main=ddp.main,
@@ -82,9 +82,10 @@ def train(config: TrainConfig) -> RunSummary:
                     result = train_step(model, optimizer, batches, lr=lr, grad_clip=config.grad_clip, autocast=autocast,
                                         no_sync=ddp.no_sync(model), all_reduce=ddp.all_reduce, parameters=parameters,
                                         loss_fn=loss_fn, overlap=step_batches.prefetch_next)
-                state.advance(result.loss, tokens_per_step)
+                step_tokens = count_tokens(batches, ddp.world)
+                state.advance(result.loss, step_tokens)
                 dt = time.perf_counter() - t0
-                log.step(step_record(state, lr, result, tokens_per_step / max(dt, 1e-9)),
+                log.step(step_record(state, lr, result, step_tokens / max(dt, 1e-9)),
                          last=state.iteration == state.plan.max_iters)
                 out_of_time = budget.end_step(state.iteration, state.plan, dt)
                 last = state.iteration == state.plan.max_iters or out_of_time
@@ -103,7 +104,7 @@ def train(config: TrainConfig) -> RunSummary:
                     log.write(f"interrupted: checkpoint saved at iteration {state.iteration}; continue with --resume")
                 if stop or out_of_time:
                     break
-        summary = summarize(config, run, run_id, state, data, objective.masking, ddp,
+        summary = summarize(config, run, run_id, state, data, objective, ddp,
                             interrupted=interrupt.requested, elapsed_s=time.perf_counter() - t_start)
         if ddp.main:
             summary.save()
@@ -146,18 +147,19 @@ def open_run(config: TrainConfig, ddp: DataParallel) -> Iterator[tuple[RunDirect
         run.unlock()
 
 
-def build_model(config: TrainConfig, vocab_size: int, eos_id: int | None) -> torch.nn.Module:
-    """The objective's model (TinyLMForCausalLM, TinyLMForMaskedLM for mlm) from `init_from`, or a
-    preset/overrides sized to the tokenizer and context."""
+def build_model(config: TrainConfig, vocab_size: int, eos_id: int | None,
+                options: dict[str, Any] | None = None) -> torch.nn.Module:
+    """The objective's model (TinyLMForCausalLM, TinyLMForMaskedLM for mlm, ...) from `init_from`, or a
+    preset/overrides sized to the tokenizer and context; `options` are config values the objective decides."""
     from ..modeling import TinyLMConfig
 
     model_class = OBJECTIVE_CLASSES[config.objective].model_class()
     if config.init_from:
         if not Path(config.init_from).is_dir():
             raise FileNotFoundError(f"init_from folder {config.init_from} does not exist")
-        model = model_class.from_pretrained(config.init_from)
+        model = model_class.from_pretrained(config.init_from, **(options or {}))
     else:
-        overrides = dict(config.model)
+        overrides = {**config.model, **(options or {})}
         overrides.setdefault("vocab_size", vocab_size)
         if eos_id is not None:
             overrides.setdefault("eos_token_id", eos_id)
@@ -172,11 +174,7 @@ def build_model(config: TrainConfig, vocab_size: int, eos_id: int | None) -> tor
         model = model_class(model_config)
     if model.config.vocab_size < vocab_size:
         raise ValueError(f"model vocab_size {model.config.vocab_size} is smaller than the data's {vocab_size}")
-    if model.config.max_position_embeddings < config.context_length:
-        raise ValueError(
-            f"context_length {config.context_length} exceeds the model's max_position_embeddings "
-            f"{model.config.max_position_embeddings}; lower --context-length or raise max_position_embeddings"
-        )
+    check_context_length(config.context_length, model.config.max_position_embeddings)
     return model
 
 
@@ -203,13 +201,18 @@ def step_record(state: TrainState, lr: float, result: StepResult, tok_per_s: flo
             "grad_norm": result.grad_norm, "tok_per_s": tok_per_s}
 
 
+def count_tokens(batches: list[tuple[torch.Tensor, ...]], world: int) -> int:
+    """Input positions of a step over all ranks (padding included): each rank's micro-batches are alike in shape."""
+    return world * sum(batch[0].numel() for batch in batches)
+
+
 def due(every: int, it: int) -> bool:
     """True at every `every`-th step (never when `every` is 0)."""
     return bool(every) and it % every == 0
 
 
-def summarize(config: TrainConfig, run: RunDirectory, run_id: str | None, state: TrainState, data: TrainingData,
-              masking: str | None, ddp: DataParallel, *, interrupted: bool, elapsed_s: float) -> RunSummary:
+def summarize(config: TrainConfig, run: RunDirectory, run_id: str | None, state: TrainState, data: RunData,
+              objective: Objective, ddp: DataParallel, *, interrupted: bool, elapsed_s: float) -> RunSummary:
     """The run's `RunSummary`: progress, the last evaluation, where the checkpoints are."""
     best_path = run.checkpoints / BEST_CHECKPOINT
     last_eval = state.last_eval
@@ -218,9 +221,11 @@ def summarize(config: TrainConfig, run: RunDirectory, run_id: str | None, state:
         context_length=config.context_length, batch_size=config.batch_size, loss=state.loss,
         val_loss=last_eval.get("val_loss"), val_perplexity=last_eval.get("val_perplexity"),
         val_bpb=last_eval.get("val_bpb"), val_accuracy=last_eval.get("val_accuracy"),
+        val_macro_f1=last_eval.get("val_macro_f1"),
         best_val_loss=state.best_val_loss if state.best_val_loss < math.inf else None,
         checkpoint=str(find_latest_checkpoint(run.checkpoints)) if ddp.main else None,
         best_checkpoint=str(best_path) if best_path.is_file() else None,
         interrupted=interrupted, elapsed_s=elapsed_s, world_size=ddp.world,
-        data=data.provenance, train_config=config.to_dict(), objective=config.objective, masking=masking,
+        data=data.provenance, train_config=config.to_dict(), objective=config.objective, masking=objective.masking,
+        task=objective.task,
     )

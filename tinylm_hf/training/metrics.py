@@ -3,8 +3,8 @@ experiment trackers (TensorBoard, Trackio, W&B when installed), the `RunLog` tha
 loss plot.
 
 One vocabulary end to end: `iter`, `tokens`, `loss`, `lr`, `grad_norm`, `tok_per_s` for training
-steps; `val_loss`, `val_perplexity`, `val_bpb` and `sample` for evaluations. `RunSummary` and the
-model card use the same names.
+steps; `val_loss`, `val_perplexity`, `val_bpb`, `val_accuracy`, `val_macro_f1` and `sample` for evaluations.
+`RunSummary` and the model card use the same names.
 """
 
 from __future__ import annotations
@@ -175,13 +175,16 @@ class RunLog:
             self.console.write(message)
 
 
+EVAL_LINE_FIELDS = (("val_perplexity", "ppl", ".2f"), ("val_bpb", "bpb", ".3f"), ("val_accuracy", "accuracy", ".3f"),
+                    ("val_macro_f1", "macro-F1", ".3f"))  # record key, console name, format
+
+
 def eval_line(result: dict[str, Any], prompt: str) -> str:
     """The console line of an evaluation record."""
-    line = f"iter {result['iter']}: val loss {result['val_loss']:.4f}, ppl {result['val_perplexity']:.2f}"
-    if "val_bpb" in result:
-        line += f", bpb {result['val_bpb']:.3f}"
-    if "val_accuracy" in result:
-        line += f", masked-token accuracy {result['val_accuracy']:.3f}"
+    line = f"iter {result['iter']}: val loss {result['val_loss']:.4f}"
+    for key, name, spec in EVAL_LINE_FIELDS:
+        if key in result:
+            line += f", {name} {result[key]:{spec}}"
     if "sample" in result:
         line += f"\n  sample: {prompt!r} -> {result['sample']!r}"
     return line

@@ -1,10 +1,10 @@
 """Training objectives: what the model learns to predict, the model class that does it, and how it is scored.
 
-The loop is the same for every objective; an objective decides the model class, each micro-batch's
-`(input_ids, labels)` (labels of -100 are not predicted) and the evaluation. `CausalLM` predicts the
-next token (a decoder); `MaskedLM` predicts masked tokens (an encoder, BERT's objective). Another
-objective (a classification head, supervised fine-tuning on chat turns) is one more subclass and
-one more entry in `OBJECTIVE_CLASSES`.
+The loop is the same for every objective; an objective decides the data, the model class, each micro-batch's
+`(input_ids, labels)` (labels of -100 are not predicted; a padded batch adds its attention mask) and the
+evaluation. `CausalLM` predicts the next token (a decoder); `MaskedLM` predicts masked tokens (an encoder,
+BERT's objective); `SequenceClassification` predicts a text's label (a head on a pretrained TinyLM). Another
+objective (supervised fine-tuning on chat turns) is one more subclass and one more entry in `OBJECTIVE_CLASSES`.
 """
 
 from __future__ import annotations
@@ -18,11 +18,13 @@ import numpy as np
 import torch
 
 from .batches import batch_from_starts, sample_starts
+from .classification_data import ClassificationData, epoch_indices, open_classification_data
 from .config import TrainConfig
-from .data import TrainingData
+from .data import RunData, TrainingData, open_data
 from .masking import MLMCollator
 from .mlm_data import StaticMasks, iter_mlm_eval_batches, mask_windows, static_windows
-from .validation import evaluate, evaluate_masked_lm, sample_completion
+from .summary import ClassificationTask
+from .validation import evaluate, evaluate_classifier, evaluate_masked_lm, sample_completion
 
 
 def data_tokenizer_dir(config: TrainConfig, data: TrainingData) -> str | None:
@@ -36,14 +38,21 @@ class Objective(ABC):
     name: ClassVar[str]
     masking: str | None = None
     """The masking strategy, for the run summary (masked-LM objectives only)."""
+    task: ClassificationTask | None = None
+    """The labels, data and baseline, for the run summary (classification objectives only)."""
 
-    def __init__(self, config: TrainConfig, data: TrainingData) -> None:
+    def __init__(self, config: TrainConfig, data: RunData) -> None:
         self.config = config
         self.data = data
 
     @classmethod
+    def open_data(cls, config: TrainConfig) -> RunData:
+        """The run's data, checked before any model is built (default: train.bin and val.bin of `data_dir`)."""
+        return open_data(config)
+
+    @classmethod
     @abstractmethod
-    def open(cls, config: TrainConfig, data: TrainingData, *, main: bool) -> Objective:
+    def open(cls, config: TrainConfig, data: RunData, *, main: bool) -> Objective:
         """The objective for a run on `data` (loading what it needs); `main` is true in the process that evaluates."""
 
     @staticmethod
@@ -51,10 +60,15 @@ class Objective(ABC):
     def model_class() -> type:
         """The TinyLM class a new run of this objective builds."""
 
+    def model_options(self) -> dict[str, Any]:
+        """Config values of the model that the objective decides (a classifier's labels); none by default."""
+        return {}
+
     @abstractmethod
     def micro_batch(self, sampler: torch.Generator, size: int, rows: slice, device: torch.device,
-                    seed: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
-        """(inputs, labels) of this rank's `rows` of a micro-batch of `size` examples drawn from `sampler`.
+                    seed: tuple[int, ...]) -> tuple[torch.Tensor, ...]:
+        """(inputs, labels[, attention_mask]) of this rank's `rows` of a micro-batch of `size` examples drawn from
+        `sampler`.
 
         `seed` (the run's seed, iteration and micro-step) seeds any other randomness, so that resumed and
         multi-process runs see exactly the batches of one uninterrupted process.
@@ -165,10 +179,59 @@ class MaskedLM(Objective):
         return evaluate_masked_lm(model, batches, device, config.eval_iters, autocast)
 
 
-OBJECTIVE_CLASSES: dict[str, type[Objective]] = {cls.name: cls for cls in (CausalLM, MaskedLM)}
+class SequenceClassification(Objective):
+    """Text classification (TinyLMForSequenceClassification on the `init_from` folder) on labelled texts.
+
+    Examples are drawn in epochs (`classification_data.epoch_indices`, seeded by the run's seed), each
+    micro-batch padded to its longest text; an evaluation scores every validation example (loss, accuracy,
+    macro-F1).
+    """
+
+    name = "seq_cls"
+
+    def __init__(self, config: TrainConfig, data: ClassificationData) -> None:
+        super().__init__(config, data)
+        self.task = data.task
+
+    @classmethod
+    def open_data(cls, config: TrainConfig) -> ClassificationData:
+        return open_classification_data(config)
+
+    @classmethod
+    def open(cls, config: TrainConfig, data: ClassificationData, *, main: bool) -> SequenceClassification:
+        task = data.task
+        if main:
+            print(f"{task.train_examples} training examples of {data.provenance.name}, {task.validation_examples} "
+                  f"for validation ({task.validation}); labels {', '.join(task.labels)}; majority-class "
+                  f"baseline {task.majority_accuracy:.3f}")
+        return cls(config, data)
+
+    @staticmethod
+    def model_class() -> type:
+        from ..modeling import TinyLMForSequenceClassification
+
+        return TinyLMForSequenceClassification
+
+    def model_options(self) -> dict[str, Any]:
+        return self.data.model_options()
+
+    def micro_batch(self, sampler: torch.Generator, size: int, rows: slice, device: torch.device,
+                    seed: tuple[int, ...]) -> tuple[torch.Tensor, ...]:
+        run_seed, step, micro_step = seed
+        first = (step * self.config.grad_accum_steps + micro_step) * size  # examples drawn before this micro-batch
+        indices = epoch_indices(len(self.data.train), first, size, run_seed)
+        batch = self.data.train.batch(indices, self.data.pad_id)  # padded to the longest text of all ranks' rows
+        return tuple(t[rows].to(device) for t in batch)
+
+    def evaluate(self, model: torch.nn.Module, batch_size: int, device: torch.device,
+                 autocast: contextlib.AbstractContextManager) -> dict[str, Any]:
+        return evaluate_classifier(model, self.data.val.batches(batch_size, self.data.pad_id), device, autocast)
+
+
+OBJECTIVE_CLASSES: dict[str, type[Objective]] = {cls.name: cls for cls in (CausalLM, MaskedLM, SequenceClassification)}
 """`TrainConfig.objective` -> its objective (config.OBJECTIVES names the same keys for validation)."""
 
 
-def open_objective(config: TrainConfig, data: TrainingData, *, main: bool) -> Objective:
+def open_objective(config: TrainConfig, data: RunData, *, main: bool) -> Objective:
     """The objective `config.objective` names, ready to draw batches from `data` and to evaluate."""
     return OBJECTIVE_CLASSES[config.objective].open(config, data, main=main)

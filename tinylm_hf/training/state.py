@@ -90,7 +90,8 @@ class RunCheckpoints:
     def _check_same_tokenizer(self, fingerprint: str | None) -> None:
         if fingerprint and self.tokenizer_fingerprint and fingerprint != self.tokenizer_fingerprint:
             raise ValueError(
-                f"the data in {self.config.data_dir} was made by another tokenizer than the run in {self.run.path} "
+                f"the data in {self.config.data_dir or self.config.train_file} was made by another tokenizer than the "
+                f"run in {self.run.path} "
                 f"was trained on (fingerprint {self.tokenizer_fingerprint} vs {fingerprint}); resume with the "
                 "same data, or start a new run"
             )

@@ -35,6 +35,14 @@ def compile_for_training(model: torch.nn.Module) -> tuple[torch.nn.Module, Calla
     return torch.compile(model), compiled_cross_entropy()
 
 
+def model_logits(model: torch.nn.Module, batch: Sequence[torch.Tensor]) -> torch.Tensor:
+    """The logits of a micro-batch `(input_ids, labels)`, or `(input_ids, labels, attention_mask)` of a padded one."""
+    input_ids, _, *mask = batch
+    if mask:
+        return model(input_ids=input_ids, attention_mask=mask[0]).logits
+    return model(input_ids=input_ids).logits
+
+
 class NonFiniteLossError(RuntimeError):
     """The loss or gradient norm became NaN or infinite; the weights were not updated."""
 
@@ -52,7 +60,7 @@ class StepResult:
 def train_step(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
-    micro_batches: Sequence[tuple[torch.Tensor, torch.Tensor]],
+    micro_batches: Sequence[Sequence[torch.Tensor]],
     *,
     lr: float,
     grad_clip: float | None = None,
@@ -67,6 +75,7 @@ def train_step(
 
     The loss is the mean over every target of the step (targets of -100, the positions a masked-LM
     batch does not predict, are left out), so a micro-batch with few or no targets weighs that much.
+    A padded micro-batch `(x, y, attention_mask)` passes its mask to the model.
 
     Args:
         no_sync: DDP's `model.no_sync`, entered for every micro-batch but the last.
@@ -81,13 +90,13 @@ def train_step(
         group["lr"] = lr
     loss_fn = loss_fn or cross_entropy
     loss_sum = None
-    n_targets = sum((y != IGNORE_INDEX).sum() for _, y in micro_batches).clamp(min=1)  # a tensor: no device sync
-    for i, (x, y) in enumerate(micro_batches):
+    n_targets = sum((batch[1] != IGNORE_INDEX).sum() for batch in micro_batches).clamp(min=1)  # no device sync
+    for i, batch in enumerate(micro_batches):
         sync = no_sync() if no_sync is not None and i < len(micro_batches) - 1 else contextlib.nullcontext()
         with sync:
             with autocast or contextlib.nullcontext():
-                logits = model(input_ids=x).logits
-            loss = loss_fn(logits, y, reduction="sum") / n_targets
+                logits = model_logits(model, batch)
+            loss = loss_fn(logits, batch[1], reduction="sum") / n_targets
             loss.backward()
         loss_sum = loss.detach() if loss_sum is None else loss_sum + loss.detach()
     if all_reduce is not None:

@@ -59,6 +59,28 @@ class DataProvenance:
 
 
 @dataclass
+class ClassificationTask:
+    """What a text-classification run (objective seq_cls) learnt from and was measured on (names, never paths)."""
+
+    labels: list[str]
+    """Label names by id (the model's id2label)."""
+    text_column: str
+    """The column holding the texts."""
+    label_column: str
+    """The column holding the labels."""
+    train_examples: int
+    """Examples trained on."""
+    validation_examples: int
+    """Examples every evaluation scores (all of the validation split)."""
+    validation: str
+    """Where the validation examples come from: a file name, or the share of the training file held out."""
+    majority_accuracy: float
+    """Validation accuracy of always answering the training set's most common label (the baseline to beat)."""
+    base_model: str
+    """The folder the run fine-tuned (its name; a run's name for the run's hf/ folder)."""
+
+
+@dataclass
 class RunSummary:
     """What `train` did: progress, final metrics (metrics.jsonl's names), where its outputs are."""
 
@@ -83,7 +105,10 @@ class RunSummary:
     val_bpb: float | None = None
     """Validation bits per UTF-8 byte (causal objective only)."""
     val_accuracy: float | None = None
-    """Masked-token accuracy of the last evaluation (mlm objective only; val_loss is then the masked-token loss)."""
+    """Accuracy of the last evaluation: of the masked tokens (mlm; val_loss is then the masked-token loss) or of
+    the labels (seq_cls)."""
+    val_macro_f1: float | None = None
+    """Macro-F1 of the last evaluation (seq_cls): the unweighted mean of each label's F1."""
     best_val_loss: float | None = None
     """Lowest validation loss of the run."""
     checkpoint: str | None = None
@@ -102,9 +127,12 @@ class RunSummary:
     train_config: dict[str, Any] = field(default_factory=dict)
     """TrainConfig.to_dict() of the run."""
     objective: str = "clm"
-    """clm (next-token prediction, a decoder) or mlm (masked-token prediction, an encoder)."""
+    """clm (next-token prediction, a decoder), mlm (masked-token prediction, an encoder) or seq_cls (text
+    classification)."""
     masking: str | None = None
     """The masking strategy of an mlm run (static, dynamic, whole_word, ngram, span)."""
+    task: ClassificationTask | None = None
+    """The labels, data and baseline of a seq_cls run."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict."""
@@ -115,6 +143,8 @@ class RunSummary:
         """Inverse of `to_dict`."""
         values = dict(values)
         values["data"] = DataProvenance(**values.get("data", {}))
+        if values.get("task") is not None:
+            values["task"] = ClassificationTask(**values["task"])
         return cls(**values)
 
     def save(self, path: str | os.PathLike | None = None) -> Path:

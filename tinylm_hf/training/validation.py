@@ -1,11 +1,11 @@
 """Evaluation during training: validation loss, perplexity and bits per byte (masked-token loss and accuracy
-for the mlm objective), and a sample from a fixed prompt."""
+for the mlm objective; loss, accuracy and macro-F1 for the seq_cls objective), and a sample from a fixed prompt."""
 
 from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -14,6 +14,29 @@ import torch
 from .batches import iter_eval_batches
 from ..modeling.loss_tinylm import IGNORE_INDEX
 from .functional import cross_entropy
+from .step import model_logits
+
+
+def _logits(
+    model: torch.nn.Module,
+    batches: Iterable[Sequence[torch.Tensor]],
+    device: torch.device,
+    max_batches: int | None,
+    autocast: contextlib.AbstractContextManager | None,
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """(logits, labels) of each of the first `max_batches` batches (all: None), with the model in eval mode."""
+    was_training = model.training
+    model.eval()
+    try:
+        for i, batch in enumerate(batches):
+            if max_batches is not None and i >= max_batches:
+                break
+            batch = [t.to(device) for t in batch]
+            with autocast or contextlib.nullcontext():
+                logits = model_logits(model, batch)
+            yield logits, batch[1]
+    finally:
+        model.train(was_training)
 
 
 def _score(
@@ -26,21 +49,13 @@ def _score(
     accuracy: bool = False,
 ) -> tuple[float, int, int]:
     """(summed loss, correct argmax predictions (if `accuracy`), targets) over the first `max_batches` batches."""
-    was_training = model.training
-    model.eval()
     total, correct, count = 0.0, 0, 0
-    for i, (x, y) in enumerate(batches):
-        if max_batches is not None and i >= max_batches:
-            break
-        x, y = x.to(device), y.to(device)
-        with autocast or contextlib.nullcontext():
-            logits = model(input_ids=x).logits
+    for logits, y in _logits(model, batches, device, max_batches, autocast):
         total += float(cross_entropy(logits, y, reduction="sum"))
         targets = y != IGNORE_INDEX
         count += int(targets.sum())
         if accuracy:
             correct += int((logits.argmax(-1)[targets] == y[targets]).sum())
-    model.train(was_training)
     return total, correct, count
 
 
@@ -78,6 +93,36 @@ def evaluate_masked_lm(
     total, correct, count = _score(model, batches, device, max_batches, autocast, accuracy=True)
     loss = total / max(count, 1)
     return {"val_loss": loss, "val_perplexity": math.exp(min(loss, 700.0)), "val_accuracy": correct / max(count, 1)}
+
+
+@torch.no_grad()
+def evaluate_classifier(
+    model: torch.nn.Module,
+    batches: Iterable[Sequence[torch.Tensor]],
+    device: torch.device,
+    autocast: contextlib.AbstractContextManager | None = None,
+) -> dict[str, float]:
+    """Scores over every batch of `(input_ids, labels, attention_mask)`: `val_loss` (the mean cross-entropy of
+    the true labels), `val_accuracy` (the share whose highest-scoring label is the true one) and `val_macro_f1`."""
+    total, predicted, expected = 0.0, [], []
+    for logits, y in _logits(model, batches, device, None, autocast):
+        total += float(cross_entropy(logits, y, reduction="sum"))
+        predicted.append(logits.argmax(-1).cpu())
+        expected.append(y.cpu())
+    predictions, labels = torch.cat(predicted).numpy(), torch.cat(expected).numpy()
+    return {"val_loss": total / len(labels), "val_accuracy": float(np.mean(predictions == labels)),
+            "val_macro_f1": macro_f1(predictions, labels)}
+
+
+def macro_f1(predictions: np.ndarray, labels: np.ndarray) -> float:
+    """The unweighted mean of each label's F1 = 2TP / (2TP + FP + FN), over the labels that occur among `labels`
+    or `predictions` (scikit-learn's `f1_score(labels, predictions, average="macro")`)."""
+    scores = []
+    for label in np.union1d(labels, predictions):
+        true_positives = np.sum((predictions == label) & (labels == label))
+        wrong = np.sum((predictions == label) != (labels == label))  # false positives + false negatives
+        scores.append(2 * true_positives / (2 * true_positives + wrong))
+    return float(np.mean(scores))
 
 
 @torch.no_grad()
