@@ -237,3 +237,17 @@ def test_card_names_the_tokenizer_kind_and_the_document_end(fresh_copy):
     card = render_model_card(fresh_copy, repo_id=REPO_ID).text
     assert "a hand-written WordPiece tokenizer" in card and "byte-level" not in card
     assert "documents ending with `[SEP]`" in card  # a WordPiece vocabulary has no eos: prepare ends documents with [SEP]
+
+
+@pytest.mark.parametrize("bidirectional", [False, True], ids=["causal", "encoder"])
+def test_card_of_a_classifier_folder_describes_a_classifier(fresh_copy, bidirectional):
+    config = json.loads((fresh_copy / "config.json").read_text())
+    config.update(architectures=["TinyLMForSequenceClassification"], id2label={"0": "neg", "1": "pos"},
+                  use_bidirectional_attention=bidirectional)
+    (fresh_copy / "config.json").write_text(json.dumps(config))
+    card = render_model_card(fresh_copy, repo_id=REPO_ID)
+    assert card.data.pipeline_tag == "text-classification" and "small text classifier" in card.text
+    assert f'pipeline("text-classification", model="{REPO_ID}"' in card.text and "Labels: `neg`, `pos`." in card.text
+    assert "generate(" not in card.text and "Perplexity" not in card.text and "Macro-F1" in card.text
+    exported = "runs anywhere `LlamaForSequenceClassification` runs" in card.text
+    assert exported is not bidirectional and ("refuses an encoder" in card.text) is bidirectional

@@ -23,17 +23,28 @@ HF_DIR = "hf"
 
 
 def model_from_checkpoint(path: str | os.PathLike) -> Any:
-    """A `TinyLMForCausalLM` (`TinyLMForMaskedLM` for an encoder) holding a training checkpoint's weights."""
-    from ..modeling import TinyLMConfig, TinyLMForCausalLM, TinyLMForMaskedLM
+    """The model of a training checkpoint, its objective's class (`TinyLMForCausalLM`, `TinyLMForMaskedLM`,
+    `TinyLMForSequenceClassification`) holding the checkpoint's weights."""
+    from ..modeling import TinyLMConfig
+    from ..training.objectives import OBJECTIVE_CLASSES
 
     state = load_state(path)
     if "model_config" not in state:
         raise ValueError(f"{path} has no model config: it is not a training checkpoint of `tinylm train`")
     config = {k: v for k, v in state["model_config"].items() if k not in ("architectures", "auto_map", "dtype", "torch_dtype")}
-    model_class = TinyLMForMaskedLM if config.get("use_bidirectional_attention") else TinyLMForCausalLM
-    model = model_class(TinyLMConfig(**config))
+    default = "mlm" if config.get("use_bidirectional_attention") else "clm"  # checkpoints from before objectives
+    objective = (state.get("train_config") or {}).get("objective") or default
+    model = OBJECTIVE_CLASSES[objective].model_class()(TinyLMConfig(**config))
     model.load_state_dict(state["model"])
     return model.eval()
+
+
+def prepare_classifier_tokenizer(tokenizer: Any, pad_token_id: int, context_length: int) -> None:
+    """A classifier's tokenizer pads with the classifier's pad token, and `truncation=True` cuts a text where
+    training did."""
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.convert_ids_to_tokens(pad_token_id)
+    tokenizer.model_max_length = context_length
 
 
 def publish_run(
@@ -60,6 +71,8 @@ def publish_run(
     model = model_from_checkpoint(source)
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir, trust_remote_code=False)
     check_tokenizer_fits(tokenizer, model.config.vocab_size, tokenizer_dir)
+    if summary.objective == "seq_cls":
+        prepare_classifier_tokenizer(tokenizer, model.config.pad_token_id, summary.context_length)
     out = Path(out) if out is not None else Path(summary.out_dir) / HF_DIR
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))

@@ -2,7 +2,9 @@
 
 Everything the card says comes from the folder (config.json, tokenizer_config.json, the weights)
 and the run's `RunSummary`: the data actually used (file or dataset names, never local paths), its
-licence only when known, the context actually trained, the run's metrics under the loop's names.
+licence only when known, the context actually trained, the run's metrics under the loop's names. A
+folder holding a sequence-classification head gets a classifier's card: its labels, the labelled
+data, accuracy and macro-F1 against the majority-class baseline, and the text-classification pipeline.
 The repository's top-level `model_card.md` is a byte-identical copy of the template (a test keeps it so).
 """
 
@@ -17,12 +19,14 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from ..fileio import write_text_atomic
 from ..modeling.compat import TRANSFORMERS_REQUIREMENT
-from ..training.summary import DataProvenance, RunSummary
+from ..training.summary import ClassificationTask, DataProvenance, RunSummary
 from .folder import count_parameters, read_json
 
 TEMPLATE_PATH = Path(__file__).resolve().parent.parent / "templates" / "model_card.md"
 EVAL_RESULTS_FILE = "eval_results.json"
-EVAL_METRICS = ("perplexity", "bits_per_byte", "cross_entropy")
+# metric -> its name on the card, in the card's order: a language model's, then a classifier's
+EVAL_METRICS = {"perplexity": "perplexity", "bits_per_byte": "bits per byte", "cross_entropy": "cross entropy",
+                "accuracy": "accuracy", "f1": "macro-F1"}
 
 
 # Data whose origin and licence we know, recognised by dataset name or file name.
@@ -41,52 +45,101 @@ KNOWN_DATA = {
             "those models' biases."
         ),
     },
+    "corpus_source": {
+        "pattern": re.compile(r"^corpus_source_(train|validation|test)\.jsonl$"),
+        "hub_id": None,
+        "description": (
+            "The corpus-source task bundled with `tinylm_hf` (`tinylm_hf/data/corpus_source_*.jsonl`): 32-word "
+            "passages labelled by the corpus they were cut from: TinyStories (Eldan and Li, 2023), Shakespeare's "
+            "plays, or an English novel first published 1791-1900 (Project Gutenberg)."
+        ),
+        "license": ("CDLA-Sharing-1.0 for the TinyStories passages, public domain for the rest "
+                    "(tinylm_hf/data/NOTICE.md)"),
+        "limitations": ("- Fine-tuned on a toy task, which of three corpora a passage comes from: it tells those "
+                        "three kinds of text apart and nothing else."),
+    },
 }
 GENERIC_LIMITATIONS = "- Trained only on the data named above; expect it to model that text and little else."
 
 
-def describe_data(data: DataProvenance | None) -> dict[str, Any]:
+def describe_data(data: DataProvenance | None, task: ClassificationTask | None = None) -> dict[str, Any]:
     """Card values for the training data: description, licence ("unknown" unless known), Hub dataset ids."""
     if data is None or data.name == "unknown":
         return {"dataset_description": "Unknown: this folder does not record its training data.",
                 "dataset_license": "unknown", "datasets": None, "data_limitations": GENERIC_LIMITATIONS}
-    names = [data.dataset or "", *data.input_files]
-    for known in KNOWN_DATA.values():
-        if any(known["pattern"].search(n) for n in names if n):
-            return {"dataset_description": known["description"] + f" Files used: {data.name}.",
-                    "dataset_license": known["license"], "datasets": [known["hub_id"]],
-                    "data_limitations": known["limitations"]}
-    counted = f" ({data.train_tokens:,} training tokens in {data.documents:,} documents)" if data.train_tokens else ""
-    return {"dataset_description": f"{data.name}{counted}.", "dataset_license": "unknown",
-            "datasets": [data.dataset] if data.dataset else None, "data_limitations": GENERIC_LIMITATIONS}
+    names = [n for n in (data.dataset, *data.input_files) if n]
+    known = next((k for k in KNOWN_DATA.values() if any(k["pattern"].search(n) for n in names)), None)
+    if task is not None:
+        description = (f"`{data.name}`: {task.train_examples:,} labelled training examples (texts in column "
+                       f"`{task.text_column}`, labels in `{task.label_column}`); validation: "
+                       f"{task.validation_examples:,} examples ({task.validation}).")
+    elif known is not None:
+        description = f"Files used: {data.name}."
+    else:
+        counted = f" ({data.train_tokens:,} training tokens in {data.documents:,} documents)"
+        description = f"{data.name}{counted if data.train_tokens else ''}."
+    if known is None:
+        return {"dataset_description": description, "dataset_license": "unknown",
+                "datasets": [data.dataset] if data.dataset else None, "data_limitations": GENERIC_LIMITATIONS}
+    return {"dataset_description": f"{known['description']} {description}", "dataset_license": known["license"],
+            "datasets": [known["hub_id"]] if known["hub_id"] else None, "data_limitations": known["limitations"]}
 
 
 def describe_training(summary: RunSummary | None) -> str:
     """The card's training section from a run summary (RunSummary's names and values)."""
     if summary is None:
         return "No training record is stored with this folder."
-    cfg = summary.train_config
+    if summary.task is not None:
+        return describe_fine_tuning(summary, summary.task)
     lines = [
         f"- objective: {describe_objective(summary)}",
         f"- optimizer steps: {summary.iterations:,}",
         f"- tokens seen: {summary.tokens:,}",
         f"- trained context: {summary.context_length} tokens; batch {summary.batch_size} sequences",
+        *_value_lines((("final training loss", summary.loss), ("validation loss", summary.val_loss),
+                       ("validation perplexity", summary.val_perplexity), ("validation bits per byte", summary.val_bpb),
+                       ("validation masked-token accuracy", summary.val_accuracy))),
+        *_run_lines(summary),
     ]
-    for label, value in (("final training loss", summary.loss), ("validation loss", summary.val_loss),
-                         ("validation perplexity", summary.val_perplexity),
-                         ("validation bits per byte", summary.val_bpb),
-                         ("validation masked-token accuracy", summary.val_accuracy)):
-        if value is not None:
-            lines.append(f"- {label}: {value:.4f}")
-    lines.append(f"- wall-clock seconds: {summary.elapsed_s:,.0f} on {summary.world_size} process(es)")
+    head = "Trained from scratch with `tinylm train` (hand-written AdamW, cosine schedule with warm-up, gradient clipping)."
+    return head + "\n\n" + "\n".join(lines)
+
+
+def describe_fine_tuning(summary: RunSummary, task: ClassificationTask) -> str:
+    """The card's training section for a text classifier (objective seq_cls)."""
+    examples = summary.iterations * summary.batch_size
+    lines = [
+        f"- objective: text classification into {len(task.labels)} labels: {', '.join(f'`{n}`' for n in task.labels)}",
+        f"- fine-tuned from: `{task.base_model}`",
+        f"- optimizer steps: {summary.iterations:,}",
+        f"- examples seen: {examples:,} ({examples / max(task.train_examples, 1):.1f} epochs of "
+        f"{task.train_examples:,} training examples)",
+        f"- texts cut at {summary.context_length} tokens; batch {summary.batch_size} texts",
+        *_value_lines((("final training loss", summary.loss), ("validation loss", summary.val_loss),
+                       ("validation accuracy", summary.val_accuracy), ("validation macro-F1", summary.val_macro_f1),
+                       ("majority-class baseline (validation accuracy)", task.majority_accuracy))),
+        *_run_lines(summary),
+    ]
+    head = ("Fine-tuned with `tinylm finetune` (the loop of `tinylm train`: hand-written AdamW, cosine schedule with "
+            "warm-up, gradient clipping); the classification head started from random weights.")
+    return head + "\n\n" + "\n".join(lines)
+
+
+def _value_lines(values: tuple[tuple[str, float | None], ...]) -> list[str]:
+    return [f"- {label}: {value:.4f}" for label, value in values if value is not None]
+
+
+def _run_lines(summary: RunSummary) -> list[str]:
+    """The run's time and optimizer settings."""
+    cfg = summary.train_config
+    lines = [f"- wall-clock seconds: {summary.elapsed_s:,.0f} on {summary.world_size} process(es)"]
     if cfg:
         lines.append(
             f"- AdamW (weight decay {cfg.get('weight_decay')}), learning rate {cfg.get('max_lr')} -> "
             f"{cfg.get('min_lr')} (cosine, {cfg.get('warmup_iters')} warm-up steps), gradient clip "
             f"{cfg.get('grad_clip')}, seed {cfg.get('seed')}, dtype {cfg.get('dtype')}"
         )
-    head = "Trained from scratch with `tinylm train` (hand-written AdamW, cosine schedule with warm-up, gradient clipping)."
-    return head + "\n\n" + "\n".join(lines)
+    return lines
 
 
 MASKING_NAMES = {
@@ -132,22 +185,58 @@ print(fill(f"Once upon a {{fill.tokenizer.mask_token}}, there was a little girl.
 ```
 
 The encoder's hidden states (`AutoModel`) can feed a classifier or retrieval head; it does not generate text."""
+CLASSIFIER_USAGE = """```python
+from transformers import pipeline
+
+# With tinylm_hf installed, `import tinylm_hf` and leave out trust_remote_code (the installed classes
+# load the folder); without it, trust_remote_code=True runs the folder's *.py files: read them first.
+classify = pipeline("text-classification", model="{repo_id}", trust_remote_code=True)
+print(classify("Once upon a time, there was a little girl."))  # [{{'label': ..., 'score': ...}}]
+print(classify("A longer text ...", truncation=True, top_k=None))  # every label; cut as in training
+```
+
+Labels: {labels}."""
+PIPELINE_TAGS = {"decoder": "text-generation", "encoder": "fill-mask", "classifier": "text-classification"}
 
 
-def describe_architecture(config: dict[str, Any], repo_id: str) -> dict[str, str]:
-    """Card values that depend on whether the folder holds a decoder (causal LM) or an encoder (masked LM)."""
+def model_role(config: dict[str, Any]) -> str:
+    """What a folder holds, from its config.json: "classifier" (a sequence-classification head on a TinyLM),
+    "encoder" (a masked-LM encoder) or "decoder" (a causal language model)."""
+    if any(str(name).endswith("ForSequenceClassification") for name in config.get("architectures") or ()):
+        return "classifier"
+    return "encoder" if config.get("use_bidirectional_attention") else "decoder"
+
+
+def describe_architecture(config: dict[str, Any], repo_id: str) -> dict[str, Any]:
+    """Card values that depend on whether the folder holds a decoder (causal LM), an encoder (masked LM) or a
+    text classifier on either."""
     parts = "RMSNorm, rotary position embeddings, SwiGLU MLP"
-    if config.get("use_bidirectional_attention"):
-        return {"model_kind": "bidirectional encoder (masked language model)",
-                "architecture_type": f"encoder-only transformer ({parts}, bidirectional multi-head attention)",
-                "usage": ENCODER_USAGE.format(repo_id=repo_id)}
-    return {"model_kind": "decoder-only language model",
-            "architecture_type": f"decoder-only transformer ({parts}, causal multi-head attention)",
-            "usage": CAUSAL_USAGE.format(repo_id=repo_id)}
+    bidirectional = bool(config.get("use_bidirectional_attention"))
+    body = (f"encoder-only transformer ({parts}, bidirectional multi-head attention)" if bidirectional
+            else f"decoder-only transformer ({parts}, causal multi-head attention)")
+    if model_role(config) == "classifier":
+        pooled = "the mean of its outputs over the real tokens" if bidirectional else "its last real token"
+        labels = ", ".join(f"`{name}`" for _, name in sorted((config.get("id2label") or {}).items(), key=_by_id))
+        return {"model_kind": "text classifier", "origin": "fine-tuned from a TinyLM",
+                "architecture_type": f"{body}, a linear classification head on {pooled}",
+                "usage": CLASSIFIER_USAGE.format(repo_id=repo_id, labels=labels or "unknown"),
+                "llama_class": None if bidirectional else "LlamaForSequenceClassification"}
+    if bidirectional:
+        return {"model_kind": "bidirectional encoder (masked language model)", "origin": "trained from scratch",
+                "architecture_type": body, "usage": ENCODER_USAGE.format(repo_id=repo_id), "llama_class": None}
+    return {"model_kind": "decoder-only language model", "origin": "trained from scratch", "architecture_type": body,
+            "usage": CAUSAL_USAGE.format(repo_id=repo_id), "llama_class": "LlamaForCausalLM"}
+
+
+def _by_id(item: tuple[Any, str]) -> int:
+    return int(item[0])  # config.json keys id2label by strings
 
 
 def results_from_summary(summary: RunSummary | None) -> dict[str, Any] | None:
-    """Evaluation results (perplexity, bits per byte, cross-entropy) from the run's last validation."""
+    """Evaluation results from the run's last validation: perplexity, bits per byte and cross-entropy (a language
+    model), or accuracy and macro-F1 (a classifier)."""
+    if summary is not None and summary.task is not None and summary.val_accuracy is not None:
+        return {"accuracy": summary.val_accuracy, "f1": summary.val_macro_f1, "dataset": summary.task.validation}
     if summary is None or summary.val_loss is None or summary.objective == "mlm":  # masked-token loss is no LM metric
         return None
     results: dict[str, Any] = {"cross_entropy": summary.val_loss, "dataset": f"{summary.data.name} (validation split)"}
@@ -158,15 +247,15 @@ def results_from_summary(summary: RunSummary | None) -> dict[str, Any] | None:
     return results
 
 
-def _eval_results(results: dict[str, Any] | None) -> list[EvalResult] | None:
+def _eval_results(results: dict[str, Any] | None, task_type: str) -> list[EvalResult] | None:
     if not results:
         return None
     dataset = str(results.get("dataset", "validation"))
     return [
-        EvalResult(task_type="text-generation", dataset_type=str(results.get("dataset_type", dataset)),
-                   dataset_name=dataset, metric_type=metric, metric_name=metric.replace("_", " "),
+        EvalResult(task_type=task_type, dataset_type=str(results.get("dataset_type", dataset)),
+                   dataset_name=dataset, metric_type=metric, metric_name=name,
                    metric_value=round(float(results[metric]), 4))
-        for metric in EVAL_METRICS if metric in results
+        for metric, name in EVAL_METRICS.items() if results.get(metric) is not None
     ]
 
 
@@ -200,13 +289,13 @@ def render_model_card(folder: str | os.PathLike, summary: RunSummary | None = No
         results = read_json(folder / EVAL_RESULTS_FILE).get("summary")
     if results is None:
         results = results_from_summary(summary)
-    data = describe_data(summary.data if summary else None)
+    data = describe_data(summary.data if summary else None, summary.task if summary else None)
+    pipeline_tag = PIPELINE_TAGS[model_role(config)]
     card_data = ModelCardData(
-        library_name="transformers", license=facts.pop("license", None),
-        pipeline_tag="fill-mask" if summary is not None and summary.objective == "mlm" else "text-generation",
+        library_name="transformers", license=facts.pop("license", None), pipeline_tag=pipeline_tag,
         datasets=facts.pop("datasets", data.pop("datasets")),
         tags=["tinylm", "custom_code", "llama-compatible", *facts.pop("tags", [])],
-        model_name=model_name, eval_results=_eval_results(results),
+        model_name=model_name, eval_results=_eval_results(results, pipeline_tag),
     )
     values = {key: config.get(key, "unknown") for key in (
         "num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads",
@@ -219,7 +308,7 @@ def render_model_card(folder: str | os.PathLike, summary: RunSummary | None = No
         "tokenizer_kind": TOKENIZER_KINDS.get(tok_config.get("tokenizer_class"), "trained"),
         "training_description": describe_training(summary),
         **describe_architecture(config, repo_id),
-        "evaluation_description": _evaluation_text(results),
+        "evaluation_description": _evaluation_text(results, summary.task if summary else None),
         "transformers_requirement": TRANSFORMERS_REQUIREMENT,
         **data,
     }
@@ -236,11 +325,16 @@ def _num_parameters(folder: Path, model: Any) -> str:
         return "unknown"
 
 
-def _evaluation_text(results: dict[str, Any] | None) -> str:
+def _evaluation_text(results: dict[str, Any] | None, task: ClassificationTask | None = None) -> str:
     if not results:
         return "Not evaluated yet."
-    rows = "\n".join(f"| {k} | {results[k]:.4f} |" for k in EVAL_METRICS if k in results)
-    return f"| metric | value |\n|---|---|\n{rows}\n\nMeasured on {results.get('dataset', 'held-out text')}."
+    rows = "\n".join(f"| {name} | {results[k]:.4f} |" for k, name in EVAL_METRICS.items() if results.get(k) is not None)
+    where = results.get("dataset", "held-out text")
+    if task is None:
+        return f"| metric | value |\n|---|---|\n{rows}\n\nMeasured on {where}."
+    return (f"| metric | value |\n|---|---|\n{rows}\n\nMeasured on {task.validation_examples:,} validation examples "
+            f"({where}). The majority-class baseline (always answering the most common training label) scores "
+            f"accuracy {task.majority_accuracy:.4f} on them.")
 
 
 def write_model_card(folder: str | os.PathLike, summary: RunSummary | None = None, **facts: Any) -> Path:
