@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 from conftest import REPO_ROOT
-from tiny_runs import byte_data, losses, tiny_config  # noqa: F401  (byte_data is a fixture)
+from tiny_runs import byte_data, cli_env, losses, start_cli, tiny_config, wait_for_checkpoint  # noqa: F401
 from tinylm_hf.training import step as step_module
 from tinylm_hf.training.checkpoint import list_checkpoints
 from tinylm_hf.training.config import TrainConfig
@@ -94,39 +92,17 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(byte_data, tmp_path, monk
     assert max(losses(tmp_path / "run")) == 5
 
 
-def _cli_env() -> dict[str, str]:
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
-    return env
-
-
-def _start_cli(config_path: Path, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "tinylm_hf.cli", "train", "--config", str(config_path), *extra],
-                            cwd=REPO_ROOT, env=_cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-
-
-def _wait_for_checkpoint(proc: subprocess.Popen, ckpt_dir: Path, timeout: float = 60.0) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if list_checkpoints(ckpt_dir):
-            return
-        if proc.poll() is not None:
-            pytest.fail(f"training exited early:\n{proc.stdout.read().decode()}")
-        time.sleep(0.005)
-    proc.kill()
-    pytest.fail("no checkpoint appeared")
-
-
 def test_sigkill_mid_run_then_resume_matches_uninterrupted(byte_data, tmp_path):
     cfg = tiny_config(byte_data, tmp_path / "killed", max_iters=150, checkpoint_every=5, eval_every=0)
     (tmp_path / "cfg.json").write_text(json.dumps(cfg.to_dict()))
-    proc = _start_cli(tmp_path / "cfg.json")
-    _wait_for_checkpoint(proc, tmp_path / "killed" / "checkpoints")
+    proc = start_cli("train", "--config", str(tmp_path / "cfg.json"))
+    wait_for_checkpoint(proc, tmp_path / "killed" / "checkpoints")
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     killed_at = int(list_checkpoints(tmp_path / "killed" / "checkpoints")[-1].stem.split("_")[1])
     assert killed_at < 150, "the run finished before it could be killed"
     resumed = subprocess.run([sys.executable, "-m", "tinylm_hf.cli", "train", "--config", str(tmp_path / "cfg.json"),
-                              "--resume"], cwd=REPO_ROOT, env=_cli_env(), capture_output=True, text=True)
+                              "--resume"], cwd=REPO_ROOT, env=cli_env(), capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "resumed from" in resumed.stdout
     train(tiny_config(byte_data, tmp_path / "ref", max_iters=150, checkpoint_every=5, eval_every=0))
@@ -136,7 +112,7 @@ def test_sigkill_mid_run_then_resume_matches_uninterrupted(byte_data, tmp_path):
 def test_sigint_saves_checkpoint_and_exits_cleanly(byte_data, tmp_path):
     cfg = tiny_config(byte_data, tmp_path / "run", max_iters=100_000, checkpoint_every=1000, eval_every=0)
     (tmp_path / "cfg.json").write_text(json.dumps(cfg.to_dict()))
-    proc = _start_cli(tmp_path / "cfg.json")
+    proc = start_cli("train", "--config", str(tmp_path / "cfg.json"))
     deadline = time.time() + 60
     while not ((tmp_path / "run" / "metrics.jsonl").is_file() and losses(tmp_path / "run")) and time.time() < deadline:
         time.sleep(0.05)

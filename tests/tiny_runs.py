@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import PACKAGE_DATA
+from conftest import PACKAGE_DATA, REPO_ROOT
 from tinylm_hf.training.config import TrainConfig
 
 TINY_MODEL = {"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2}
@@ -54,3 +58,29 @@ def tiny_config(data: Path, out: Path, **kw) -> TrainConfig:
 def losses(out: Path) -> dict[int, float]:
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     return {r["iter"]: r["loss"] for r in rows if "loss" in r}
+
+
+def cli_env() -> dict[str, str]:
+    """The environment of a `tinylm` subprocess: this checkout, offline, one thread."""
+    return dict(os.environ, PYTHONPATH=str(REPO_ROOT), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+
+
+def start_cli(*argv: str) -> subprocess.Popen:
+    """`tinylm ARGV` in a subprocess (to kill it mid-run), its output piped."""
+    return subprocess.Popen([sys.executable, "-m", "tinylm_hf.cli", *argv], cwd=REPO_ROOT, env=cli_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def wait_for_checkpoint(proc: subprocess.Popen, ckpt_dir: Path, timeout: float = 60.0) -> None:
+    """Wait until the run of `proc` has written a checkpoint in `ckpt_dir` (fail if it ends or none comes)."""
+    from tinylm_hf.training.checkpoint import list_checkpoints
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if list_checkpoints(ckpt_dir):
+            return
+        if proc.poll() is not None:
+            pytest.fail(f"training exited early:\n{proc.stdout.read().decode()}")
+        time.sleep(0.005)
+    proc.kill()
+    pytest.fail("no checkpoint appeared")
