@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from .corpus import prepare_dataset
+from .corpus.sources import PACKAGE_DATA
 from .publish import publish_run
 from .runtime import set_threads
 from .tokenization import EOS_TOKEN, train_tokenizer
 from .training import TrainConfig, train
 
-PACKAGE_DATA = Path(__file__).resolve().parent / "data"
 PROMPTS = ("Once upon a time", "Lily and Ben went to the park.", "The little dog")
 MAX_ITERS_CAP = 3000  # the schedule's horizon when the time budget decides the step count
 # what the default recipe reaches in the default 360 s budget on a quiet 2-core machine (README, "Quickstart":
