@@ -6,7 +6,7 @@ every N steps -> checkpoint every N steps -> stop at the plan's end, when the ti
 on Ctrl-C. Each concern is a named piece the loop calls:
 
 - `distributed.DataParallel`: the ranks under torchrun, each rank's rows of a batch, DDP, the collectives;
-- `objectives`: causal or masked LM: the model class, the micro-batches, the evaluation;
+- `objectives`: causal LM, masked LM or chat fine-tuning: the data, the model class, the micro-batches, the evaluation;
 - `budget`: the step plan, and the `TimeBudget` that re-plans it to fit `time_budget_s`;
 - `step.compile_for_training`: torch.compile and the loss compiled beside it;
 - `interrupts.InterruptFlag`: Ctrl-C as a flag read between steps;
@@ -32,7 +32,7 @@ from .batches import StepBatches
 from .budget import StepPlan, TimeBudget
 from .checkpoint import BEST_CHECKPOINT, find_latest_checkpoint, remove_orphaned_temp_files
 from .config import TrainConfig
-from .data import TrainingData, open_data
+from .data import TrainingData
 from .distributed import DataParallel
 from .interrupts import InterruptFlag
 from .metrics import RunLog, plot_losses
@@ -50,7 +50,7 @@ def train(config: TrainConfig) -> RunSummary:
     device = prepare_device(config, ddp.local_rank)
     autocast = autocast_context(device, config.dtype)
     micro_size, rows = ddp.micro_batch_rows(config.batch_size, config.grad_accum_steps)
-    data = open_data(config)
+    data = OBJECTIVE_CLASSES[config.objective].load_data(config)
     with open_run(config, ddp) as (run, run_id, resuming):
         torch.manual_seed(config.seed)
         raw_model = build_model(config, data.vocab_size, data.eos_id).to(device)
@@ -170,6 +170,9 @@ def build_model(config: TrainConfig, vocab_size: int, eos_id: int | None) -> tor
         if model_config.max_position_embeddings < config.context_length and "max_position_embeddings" not in config.model:
             model_config.max_position_embeddings = config.context_length
         model = model_class(model_config)
+    grows = config.init_from and OBJECTIVE_CLASSES[config.objective].extends_vocabulary
+    if model.config.vocab_size < vocab_size and grows:
+        model.resize_token_embeddings(vocab_size)  # rows for the tokens added to the model's tokenizer (chat tokens)
     if model.config.vocab_size < vocab_size:
         raise ValueError(f"model vocab_size {model.config.vocab_size} is smaller than the data's {vocab_size}")
     if model.config.max_position_embeddings < config.context_length:
