@@ -20,6 +20,7 @@ COMMANDS = {
     "count-words": "count_words",
     "prepare": "prepare",
     "train": "train",
+    "sft": "sft",
     "quickstart": "quickstart",
     "generate": "generate",
     "eval": "eval",
