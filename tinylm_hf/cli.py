@@ -23,6 +23,7 @@ COMMANDS = {
     "sft": "sft",
     "quickstart": "quickstart",
     "generate": "generate",
+    "chat": "chat",
     "eval": "eval",
     "push": "push",
     "export-llama": "export_llama",
