@@ -28,11 +28,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="then fine-tune the model on the bundled story conversations (as `tinylm sft`) and print "
                              "its replies to a few requests; talk to it with `tinylm chat OUT/chat/hf`")
     parser.add_argument("--chat-budget", type=float, default=120.0,
-                        help="seconds of fine-tuning with --chat (default: 120)")
+                        help="seconds of fine-tuning with --chat when --chat-max-iters is unset (default: 120)")
+    parser.add_argument("--chat-max-iters", type=int, default=None, help="fine-tuning steps with --chat")
 
 def run(args: argparse.Namespace) -> int:
     quickstart(args.out, train_file=args.train_file, val_file=args.val_file, vocab_size=args.vocab_size,
                max_iters=args.max_iters, train_budget_s=args.time_budget, batch_size=args.batch_size,
                context_length=args.context_length, max_new_tokens=args.max_new_tokens, threads=args.threads,
-               chat=args.chat, chat_budget_s=args.chat_budget)
+               chat=args.chat, chat_budget_s=args.chat_budget, chat_max_iters=args.chat_max_iters)
     return 0
