@@ -136,8 +136,9 @@ def reached_siblings(path: Path) -> set[str]:
 
 def test_the_entry_files_are_the_config_models_and_tokenizers() -> None:
     names = {path.name for path in remote_code_entry_files()}
-    assert {"configuration_tinylm.py", "modeling_tinylm.py", "modeling_tinylm_mlm.py", "tokenization_tinylm.py"} <= names
-    assert len(names) == 3 + 2 * len(FAMILIES)  # config, causal LM, masked LM; a slow and a fast tokenizer each
+    assert {"configuration_tinylm.py", "modeling_tinylm.py", "modeling_tinylm_mlm.py", "modeling_tinylm_heads.py",
+            "tokenization_tinylm.py"} <= names
+    assert len(names) == 4 + 2 * len(FAMILIES)  # config, causal LM, masked LM, task heads; a slow and a fast tokenizer each
 
 
 @pytest.mark.parametrize("path", remote_code_entry_files(), ids=lambda p: p.name)

@@ -1,8 +1,10 @@
-"""`tinylm export-llama`: a plain LlamaForCausalLM folder, loaded without remote code or tinylm_hf."""
+"""`tinylm export-llama`: a plain LlamaForCausalLM folder (or a Llama task head), loaded without remote code or
+tinylm_hf."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -268,3 +270,144 @@ def test_masked_lm_encoder_is_refused_before_writing(exports, tmp_path, capsys, 
     (src / "config.json").write_text(json.dumps({**config, "use_bidirectional_attention": True}))
     assert "masked-LM encoder" in run_cli_error([command, str(src), str(tmp_path / out)], capsys)
     assert not (tmp_path / out).exists()
+
+
+# ---------------------------------------------------------------- task heads: the Llama head of the same name
+
+HEADS = {  # TinyLM head -> (the Llama class it exports to, the Auto class both load with)
+    "TinyLMForSequenceClassification": ("LlamaForSequenceClassification", "AutoModelForSequenceClassification"),
+    "TinyLMForTokenClassification": ("LlamaForTokenClassification", "AutoModelForTokenClassification"),
+    "TinyLMForQuestionAnswering": ("LlamaForQuestionAnswering", "AutoModelForQuestionAnswering"),
+}
+LABELS = {"id2label": {0: "tinystories", 1: "shakespeare", 2: "novel"},
+          "label2id": {"tinystories": 0, "shakespeare": 1, "novel": 2}}
+PADDED_TEXTS = ["Once upon a time, a little cat said hello.", "Lily played.", "Ben and the big red ball"]
+
+
+@pytest.fixture(scope="module")
+def head_exports(exports, tmp_path_factory) -> dict[str, tuple[Path, Path]]:
+    """{head class: (TinyLM folder of that head on the untied model's decoder, its exported Llama folder)}."""
+    import tinylm_hf
+    from transformers import AutoTokenizer
+
+    root, lm = tmp_path_factory.mktemp("export-heads"), exports["untied"][0]
+    pairs = {}
+    for name in HEADS:
+        torch.manual_seed(1)
+        head = getattr(tinylm_hf, name).from_pretrained(lm, **(LABELS if "Sequence" in name else {}))
+        with torch.no_grad():  # biases start at zero: move them so that the export must carry them
+            for param in head.parameters():
+                if param.dim() == 1:
+                    param.add_(0.1 * torch.randn_like(param))
+        src, out = root / name, root / f"llama-{name}"
+        head.save_pretrained(src)
+        AutoTokenizer.from_pretrained(lm).save_pretrained(src)
+        assert main(["export-llama", str(src), str(out)]) == 0
+        pairs[name] = (src, out)
+    return pairs
+
+
+@pytest.mark.parametrize("head", list(HEADS))
+def test_a_head_exports_to_the_llama_head_without_remote_code(head_exports, head):
+    from safetensors import safe_open
+
+    _, out = head_exports[head]
+    config = json.loads((out / "config.json").read_text())
+    assert config["architectures"] == [HEADS[head][0]] and "auto_map" not in config and not list(out.glob("*.py"))
+    with safe_open(out / "model.safetensors", "pt") as weights:
+        decoder = {key.split(".")[0] for key in weights.keys() if "layers" in key}
+    assert decoder == {"transformer" if "Question" in head else "model"}  # Llama's names for the decoder
+    if "Sequence" in head:
+        assert config["id2label"] == {str(k): v for k, v in LABELS["id2label"].items()}
+
+
+def padded_outputs(model, tokenizer) -> tuple[list, list]:
+    """(attention mask, outputs) of a right-padded batch of PADDED_TEXTS: pooled logits, or per-token logits."""
+    enc = tokenizer(PADDED_TEXTS, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        out = model(**enc)
+    tensors = [out.start_logits, out.end_logits] if hasattr(out, "start_logits") else [out.logits]
+    return enc["attention_mask"].tolist(), [t.tolist() for t in tensors]
+
+
+def assert_same_outputs(mask: list, mine: list, theirs: list, name: str) -> None:
+    """Equal to 1e-5 wherever a token is real (a sequence head's logits have no token axis: all of them)."""
+    for a, b in zip(mine, theirs):
+        a, b = torch.tensor(a), torch.tensor(b)
+        keep = torch.tensor(mask).bool() if a.shape[:2] == torch.tensor(mask).shape else slice(None)
+        assert (a[keep] - b[keep]).abs().max().item() < 1e-5, name
+
+
+HEAD_CONSUMER = """
+import json, sys, torch, transformers
+from transformers import AutoTokenizer
+folders, texts = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+out = {"version": transformers.__version__}
+for name, (folder, auto) in folders.items():
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = getattr(transformers, auto).from_pretrained(folder).eval()
+    enc = tok(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        res = model(**enc)
+    tensors = [res.start_logits, res.end_logits] if hasattr(res, "start_logits") else [res.logits]
+    out[name] = {"cls": type(model).__name__, "outputs": [x.tolist() for x in tensors],
+                 "id2label": {str(k): v for k, v in model.config.id2label.items()}}
+print(json.dumps(out))
+"""
+
+
+def reference_head_outputs(head_exports) -> dict:
+    import tinylm_hf
+    from transformers import AutoTokenizer
+
+    return {name: padded_outputs(getattr(tinylm_hf, name).from_pretrained(src).eval(),
+                                 AutoTokenizer.from_pretrained(src))
+            for name, (src, _) in head_exports.items()}
+
+
+def test_exported_heads_give_the_same_outputs_in_a_process_without_tinylm_hf(head_exports, tmp_path):
+    want = reference_head_outputs(head_exports)
+    folders = {name: (str(out), HEADS[name][1]) for name, (_, out) in head_exports.items()}
+    code = f"import sys; sys.argv = ['-', {json.dumps(folders)!r}, {json.dumps(PADDED_TEXTS)!r}]\n" + HEAD_CONSUMER
+    got = json.loads(run_fresh(code, tmp_path).stdout.strip().splitlines()[-1])
+    for name, (mask, outputs) in want.items():
+        assert got[name]["cls"] == HEADS[name][0]
+        assert_same_outputs(mask, outputs, got[name]["outputs"], name)
+    assert got["TinyLMForSequenceClassification"]["id2label"] == {str(k): v for k, v in LABELS["id2label"].items()}
+
+
+def test_gguf_export_of_a_head_is_refused_before_writing(head_exports, tmp_path, capsys):
+    src, _ = head_exports["TinyLMForSequenceClassification"]
+    assert "task head" in run_cli_error(["export-gguf", str(src), str(tmp_path / "m.gguf")], capsys)
+    assert not (tmp_path / "m.gguf").exists()
+
+
+PIPELINES_457 = """
+import json, sys
+from transformers import pipeline
+folders = json.loads(sys.argv[1])
+classify = pipeline("text-classification", model=folders["TinyLMForSequenceClassification"][0])
+answer = pipeline("question-answering", model=folders["TinyLMForQuestionAnswering"][0])
+context = "Lily and Ben played in the park."
+print(json.dumps({"label": classify("Once upon a time")[0]["label"], "context": context,
+                  "answer": answer(question="Who played?", context=context)}))
+"""
+
+
+@pytest.mark.slow
+def test_transformers_4_57_runs_the_exported_heads_and_their_pipelines(head_exports, tmp_path_factory):
+    """The question-answering pipeline left transformers in 5.3: 4.57 runs it on the exported Llama head."""
+    root = tmp_path_factory.mktemp("tf4-heads")
+    old = os.environ.get("TINYLM_OLD_TRANSFORMERS_PYTHON")  # .ci/run's transformers 4.57 virtualenv, if made
+    python = Path(old) if old else make_venv(root, ["torch==2.13.0", "transformers==4.57.*"])
+    folders = {name: (str(out), HEADS[name][1]) for name, (_, out) in head_exports.items()}
+    got = run_in(python, f"import sys; sys.argv = ['-', {json.dumps(folders)!r}, {json.dumps(PADDED_TEXTS)!r}]\n"
+                 + HEAD_CONSUMER, root)
+    assert got["version"].startswith("4.57.")
+    for name, (mask, outputs) in reference_head_outputs(head_exports).items():
+        assert got[name]["cls"] == HEADS[name][0]
+        assert_same_outputs(mask, outputs, got[name]["outputs"], name)
+    ran = run_in(python, f"import sys; sys.argv = ['-', {json.dumps(folders)!r}]\n" + PIPELINES_457, root)
+    assert ran["label"] in LABELS["label2id"]
+    span = ran["answer"]
+    assert ran["context"][span["start"] : span["end"]] == span["answer"] and span["answer"]

@@ -7,16 +7,15 @@ the LM class, and every generate mode returning what Llama returns.
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, DynamicCache
-from transformers.utils import logging as hf_logging
 
 from tinylm_hf.modeling import TinyLMForCausalLM, TinyLMModel
 from tinylm_hf.modeling.compat import CACHE_NAME
+from tiny_folders import load_with_log
 from tiny_models import left_pad_mask, llama_from, make_config, make_model, random_ids
 
 pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
@@ -196,18 +195,10 @@ def test_bare_model_checkpoint_loads_into_the_lm_class_with_a_new_head(tmp_path:
     torch.manual_seed(18)
     bare = TinyLMModel(make_config())
     bare.save_pretrained(tmp_path)
-    logger = hf_logging.get_logger("transformers.modeling_utils")
-    records: list[str] = []
-    handler = logging.Handler()
-    handler.emit = lambda record: records.append(record.getMessage())
-    logger.addHandler(handler)
-    try:
-        model, info = AutoModelForCausalLM.from_pretrained(tmp_path, output_loading_info=True)
-    finally:
-        logger.removeHandler(handler)
+    model, info, log = load_with_log(AutoModelForCausalLM, tmp_path)
     assert isinstance(model, TinyLMForCausalLM)
     assert set(info["missing_keys"]) == {"lm_head.weight"} and not info["unexpected_keys"]
-    assert any("lm_head.weight" in message for message in records)
+    assert "lm_head.weight" in log
     std = model.lm_head.weight.std().item()
     assert abs(std - model.config.initializer_range) < 0.2 * model.config.initializer_range
     ids = random_ids(1, 5)

@@ -81,6 +81,24 @@ def load_tiny_folder(folder: Path):
     return AutoModelForCausalLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
 
 
+def load_with_log(loader, folder: Path, **kwargs) -> tuple:
+    """(model, loading info, transformers' log text) of ``loader.from_pretrained(folder)`` (a class or Auto class)."""
+    import logging
+
+    from transformers.utils import logging as hf_logging
+
+    logger = hf_logging.get_logger("transformers.modeling_utils")
+    records: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: records.append(record.getMessage())
+    logger.addHandler(handler)
+    try:
+        model, info = loader.from_pretrained(folder, output_loading_info=True, **kwargs)
+    finally:
+        logger.removeHandler(handler)
+    return model, info, "\n".join(records)
+
+
 def run_fresh(code: str, cwd: Path, timeout: int = 240) -> subprocess.CompletedProcess:
     """Run Python code in a fresh process where tinylm_hf is NOT importable, offline."""
     env = env_without_tinylm(cwd, HF_HOME=str(cwd / "hf_home"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from tinylm_hf.modeling import TinyLMConfig, TinyLMForCausalLM
+from tinylm_hf.modeling import TinyLMConfig, TinyLMForCausalLM, TinyLMPreTrainedModel
 
 VOCAB = 101
 
@@ -34,7 +34,11 @@ def make_model(seed: int = 0, **overrides) -> TinyLMForCausalLM:
     return model
 
 
-def llama_from(model: TinyLMForCausalLM, attn_implementation: str) -> LlamaForCausalLM:
+def llama_from(model: TinyLMPreTrainedModel, attn_implementation: str, llama_class: type = LlamaForCausalLM):
+    """A `llama_class` (LlamaForCausalLM, or a Llama task head) holding `model`'s weights, config mapped field by field.
+
+    Llama's question-answering class keeps its decoder under `transformer.` (its old name); ours is `model.`.
+    """
     c = model.config
     llama_config = LlamaConfig(
         vocab_size=c.vocab_size,
@@ -47,9 +51,14 @@ def llama_from(model: TinyLMForCausalLM, attn_implementation: str) -> LlamaForCa
         rms_norm_eps=c.rms_norm_eps,
         rope_theta=c.rope_theta,
         tie_word_embeddings=c.tie_word_embeddings,
+        pad_token_id=c.pad_token_id,
+        id2label=c.id2label,
+        problem_type=c.problem_type,
     )
-    llama = LlamaForCausalLM._from_config(llama_config, attn_implementation=attn_implementation).eval()
-    llama.load_state_dict(model.state_dict(), strict=True)
+    llama = llama_class._from_config(llama_config, attn_implementation=attn_implementation).eval()
+    prefix = f"{llama_class.base_model_prefix}."
+    state = {prefix + k[len("model."):] if k.startswith("model.") else k: v for k, v in model.state_dict().items()}
+    llama.load_state_dict(state, strict=True)
     return llama
 
 

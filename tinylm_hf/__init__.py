@@ -6,11 +6,14 @@ classes (`tinylm_hf.registration`).
 
 from __future__ import annotations
 
-from .corpus import prepare_dataset, split_documents
+from .corpus import load_corpus_source_task, prepare_dataset, split_documents
 from .modeling import (
     TinyLMConfig,
     TinyLMForCausalLM,
     TinyLMForMaskedLM,
+    TinyLMForQuestionAnswering,
+    TinyLMForSequenceClassification,
+    TinyLMForTokenClassification,
     TinyLMModel,
     TinyLMPreTrainedModel,
     scaled_dot_product_attention,
@@ -80,6 +83,9 @@ __all__ = [
     "TinyLMConfig",
     "TinyLMForCausalLM",
     "TinyLMForMaskedLM",
+    "TinyLMForQuestionAnswering",
+    "TinyLMForSequenceClassification",
+    "TinyLMForTokenClassification",
     "TinyLMModel",
     "TinyLMPreTrainedModel",
     "TinyLMSentencePieceBPETokenizer",
@@ -101,6 +107,7 @@ __all__ = [
     "cross_entropy",
     "get_batch",
     "load_checkpoint",
+    "load_corpus_source_task",
     "load_word_counts",
     "param_groups_for_weight_decay",
     "prepare_dataset",

@@ -1,12 +1,14 @@
-"""`tinylm export-llama`: write a plain LlamaForCausalLM folder that needs neither remote code nor tinylm_hf."""
+"""`tinylm export-llama`: write a plain Llama folder (LlamaForCausalLM, or the task head's Llama class) that needs
+neither remote code nor tinylm_hf."""
 
 from __future__ import annotations
 
 import argparse
 
 from ..publish import export_llama
+from ..publish.folder import read_json
 
-HELP = "write a plain LlamaForCausalLM folder (no remote code)"
+HELP = "write a plain Llama folder (LlamaForCausalLM or a Llama task head; no remote code)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,5 +21,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     out = export_llama(args.dir, args.out, overwrite=args.overwrite, trust_remote_code=args.trust_remote_code)
-    print(f"wrote a LlamaForCausalLM folder to {out}: {', '.join(sorted(p.name for p in out.iterdir()))}")
+    architecture = read_json(out / "config.json")["architectures"][0]
+    print(f"wrote a {architecture} folder to {out}: {', '.join(sorted(p.name for p in out.iterdir()))}")
     return 0

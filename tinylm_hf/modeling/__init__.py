@@ -19,6 +19,11 @@ from .layers import (
     softmax,
 )
 from .modeling_tinylm import TinyLMForCausalLM, TinyLMModel, TinyLMPreTrainedModel
+from .modeling_tinylm_heads import (
+    TinyLMForQuestionAnswering,
+    TinyLMForSequenceClassification,
+    TinyLMForTokenClassification,
+)
 from .modeling_tinylm_mlm import TinyLMForMaskedLM
 
 __all__ = [
@@ -31,6 +36,9 @@ __all__ = [
     "TinyLMConfig",
     "TinyLMForCausalLM",
     "TinyLMForMaskedLM",
+    "TinyLMForQuestionAnswering",
+    "TinyLMForSequenceClassification",
+    "TinyLMForTokenClassification",
     "TinyLMModel",
     "TinyLMPreTrainedModel",
     "apply_rotary",

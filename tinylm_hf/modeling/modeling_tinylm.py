@@ -10,13 +10,16 @@ from __future__ import annotations
 # first: on an unsupported transformers, a remote-code folder says what it needs (compat.py)
 from .compat import CACHE_NAME, resolve_cache
 
+import inspect
 import math
+from pathlib import Path
 
 import torch
 from torch import nn
 from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.cache_utils import Cache, DynamicCache
+from transformers.dynamic_module_utils import get_relative_import_files
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
 
@@ -27,6 +30,9 @@ from .loss_tinylm import causal_lm_loss
 # what save_pretrained writes into config.json's auto_map (beside what register_for_auto_class adds), so
 # that a folder saved from either class loads with trust_remote_code through both auto classes
 AUTO_MAP = {"AutoModel": "modeling_tinylm.TinyLMModel", "AutoModelForCausalLM": "modeling_tinylm.TinyLMForCausalLM"}
+# the heads TinyLM classes put on the decoder (language model, sequence and token scores, answer spans): the
+# only weights a checkpoint may lack or leave over when loaded into another class (from_pretrained)
+HEAD_PREFIXES = ("lm_head.", "score.", "qa_outputs.")
 
 
 class TinyLMDecoderLayer(GradientCheckpointingLayer, DecoderBlock):
@@ -81,9 +87,10 @@ class TinyLMPreTrainedModel(PreTrainedModel):
         """Load as transformers does, but decoder weights missing from or left over in the checkpoint are an error.
 
         transformers would silently re-initialise missing weights (a config with more layers than the
-        checkpoint) or drop extra ones (fewer layers): both are wrong answers, not a loaded model. Only the
-        language-model head may be absent (a ``TinyLMModel`` checkpoint loaded into ``TinyLMForCausalLM``: the
-        head is initialised, and reported in the log and in ``output_loading_info``) or left over (the reverse).
+        checkpoint) or drop extra ones (fewer layers): both are wrong answers, not a loaded model. Only a head
+        (``HEAD_PREFIXES``) may be absent (a ``TinyLMModel`` or causal-LM checkpoint loaded into
+        ``TinyLMForCausalLM`` or a task head: the head is initialised, and reported in the log and in
+        ``output_loading_info``) or left over (the reverse).
         """
         want_info = kwargs.pop("output_loading_info", False)
         model, info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
@@ -99,18 +106,40 @@ class TinyLMPreTrainedModel(PreTrainedModel):
         return (model, info) if want_info else model
 
     def save_pretrained(self, save_directory, *args, **kwargs) -> None:
-        """Save as transformers does, with both ``AutoModel`` and ``AutoModelForCausalLM`` in ``auto_map``.
+        """Save as transformers does, with every Auto class the folder's code serves in ``auto_map``.
 
-        A bidirectional (masked-LM) model gets only ``AutoModel`` here: it is no causal LM, and its own
-        class adds ``AutoModelForMaskedLM``.
+        ``AutoModel`` and, for a causal decoder, ``AutoModelForCausalLM`` (a bidirectional masked-LM model is
+        no causal LM; its own class adds ``AutoModelForMaskedLM``), plus what the class adds (``_auto_map``).
+        Entries the loaded config carried over from another class's folder stay only when this save copies
+        their file (a classifier loaded from a masked-LM folder does not copy ``modeling_tinylm_mlm.py``).
         """
-        base = {"AutoModel": AUTO_MAP["AutoModel"]} if self.config.use_bidirectional_attention else AUTO_MAP
-        self.config.auto_map = {**base, **(getattr(self.config, "auto_map", None) or {})}
+        copied = saved_modules(type(self))
+        carried = getattr(self.config, "auto_map", None) or {}
+        carried = {a: ref for a, ref in carried.items() if not isinstance(ref, str) or auto_map_module(ref) in copied}
+        self.config.auto_map = {**self._auto_map(), **carried}
         return super().save_pretrained(save_directory, *args, **kwargs)
+
+    def _auto_map(self) -> dict[str, str]:
+        """The ``auto_map`` entries a folder saved from this class needs (subclasses add theirs)."""
+        return {"AutoModel": AUTO_MAP["AutoModel"]} if self.config.use_bidirectional_attention else dict(AUTO_MAP)
+
+
+def saved_modules(cls: type) -> set[str]:
+    """Names of the files ``save_pretrained`` copies for remote code: the class's own and every sibling it imports."""
+    path = inspect.getfile(cls)
+    return {Path(file).stem for file in [path, *get_relative_import_files(path)]}
+
+
+def auto_map_module(ref: str) -> str:
+    """The module an ``auto_map`` value names: ``"modeling_tinylm.TinyLMModel"`` -> ``"modeling_tinylm"``.
+
+    A Hub prefix (``"user/repo--modeling_tinylm.TinyLMModel"``) is dropped.
+    """
+    return ref.split("--")[-1].rsplit(".", 1)[0]
 
 
 def _is_head_weight(key: str) -> bool:
-    return key.startswith("lm_head.")
+    return key.startswith(HEAD_PREFIXES)
 
 
 class TinyLMModel(TinyLMPreTrainedModel):

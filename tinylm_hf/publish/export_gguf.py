@@ -35,7 +35,7 @@ from ..fileio import atomic_output
 from ..tokenization.chat_template import end_of_turn_id, portable_chat_template
 from ..tokenization.metaspace import UNUSED, SentencePieceModel, read_sentencepiece_model
 from ..tokenization.tokenization_tinylm_metaspace import MODEL_FILE as SENTENCEPIECE_FILE
-from .export_llama import build_llama_model, build_plain_tokenizer
+from .export_llama import build_llama_model, build_plain_tokenizer, llama_class_name
 from .folder import check_folder_files, check_tokenizer_fits
 
 logger = logging.getLogger(__name__)
@@ -273,7 +273,10 @@ def export_gguf(
     if dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
     src, out = Path(src_dir), Path(out_path)
-    check_folder_files(src)
+    config = check_folder_files(src)
+    if llama_class_name(config) != "LlamaForCausalLM":
+        raise ValueError(f"{src} holds a {config['architectures'][0]}, a task head: GGUF carries a language model "
+                         "for llama.cpp; export the head with export-llama instead")
     check_gguf_output(out, overwrite=overwrite)
     model = build_llama_model(src)
     tokenizer = build_plain_tokenizer(src, trust_remote_code=trust_remote_code)

@@ -1,8 +1,10 @@
-"""Export a TinyLM folder as a plain `LlamaForCausalLM` folder that needs neither remote code nor tinylm_hf.
+"""Export a TinyLM folder as a plain Llama folder that needs neither remote code nor tinylm_hf.
 
 TinyLM's config fields and state-dict names are Llama's, so the export maps the config onto a
-`LlamaConfig`, loads the weights into a `LlamaForCausalLM` with `strict=True` (any name mismatch
-is an error, not a silent re-initialisation), and writes the tokenizer as a plain
+`LlamaConfig`, loads the weights into the Llama class of the folder's TinyLM class (`LLAMA_CLASSES`:
+`LlamaForCausalLM`, or the task head's `LlamaForSequenceClassification` / `...ForTokenClassification` /
+`...ForQuestionAnswering`, whose decoder Llama names `transformer`) with a strict name check (any
+mismatch is an error, not a silent re-initialisation), and writes the tokenizer as a plain
 `PreTrainedTokenizerFast` (`tokenizer.json`; a sentencepiece tokenizer also keeps its `tokenizer.model`,
 from which llama.cpp's converter takes the scores, as for Llama 2), with the chat template and the folder's
 `generation_config.json` (where a chat model stops). The folder is written
@@ -33,6 +35,15 @@ from ..tokenization.pretokenize import GPT2_PATTERN, resolve_pattern
 from ..tokenization.tokenization_tinylm_metaspace import MODEL_FILE as SENTENCEPIECE_FILE
 from .folder import check_folder_files, read_json
 
+# the TinyLM class a folder was saved from (config.json's "architectures") -> the Llama class that runs it
+LLAMA_CLASSES = {
+    "TinyLMForCausalLM": "LlamaForCausalLM",
+    "TinyLMForSequenceClassification": "LlamaForSequenceClassification",
+    "TinyLMForTokenClassification": "LlamaForTokenClassification",
+    "TinyLMForQuestionAnswering": "LlamaForQuestionAnswering",
+}
+# what a task head reads from the config beyond the decoder's shape (labels, loss, token-classification head)
+TASK_FIELDS = ("id2label", "label2id", "problem_type", "classifier_dropout", "token_classification_bias")
 PROBE_TEXT = "Once upon a time, a little cat said: \"Hello!\" 123 <|endoftext|> The end.\n\n  Ünïcode ✓"
 CHAT_PROBE = [{"role": "system", "content": "Be kind."}, {"role": "user", "content": "A story?"},
               {"role": "assistant", "content": "Once."}]
@@ -50,8 +61,14 @@ def check_output_outside(src: Path, out: Path) -> None:
                          "choose an output outside it")
 
 
+def llama_class_name(config: dict[str, Any]) -> str:
+    """The Llama class for a TinyLM config.json dict: its task head's, else `LlamaForCausalLM`."""
+    architectures = config.get("architectures") or ["TinyLMForCausalLM"]
+    return LLAMA_CLASSES.get(architectures[0], "LlamaForCausalLM")
+
+
 def llama_config_from(config: dict[str, Any]) -> Any:
-    """The `LlamaConfig` equivalent of a TinyLM config.json dict (causal models only)."""
+    """The `LlamaConfig` equivalent of a TinyLM config.json dict (causal models only), task fields included."""
     from transformers import LlamaConfig
 
     if config.get("use_bidirectional_attention"):
@@ -59,6 +76,7 @@ def llama_config_from(config: dict[str, Any]) -> Any:
                          "llama.cpp would run it with causal attention, which it was not trained with; "
                          "only causal TinyLM models can be exported")
     heads = config["num_attention_heads"]
+    language_model = llama_class_name(config) == "LlamaForCausalLM"
     return LlamaConfig(
         vocab_size=config["vocab_size"],
         hidden_size=config["hidden_size"],
@@ -70,7 +88,7 @@ def llama_config_from(config: dict[str, Any]) -> Any:
         max_position_embeddings=config["max_position_embeddings"],
         rms_norm_eps=config.get("rms_norm_eps", 1e-5),
         rope_theta=config.get("rope_theta", 10000.0),
-        tie_word_embeddings=config.get("tie_word_embeddings", False),
+        tie_word_embeddings=language_model and config.get("tie_word_embeddings", False),  # a task head has no lm_head
         hidden_act="silu",
         attention_bias=False,
         mlp_bias=False,
@@ -78,6 +96,7 @@ def llama_config_from(config: dict[str, Any]) -> Any:
         bos_token_id=config.get("bos_token_id"),
         eos_token_id=config.get("eos_token_id"),
         pad_token_id=config.get("pad_token_id"),
+        **{name: config[name] for name in TASK_FIELDS if config.get(name) is not None},
     )
 
 
@@ -94,16 +113,18 @@ def _load_state_dict(folder: Path) -> dict[str, Any]:
 
 
 def build_llama_model(src: Path) -> Any:
-    """A `LlamaForCausalLM` holding the TinyLM folder's weights (strict name check)."""
-    from transformers import LlamaForCausalLM
+    """The Llama model (`LLAMA_CLASSES`) holding the TinyLM folder's weights (strict name check)."""
+    import transformers
 
     config_path = src / "config.json"
     if not config_path.is_file():
         raise FileNotFoundError(f"{src} has no config.json")
     config = json.loads(config_path.read_text(encoding="utf-8"))
     llama_config = llama_config_from(config)
-    model = LlamaForCausalLM(llama_config)
-    state = {k: v for k, v in _load_state_dict(src).items() if not k.endswith("rotary_emb.inv_freq")}
+    model = getattr(transformers, llama_class_name(config))(llama_config)
+    prefix = f"{model.base_model_prefix}."  # "transformer." for LlamaForQuestionAnswering, else "model."
+    state = {prefix + k[len("model."):] if k.startswith("model.") else k: v
+             for k, v in _load_state_dict(src).items() if not k.endswith("rotary_emb.inv_freq")}
     if llama_config.tie_word_embeddings:
         state.pop("lm_head.weight", None)
     expected = set(model.state_dict())
@@ -112,7 +133,7 @@ def build_llama_model(src: Path) -> Any:
     missing, unexpected = expected - set(state), set(state) - expected
     if missing or unexpected:
         raise ValueError(
-            f"the weights in {src} do not map onto LlamaForCausalLM: missing {sorted(missing)[:5]}, "
+            f"the weights in {src} do not map onto {type(model).__name__}: missing {sorted(missing)[:5]}, "
             f"unexpected {sorted(unexpected)[:5]}"
         )
     model.load_state_dict(state, strict=not llama_config.tie_word_embeddings)
@@ -188,10 +209,12 @@ def make_portable(folder: Path, tokenizer: Any) -> None:
 def export_llama(
     src_dir: str | os.PathLike, out_dir: str | os.PathLike, *, overwrite: bool = False, trust_remote_code: bool = False
 ) -> Path:
-    """Write a plain `LlamaForCausalLM` folder (config, safetensors, fast tokenizer) for a TinyLM folder.
+    """Write a plain Llama folder (config, safetensors, fast tokenizer) for a TinyLM folder.
 
-    The result loads with `AutoModelForCausalLM` / `AutoTokenizer` without `trust_remote_code`
-    and without tinylm_hf, under transformers 4.x and 5.x, and gives the same logits and token ids.
+    A causal LM becomes a `LlamaForCausalLM`, a task head its Llama twin (`LLAMA_CLASSES`). The result
+    loads with the Auto classes (`AutoModelForCausalLM`, `AutoModelForSequenceClassification`, ...) and
+    `AutoTokenizer` without `trust_remote_code` and without tinylm_hf, under transformers 4.x and 5.x,
+    and gives the same logits and token ids.
     """
     src, out = Path(src_dir), Path(out_dir)
     check_folder_files(src)
