@@ -54,13 +54,8 @@ def quickstart(
 ) -> dict[str, Any]:
     """Run the pipeline end to end; returns the run summary's fields plus the generated stories.
 
-    `batch_size` and `context_length` default to 16 x 128 tokens, or 8 x 256 with `chat` (the model then has
-    at least `CHAT_CONTEXT` positions). `chat` fine-tunes the model for `chat_budget_s` seconds (or
-    `chat_max_iters` steps) and adds the chat model's folder and replies to the result.
-    """
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
+    Batches default to 16 x 128 tokens, 8 x 256 with `chat`, which fine-tunes for `chat_budget_s` seconds (or
+    `chat_max_iters` steps) and adds the chat run's fields, folder and replies as "chat"."""
     if train_budget_s is None or not train_budget_s > 0:
         raise ValueError(f"the training budget must be a positive number of seconds, got {train_budget_s!r}")
     out = Path(out_dir)
@@ -104,16 +99,7 @@ def quickstart(
     print(f"      {summary.iterations:,} steps in {time.perf_counter() - t0:.0f}s")
 
     print(f"[4/{steps}] reloading {hf_dir} with AutoTokenizer / AutoModelForCausalLM and generating")
-    tokenizer = AutoTokenizer.from_pretrained(hf_dir)
-    model = AutoModelForCausalLM.from_pretrained(hf_dir).eval()
-    torch.manual_seed(seed)
-    stories = []
-    for prompt in PROMPTS:
-        ids = tokenizer(prompt, return_tensors="pt")
-        with torch.no_grad():
-            gen = model.generate(**ids, max_new_tokens=max_new_tokens, do_sample=True, temperature=0.7, top_k=40,
-                                 pad_token_id=tokenizer.eos_token_id)
-        stories.append(tokenizer.decode(gen[0], skip_special_tokens=True))
+    stories = tell_stories(hf_dir, seed=seed, max_new_tokens=max_new_tokens)
     for i, story in enumerate(stories, 1):
         print(f"\n--- story {i} ---\n{story}")
     print(f"\nvalidation loss {summary.val_loss:.3f} (perplexity {summary.val_perplexity:.1f}, "
@@ -128,3 +114,21 @@ def quickstart(
         result["chat"] = fine_tune_stories(out, hf_dir, budget_s=chat_budget_s, max_iters=chat_max_iters, seed=seed,
                                            threads=threads, max_new_tokens=max_new_tokens, first_step=5)
     return {**result, "total_s": time.perf_counter() - t0}
+
+
+def tell_stories(hf_dir: Path, *, seed: int, max_new_tokens: int) -> list[str]:
+    """Each of `PROMPTS` continued by the model in `hf_dir` (sampled: temperature 0.7, top-k 40), prompt included."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(hf_dir)
+    model = AutoModelForCausalLM.from_pretrained(hf_dir).eval()
+    torch.manual_seed(seed)
+    stories = []
+    for prompt in PROMPTS:
+        ids = tokenizer(prompt, return_tensors="pt")
+        with torch.no_grad():
+            gen = model.generate(**ids, max_new_tokens=max_new_tokens, do_sample=True, temperature=0.7, top_k=40,
+                                 pad_token_id=tokenizer.eos_token_id)
+        stories.append(tokenizer.decode(gen[0], skip_special_tokens=True))
+    return stories
