@@ -124,6 +124,20 @@ def test_sentencepiece_folder_keeps_its_model_file_and_ids(tmp_path):
         assert plain(text)["input_ids"] == ours(text)["input_ids"]
 
 
+def test_a_chat_model_keeps_its_template_and_where_it_stops(tmp_path):
+    from tiny_chats import make_chat_folder
+    from transformers import AutoTokenizer
+
+    src = make_chat_folder(tmp_path / "src")
+    (src / "generation_config.json").write_text(json.dumps({"eos_token_id": [7, 0], "max_new_tokens": 9}))
+    assert main(["export-llama", str(src), str(tmp_path / "out")]) == 0
+    messages = [{"role": "user", "content": "A story?"}]
+    ours, plain = AutoTokenizer.from_pretrained(src), AutoTokenizer.from_pretrained(tmp_path / "out")
+    assert plain.apply_chat_template(messages, add_generation_prompt=True)["input_ids"] == \
+        ours.apply_chat_template(messages, add_generation_prompt=True)["input_ids"]
+    assert json.loads((tmp_path / "out" / "generation_config.json").read_text())["eos_token_id"] == [7, 0]
+
+
 def test_tokenizer_with_another_pattern_is_refused(exports, tmp_path):
     import shutil
 

@@ -439,3 +439,82 @@ def test_sentencepiece_bpe_tokenizer_equals_llama_cpp_converter_output(llama_cpp
     assert {"tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type"} <= keys
     for key in sorted(keys):
         assert ours.fields[key].contents() == theirs.fields[key].contents(), key
+
+
+# ----------------------------------------------------------------------------- chat models
+
+CHAT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Tell me a story about a cat."},
+        {"role": "assistant", "content": "Once upon a time, a cat sat."}, {"role": "user", "content": "More!"}]
+
+
+@pytest.fixture(scope="module")
+def chat_gguf(tmp_path_factory):
+    """(chat model folder, its f32 GGUF export)."""
+    from tiny_chats import make_chat_folder
+
+    root = tmp_path_factory.mktemp("gguf-chat")
+    src = make_chat_folder(root / "chat", max_position_embeddings=64)
+    return src, export_gguf(src, root / "chat.gguf", dtype="f32")
+
+
+@pytest.fixture(scope="module")
+def llama_cpp():
+    """llama.cpp's own C API through the cyllama wheel (not a dependency: skipped without it)."""
+    module = pytest.importorskip("cyllama.llama.llama_cpp")
+    module.disable_logging()
+    module.ggml_backend_load_all()
+    return module
+
+
+def test_chat_template_and_end_of_turn_are_llama_cpp_keys(chat_gguf):
+    from transformers import AutoTokenizer
+
+    from tinylm_hf.tokenization.chat_template import CHAT_TOKENS, portable_chat_template
+
+    src, out = chat_gguf
+    tokenizer = AutoTokenizer.from_pretrained(src)
+    reader = gguf.GGUFReader(out)
+    end = tokenizer.convert_tokens_to_ids("<|end|>")
+    assert field(reader, "tokenizer.chat_template") == portable_chat_template()
+    assert field(reader, gguf.Keys.Tokenizer.EOT_ID) == field(reader, gguf.Keys.Tokenizer.EOS_ID) == end
+    types = field(reader, "tokenizer.ggml.token_type")
+    assert {types[tokenizer.convert_tokens_to_ids(t)] for t in CHAT_TOKENS} == {gguf.TokenType.CONTROL}
+
+
+def test_a_sentencepiece_model_without_the_chat_tokens_is_refused(tmp_path):
+    pytest.importorskip("sentencepiece")
+    from transformers import AutoTokenizer
+
+    from tinylm_hf.tokenization.chat_template import add_chat_tokens
+
+    src = sentencepiece_folder(tmp_path / "spbpe", "sentencepiece-bpe")  # 8 spare embedding rows
+    tokenizer = AutoTokenizer.from_pretrained(src)
+    add_chat_tokens(tokenizer)
+    tokenizer.save_pretrained(src)
+    with pytest.raises(ValueError, match="the chat tokens are not in the exported vocabulary.*--chat"):
+        export_gguf(src, tmp_path / "m.gguf")
+    assert not (tmp_path / "m.gguf").exists()
+
+
+def test_llama_cpp_formats_the_chat_as_apply_chat_template(chat_gguf, llama_cpp):
+    from transformers import AutoTokenizer
+
+    src, out = chat_gguf
+    tokenizer = AutoTokenizer.from_pretrained(src)
+    model = llama_cpp.LlamaModel(str(out), llama_cpp.LlamaModelParams())
+    messages = [llama_cpp.LlamaChatMessage(role=m["role"], content=m["content"]) for m in CHAT]
+    text = model.chat_apply_template(model.get_default_chat_template(), messages, True)  # llama.cpp's phi3
+    assert text == tokenizer.apply_chat_template(CHAT, tokenize=False, add_generation_prompt=True)
+    ids = model.get_vocab().tokenize(text, True, True)  # as llama.cpp reads a prompt: bos if the file asks, specials
+    assert ids == tokenizer.apply_chat_template(CHAT, add_generation_prompt=True)["input_ids"]
+
+
+def test_llama_cpp_ends_generation_at_the_end_of_turn(chat_gguf, llama_cpp):
+    from transformers import AutoTokenizer
+
+    src, out = chat_gguf
+    tokenizer = AutoTokenizer.from_pretrained(src)
+    vocab = llama_cpp.LlamaModel(str(out), llama_cpp.LlamaModelParams()).get_vocab()
+    end = tokenizer.convert_tokens_to_ids("<|end|>")
+    assert vocab.token_eot() == vocab.token_eos() == end
+    assert vocab.is_eog(end) and vocab.is_eog(tokenizer.eos_token_id)

@@ -12,7 +12,7 @@ from tiny_runs import byte_data, tiny_config, write_byte_dataset  # noqa: F401  
 from tinylm_hf.modeling import TinyLMForCausalLM, TinyLMForMaskedLM
 from tinylm_hf.modeling.loss_tinylm import IGNORE_INDEX
 from tinylm_hf.training.batches import StepBatches
-from tinylm_hf.training.config import OBJECTIVES
+from tinylm_hf.training.config import OBJECTIVES, TrainConfig
 from tinylm_hf.training.data import open_data
 from tinylm_hf.training.objectives import OBJECTIVE_CLASSES, Objective, open_objective
 
@@ -34,6 +34,7 @@ def test_every_objective_the_config_accepts_has_a_class():
     assert tuple(OBJECTIVE_CLASSES) == OBJECTIVES
     assert OBJECTIVE_CLASSES["clm"].model_class() is TinyLMForCausalLM
     assert OBJECTIVE_CLASSES["mlm"].model_class() is TinyLMForMaskedLM
+    assert OBJECTIVE_CLASSES["sft"].model_class() is TinyLMForCausalLM
 
 
 def test_causal_targets_are_the_next_tokens(byte_data, tmp_path):
@@ -78,3 +79,21 @@ def test_a_resumed_run_draws_the_prefetched_step_again(byte_data, tmp_path):
     before = sampler.get_state()
     batches.prefetch_next()  # after the last step: nothing to draw
     assert torch.equal(sampler.get_state(), before)
+
+
+def test_two_ranks_rows_make_the_one_process_sft_micro_batch(tmp_path):
+    from tiny_chats import make_chat_folder, write_short_chats
+    from tinylm_hf.training.objectives import SupervisedFineTuning
+
+    config = TrainConfig(objective="sft", conversations=str(write_short_chats(tmp_path / "c.jsonl")),
+                         init_from=str(make_chat_folder(tmp_path / "m", max_position_embeddings=128)),
+                         out_dir=str(tmp_path / "run"), context_length=128)
+    objective = SupervisedFineTuning.open(config, SupervisedFineTuning.open_data(config), main=False)
+
+    def rows(part: slice) -> tuple[torch.Tensor, torch.Tensor]:
+        return objective.micro_batch(torch.Generator().manual_seed(3), 8, part, CPU, (7, 2, 1))
+
+    x, y = rows(slice(0, 8))
+    (x0, y0), (x1, y1) = rows(slice(0, 4)), rows(slice(4, 8))
+    assert torch.equal(torch.cat([x0, x1]), x) and torch.equal(torch.cat([y0, y1]), y)
+    assert (y == IGNORE_INDEX).any() and (y != IGNORE_INDEX).any()

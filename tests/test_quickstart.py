@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
@@ -11,6 +12,7 @@ import pytest
 import torch
 
 from conftest import PACKAGE_DATA, REPO_ROOT
+from tinylm_hf.chat_quickstart import CHAT_PROMPTS
 from tinylm_hf.quickstart import PROMPTS, quickstart
 
 
@@ -19,17 +21,22 @@ def _slice(path, n_docs):
     return "<|endoftext|>".join(docs) + "<|endoftext|>\n"
 
 
-def test_quickstart_pipeline_small(tmp_path):
+def small_quickstart(tmp_path, **options):
+    """The quickstart on 150 + 20 bundled stories with a tiny model (threads restored afterwards)."""
     (tmp_path / "train.txt").write_text(_slice(PACKAGE_DATA / "tinystories_train_small.txt", 150))
     (tmp_path / "val.txt").write_text(_slice(PACKAGE_DATA / "tinystories_valid_small.txt", 20))
     threads = torch.get_num_threads()
     try:
-        result = quickstart(tmp_path / "qs", train_file=tmp_path / "train.txt", val_file=tmp_path / "val.txt",
-                            vocab_size=300, max_iters=8, batch_size=4, context_length=32,
-                            model_overrides={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
-                                             "num_attention_heads": 2}, max_new_tokens=8)
+        return quickstart(tmp_path / "qs", train_file=tmp_path / "train.txt", val_file=tmp_path / "val.txt",
+                          batch_size=4, context_length=32, max_new_tokens=8,
+                          model_overrides={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+                                           "num_attention_heads": 2}, **options)
     finally:
         torch.set_num_threads(threads)
+
+
+def test_quickstart_pipeline_small(tmp_path):
+    result = small_quickstart(tmp_path, vocab_size=300, max_iters=8)
     assert result["iterations"] == 8 and math.isfinite(result["val_loss"])
     assert len(result["stories"]) == len(PROMPTS)
     assert all(story.startswith(prompt) for story, prompt in zip(result["stories"], PROMPTS))
@@ -39,6 +46,15 @@ def test_quickstart_pipeline_small(tmp_path):
     card = (hf / "README.md").read_text()
     assert "train.txt" in card and "TinyStories" not in card  # the data used, not the bundled corpus
     assert str(tmp_path) not in card  # file names, never local paths
+
+
+def test_quickstart_chat_small(tmp_path):
+    result = small_quickstart(tmp_path, vocab_size=1000, max_iters=3, chat=True, chat_max_iters=2)
+    chat = result["chat"]
+    assert chat["objective"] == "sft" and chat["iterations"] == 2 and len(chat["replies"]) == len(CHAT_PROMPTS)
+    folder = tmp_path / "qs" / "chat" / "hf"
+    assert chat["hf_dir"] == str(folder) and (folder / "chat_template.jinja").is_file()
+    assert json.loads((folder / "config.json").read_text())["max_position_embeddings"] == 256
 
 
 @pytest.mark.slow

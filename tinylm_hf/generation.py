@@ -38,6 +38,14 @@ def check_prompt_fits(prompt_length: int, context_length: int | None) -> None:
         )
 
 
+def sampling_options(temperature: float, top_p: float | None, top_k: int | None) -> dict[str, Any]:
+    """`generate` keyword arguments for greedy decoding (temperature 0) or sampling with these settings."""
+    if temperature == 0:
+        return {"do_sample": False}
+    return {"do_sample": True, "temperature": temperature, "top_p": top_p if top_p is not None else 1.0,
+            "top_k": top_k if top_k is not None else 0}
+
+
 def generate_text(
     model: Any,
     tokenizer: Any,
@@ -63,10 +71,7 @@ def generate_text(
     check_prompt_fits(len(ids), context)
     if seed is not None:
         torch.manual_seed(seed)
-    options: dict[str, Any] = {"do_sample": temperature > 0}
-    if temperature > 0:
-        options |= {"temperature": temperature, "top_p": top_p if top_p is not None else 1.0,
-                    "top_k": top_k if top_k is not None else 0}
+    options = sampling_options(temperature, top_p, top_k)
     streamer = ContinuationStreamer(tokenizer, ids) if stream else None
     eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else model.config.eos_token_id
     device = next(model.parameters()).device

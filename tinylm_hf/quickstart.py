@@ -5,6 +5,8 @@
 3. train a small TinyLM (`cpu-quickstart` preset) with our loop for a time budget;
 4. publish the run as a Hugging Face folder, reload it with `AutoTokenizer` /
    `AutoModelForCausalLM` and print a few stories.
+With `chat`, the tokenizer also learns the chat tokens, and `chat_quickstart` adds two steps: fine-tuning on
+the bundled story conversations (the objective of `tinylm sft`) and the chat model's replies to a few requests.
 Re-running it into the same folder starts afresh.
 """
 
@@ -14,19 +16,22 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .chat_quickstart import CHAT_CONTEXT, fine_tune_stories
 from .corpus import prepare_dataset
+from .corpus.sources import PACKAGE_DATA
 from .publish import publish_run
 from .runtime import set_threads
 from .tokenization import EOS_TOKEN, train_tokenizer
+from .tokenization.chat_template import CHAT_TOKENS, add_chat_tokens
 from .training import TrainConfig, train
 
-PACKAGE_DATA = Path(__file__).resolve().parent / "data"
 PROMPTS = ("Once upon a time", "Lily and Ben went to the park.", "The little dog")
 MAX_ITERS_CAP = 3000  # the schedule's horizon when the time budget decides the step count
 # what the default recipe reaches in the default 360 s budget on a quiet 2-core machine (README, "Quickstart":
 # 1,877 steps, validation loss 2.59); printed beside this run's figure, which a busy machine leaves higher
 QUIET_MACHINE_BPB = 1.03
 QUIET_MACHINE_STEPS = 1877
+CHAT_BATCH_SIZE = 8  # with `chat`: 8 x CHAT_CONTEXT tokens, the default recipe's 2,048 tokens a step
 
 
 def quickstart(
@@ -36,42 +41,51 @@ def quickstart(
     vocab_size: int = 2048,
     max_iters: int | None = None,
     train_budget_s: float = 360.0,
-    batch_size: int = 16,
-    context_length: int = 128,
+    batch_size: int | None = None,
+    context_length: int | None = None,
     preset: str = "cpu-quickstart",
     model_overrides: dict[str, Any] | None = None,
     max_new_tokens: int = 120,
     seed: int = 1337,
     threads: int | None = None,
+    chat: bool = False,
+    chat_budget_s: float = 120.0,
+    chat_max_iters: int | None = None,
 ) -> dict[str, Any]:
-    """Run the pipeline end to end; returns the run summary's fields plus the generated stories."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """Run the pipeline end to end; returns the run summary's fields plus the generated stories.
 
+    Batches default to 16 x 128 tokens, 8 x 256 with `chat`, which fine-tunes for `chat_budget_s` seconds (or
+    `chat_max_iters` steps) and adds the chat run's fields, folder and replies as "chat"."""
     if train_budget_s is None or not train_budget_s > 0:
         raise ValueError(f"the training budget must be a positive number of seconds, got {train_budget_s!r}")
     out = Path(out_dir)
     threads = set_threads(threads)
+    batch_size = batch_size or (CHAT_BATCH_SIZE if chat else 16)
+    context_length = context_length or (CHAT_CONTEXT if chat else 128)
+    steps = 6 if chat else 4
     bundled_data = train_file is None and val_file is None  # what the quiet-machine figure was measured on
     train_file = Path(train_file or PACKAGE_DATA / "tinystories_train_small.txt")
     val_file = Path(val_file or PACKAGE_DATA / "tinystories_valid_small.txt")
     t0 = time.perf_counter()
 
-    print(f"[1/4] training a {vocab_size}-token BPE tokenizer on {train_file.name}")
-    tokenizer = train_tokenizer([train_file], vocab_size, [EOS_TOKEN], progress=False)
+    print(f"[1/{steps}] training a {vocab_size}-token BPE tokenizer on {train_file.name}")
+    tokenizer = train_tokenizer([train_file], vocab_size, [EOS_TOKEN, *(CHAT_TOKENS if chat else ())], progress=False)
+    if chat:
+        add_chat_tokens(tokenizer)
     tok_dir = out / "tokenizer"
     tokenizer.save_pretrained(tok_dir)
     print(f"      done in {time.perf_counter() - t0:.0f}s -> {tok_dir}")
 
-    print("[2/4] tokenizing the corpus (datasets)")
+    print(f"[2/{steps}] tokenizing the corpus (datasets)")
     headers = prepare_dataset(tok_dir, out / "data", input_files=[train_file], val_files=[val_file])
     print(f"      train {headers['train']['count']:,} tokens, val {headers['val']['count']:,} tokens "
           f"({time.perf_counter() - t0:.0f}s)")
 
-    overrides = {"vocab_size": vocab_size, "max_position_embeddings": context_length, **(model_overrides or {})}
+    positions = max(context_length, CHAT_CONTEXT) if chat else context_length
+    overrides = {"vocab_size": vocab_size, "max_position_embeddings": positions, **(model_overrides or {})}
     iters = max_iters or MAX_ITERS_CAP
     budget = None if max_iters else train_budget_s
-    print(f"[3/4] training a {preset} TinyLM on the CPU ({threads} thread(s)): "
+    print(f"[3/{steps}] training a {preset} TinyLM on the CPU ({threads} thread(s)): "
           + (f"{max_iters} steps" if max_iters else f"as many steps as fit in {train_budget_s:.0f}s"))
     config = TrainConfig(
         data_dir=str(out / "data"), tokenizer_dir=str(tok_dir), out_dir=str(out / "train"), preset=preset,
@@ -84,7 +98,29 @@ def quickstart(
     hf_dir = publish_run(summary, out / "hf")
     print(f"      {summary.iterations:,} steps in {time.perf_counter() - t0:.0f}s")
 
-    print(f"[4/4] reloading {hf_dir} with AutoTokenizer / AutoModelForCausalLM and generating")
+    print(f"[4/{steps}] reloading {hf_dir} with AutoTokenizer / AutoModelForCausalLM and generating")
+    stories = tell_stories(hf_dir, seed=seed, max_new_tokens=max_new_tokens)
+    for i, story in enumerate(stories, 1):
+        print(f"\n--- story {i} ---\n{story}")
+    print(f"\nvalidation loss {summary.val_loss:.3f} (perplexity {summary.val_perplexity:.1f}, "
+          f"{summary.val_bpb or float('nan'):.3f} bits/byte) after {summary.tokens:,} training tokens; "
+          f"total {time.perf_counter() - t0:.0f}s")
+    if bundled_data:
+        print(f"a quiet 2-core machine reaches about {QUIET_MACHINE_BPB:.2f} bits/byte with the default recipe in "
+              f"360 s ({QUIET_MACHINE_STEPS:,} steps); this run trained {summary.iterations:,} steps")
+    print(f"model folder: {hf_dir}")
+    result = {**summary.to_dict(), "hf_dir": str(hf_dir), "stories": stories}
+    if chat:
+        result["chat"] = fine_tune_stories(out, hf_dir, budget_s=chat_budget_s, max_iters=chat_max_iters, seed=seed,
+                                           threads=threads, max_new_tokens=max_new_tokens, first_step=5)
+    return {**result, "total_s": time.perf_counter() - t0}
+
+
+def tell_stories(hf_dir: Path, *, seed: int, max_new_tokens: int) -> list[str]:
+    """Each of `PROMPTS` continued by the model in `hf_dir` (sampled: temperature 0.7, top-k 40), prompt included."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     tokenizer = AutoTokenizer.from_pretrained(hf_dir)
     model = AutoModelForCausalLM.from_pretrained(hf_dir).eval()
     torch.manual_seed(seed)
@@ -95,13 +131,4 @@ def quickstart(
             gen = model.generate(**ids, max_new_tokens=max_new_tokens, do_sample=True, temperature=0.7, top_k=40,
                                  pad_token_id=tokenizer.eos_token_id)
         stories.append(tokenizer.decode(gen[0], skip_special_tokens=True))
-    for i, story in enumerate(stories, 1):
-        print(f"\n--- story {i} ---\n{story}")
-    print(f"\nvalidation loss {summary.val_loss:.3f} (perplexity {summary.val_perplexity:.1f}, "
-          f"{summary.val_bpb or float('nan'):.3f} bits/byte) after {summary.tokens:,} training tokens; "
-          f"total {time.perf_counter() - t0:.0f}s")
-    if bundled_data:
-        print(f"a quiet 2-core machine reaches about {QUIET_MACHINE_BPB:.2f} bits/byte with the default recipe in "
-              f"360 s ({QUIET_MACHINE_STEPS:,} steps); this run trained {summary.iterations:,} steps")
-    print(f"model folder: {hf_dir}")
-    return {**summary.to_dict(), "hf_dir": str(hf_dir), "stories": stories, "total_s": time.perf_counter() - t0}
+    return stories

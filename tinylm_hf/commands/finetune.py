@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from .config_flags import CONVERSATION_FIELDS, add_config_arguments, add_run_arguments, config_from_args
+
 HELP = "fine-tune a TinyLM folder on labelled texts (text classification)"
 TASKS = {"text-classification": "seq_cls"}  # --task -> TrainConfig.objective
 FLAGS = {"train_file": "--data", "validation_file": "--validation-data"}  # TrainConfig field -> its flag here
@@ -26,18 +28,16 @@ DEFAULTS: dict[str, Any] = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from .train import add_config_arguments, add_run_arguments
-
     parser.add_argument("--task", choices=sorted(TASKS), default="text-classification",
                         help="what to fine-tune for (default: text-classification)")
     add_run_arguments(parser)
-    add_config_arguments(parser, skip=NOT_FLAGS, flags=FLAGS, defaults=DEFAULTS)
+    add_config_arguments(parser, exclude=NOT_FLAGS + CONVERSATION_FIELDS, flags=FLAGS, defaults=DEFAULTS)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..training import train
     from ..training.distributed import is_main_process
-    from .train import config_from_args, finish_run
+    from .train import finish_run
 
     args.objective = TASKS[args.task]  # over a --config file's objective too
     summary = train(config_from_args(args, DEFAULTS))

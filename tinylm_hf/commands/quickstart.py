@@ -1,4 +1,5 @@
-"""`tinylm quickstart`: tokenizer + data + a small model on the bundled TinyStories slice (CPU); no arguments needed."""
+"""`tinylm quickstart`: tokenizer + data + a small model on the bundled TinyStories slice (CPU); no arguments needed.
+With --chat, the model is then fine-tuned on the bundled story conversations and answers requests for stories."""
 
 from __future__ import annotations
 
@@ -18,14 +19,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="training steps (default: as many as fit in --time-budget seconds)")
     parser.add_argument("--time-budget", "--train-budget", dest="time_budget", type=float, default=360.0,
                         help="seconds of training when --max-iters is unset (default: 360)")
-    parser.add_argument("--batch-size", type=int, default=16, help="sequences per step (default: 16)")
-    parser.add_argument("--context-length", type=int, default=128, help="tokens per sequence (default: 128)")
+    parser.add_argument("--batch-size", type=int, default=None, help="sequences per step (default: 16; 8 with --chat)")
+    parser.add_argument("--context-length", type=int, default=None,
+                        help="tokens per sequence (default: 128; 256 with --chat)")
     parser.add_argument("--max-new-tokens", type=int, default=120, help="tokens generated per story")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: physical cores)")
-
+    parser.add_argument("--chat", action="store_true",
+                        help="then fine-tune the model on the bundled story conversations (as `tinylm sft`) and print "
+                             "its replies to a few requests; talk to it with `tinylm chat OUT/chat/hf`")
+    parser.add_argument("--chat-budget", type=float, default=120.0,
+                        help="seconds of fine-tuning with --chat when --chat-max-iters is unset (default: 120)")
+    parser.add_argument("--chat-max-iters", type=int, default=None, help="fine-tuning steps with --chat")
 
 def run(args: argparse.Namespace) -> int:
     quickstart(args.out, train_file=args.train_file, val_file=args.val_file, vocab_size=args.vocab_size,
                max_iters=args.max_iters, train_budget_s=args.time_budget, batch_size=args.batch_size,
-               context_length=args.context_length, max_new_tokens=args.max_new_tokens, threads=args.threads)
+               context_length=args.context_length, max_new_tokens=args.max_new_tokens, threads=args.threads,
+               chat=args.chat, chat_budget_s=args.chat_budget, chat_max_iters=args.chat_max_iters)
     return 0

@@ -9,6 +9,7 @@ from pathlib import Path
 from ..corpus.sources import expand_inputs, iter_dataset_texts
 from ..fileio import check_output_folder, seal_folder
 from ..tokenization import sum_word_counts, train_tokenizer
+from ..tokenization.chat_template import CHAT_TOKENS, add_chat_tokens
 from ..tokenization.train_tokenizer import (
     ALGORITHMS,
     DEFAULT_BYTE_FALLBACK,
@@ -34,6 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "none for unigram and sentencepiece-bpe (they have <unk>, <s>, </s>). "
         f"In every family {MASK_TOKEN!r} becomes the mask token (masked-LM pretraining) and {PAD_TOKEN!r} pad",
     )
+    parser.add_argument("--chat", action="store_true",
+                        help=f"also train the chat tokens {', '.join(CHAT_TOKENS)} as special tokens and save the chat "
+                             "template, for `tinylm sft` and `tinylm chat`")
     parser.add_argument("--text-column", default="text", help="the text column with --dataset (default: text)")
     parser.add_argument("--pattern", default="gpt2", help='bpe pre-tokenization regex: "gpt2", "gpt4" or a regex')
     parser.add_argument("--lowercase", action="store_true", help="wordpiece: lower-case and strip accents (uncased)")
@@ -56,9 +60,14 @@ def run(args: argparse.Namespace) -> int:
         inputs = iter_dataset_texts(args.dataset, args.text_column)
     else:
         inputs = expand_inputs(args.input)
-    tokenizer = train_tokenizer(inputs, args.vocab_size, args.special_tokens, algorithm=args.algorithm,
+    specials = args.special_tokens
+    if args.chat:
+        specials = [*(DEFAULT_SPECIAL_TOKENS[args.algorithm] if specials is None else specials), *CHAT_TOKENS]
+    tokenizer = train_tokenizer(inputs, args.vocab_size, specials, algorithm=args.algorithm,
                                 pattern=args.pattern, lowercase=args.lowercase, byte_fallback=args.byte_fallback,
                                 num_workers=args.num_workers, progress=not args.no_progress)
+    if args.chat:
+        add_chat_tokens(tokenizer)
     saved = tokenizer.save_pretrained(args.out)
     seal_folder(args.out)
     written = sorted({Path(p).name for p in saved if Path(p).is_file()})  # save_pretrained also names files it skipped

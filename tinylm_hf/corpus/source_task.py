@@ -18,7 +18,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-DATA_DIR = Path(__file__).resolve().parents[1] / "data"
+from .sources import PACKAGE_DATA as DATA_DIR  # the package's bundled data folder
+
 SOURCE_LABELS = ("tinystories", "shakespeare", "novel")  # label id -> name
 SPLITS = ("train", "validation", "test")
 PASSAGE_WORDS = 32

@@ -7,6 +7,8 @@ import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+PACKAGE_DATA = Path(__file__).resolve().parent.parent / "data"  # the text and conversations bundled with tinylm_hf
+
 
 def expand_inputs(patterns: Sequence[str | os.PathLike]) -> list[Path]:
     """Files named by paths or glob patterns (`data/*.txt`), in order, each once; a pattern that matches

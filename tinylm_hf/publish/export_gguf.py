@@ -10,6 +10,9 @@ llama.cpp's `convert_hf_to_gguf.py` for a Llama model (architecture `llama`):
   special ids, and `tokenizer.ggml.pre = "gpt-2"`, the pre-tokenizer llama.cpp uses for GPT-2's regex.
   llama.cpp's converter guesses that name by hashing the token ids of known vocabularies, so it
   refuses any newly trained one; we know our regex, so we name it.
+- a chat model's template is written as `tokenizer.chat_template` (without transformers' `{% generation %}`
+  markers, which other Jinja engines reject; llama.cpp's own formatting knows it as `phi3`), and its
+  end-of-turn token `<|end|>` as llama.cpp's eot and eos token, so llama.cpp stops where transformers does.
 - a sentencepiece tokenizer (`tokenizer.model`) is embedded with its pieces, scores and piece types,
   as llama.cpp's converter reads them with `sentencepiece`: SentencePiece BPE (Llama 2's kind) as a
   `llama` vocabulary (merges by score, byte fallback), Unigram as a `t5` one (llama.cpp's Viterbi
@@ -29,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..fileio import atomic_output
+from ..tokenization.chat_template import end_of_turn_id, portable_chat_template
 from ..tokenization.metaspace import UNUSED, SentencePieceModel, read_sentencepiece_model
 from ..tokenization.tokenization_tinylm_metaspace import MODEL_FILE as SENTENCEPIECE_FILE
 from .export_llama import build_llama_model, build_plain_tokenizer, llama_class_name
@@ -235,8 +239,9 @@ def add_metadata(writer: Any, config: Any, tokenizer: Any, vocab_size: int, file
         writer.add_token_types(types)
         writer.add_add_space_prefix(sentencepiece.add_dummy_prefix)
         writer.add_remove_extra_whitespaces(sentencepiece.remove_extra_whitespaces)
+    end_of_turn = end_of_turn_id(tokenizer)  # a chat model's text ends with its turn: llama.cpp's eot and eos
     for setter, token_id in ((writer.add_bos_token_id, tokenizer.bos_token_id),
-                             (writer.add_eos_token_id, tokenizer.eos_token_id),
+                             (writer.add_eos_token_id, tokenizer.eos_token_id if end_of_turn is None else end_of_turn),
                              (writer.add_unk_token_id, tokenizer.unk_token_id),
                              (writer.add_pad_token_id, tokenizer.pad_token_id)):
         if token_id is not None:
@@ -245,7 +250,9 @@ def add_metadata(writer: Any, config: Any, tokenizer: Any, vocab_size: int, file
     writer.add_add_bos_token(False)
     writer.add_add_eos_token(False)
     if isinstance(tokenizer.chat_template, str):
-        writer.add_chat_template(tokenizer.chat_template)
+        writer.add_chat_template(portable_chat_template(tokenizer.chat_template))
+    if end_of_turn is not None:
+        writer.add_eot_token_id(end_of_turn)
 
 
 def export_gguf(

@@ -6,7 +6,8 @@ TinyLM's config fields and state-dict names are Llama's, so the export maps the 
 `...ForQuestionAnswering`, whose decoder Llama names `transformer`) with a strict name check (any
 mismatch is an error, not a silent re-initialisation), and writes the tokenizer as a plain
 `PreTrainedTokenizerFast` (`tokenizer.json`; a sentencepiece tokenizer also keeps its `tokenizer.model`,
-from which llama.cpp's converter takes the scores, as for Llama 2). The folder is written
+from which llama.cpp's converter takes the scores, as for Llama 2), with the chat template and the folder's
+`generation_config.json` (where a chat model stops). The folder is written
 into a temporary sibling and renamed into place, so a failed export leaves nothing half-written.
 
 The folder reads the same under transformers 5 and 4 (4.57 checked): transformers 5 writes a tokenizer
@@ -44,9 +45,12 @@ LLAMA_CLASSES = {
 # what a task head reads from the config beyond the decoder's shape (labels, loss, token-classification head)
 TASK_FIELDS = ("id2label", "label2id", "problem_type", "classifier_dropout", "token_classification_bias")
 PROBE_TEXT = "Once upon a time, a little cat said: \"Hello!\" 123 <|endoftext|> The end.\n\n  Ünïcode ✓"
+CHAT_PROBE = [{"role": "system", "content": "Be kind."}, {"role": "user", "content": "A story?"},
+              {"role": "assistant", "content": "Once."}]
 # The tokenizer class and input names both transformers 4.x and 5.x read the same way.
 PORTABLE_TOKENIZER_CLASS = "PreTrainedTokenizerFast"
 MODEL_INPUT_NAMES = ["input_ids", "attention_mask"]
+GENERATION_CONFIG_FILE = "generation_config.json"
 
 
 def check_output_outside(src: Path, out: Path) -> None:
@@ -169,13 +173,18 @@ def build_plain_tokenizer(src: Path, *, trust_remote_code: bool = False) -> Any:
     specials = {name: getattr(source, name) for name in ("bos_token", "eos_token", "unk_token", "pad_token")}
     plain = PreTrainedTokenizerFast(
         tokenizer_object=backend, model_max_length=source.model_max_length, model_input_names=MODEL_INPUT_NAMES,
-        **{k: str(v) for k, v in specials.items() if v is not None},
+        chat_template=source.chat_template, **{k: str(v) for k, v in specials.items() if v is not None},
     )
-    for text in (PROBE_TEXT, "<|endoftext|>Hi"):
+    probes = {PROBE_TEXT: "", "<|endoftext|>Hi": ""}
+    if source.chat_template:  # a chat model's role markers and end-of-turn token must survive the export
+        probes[source.apply_chat_template(CHAT_PROBE, tokenize=False)] = (
+            "; the chat tokens are not in the exported vocabulary: train the tokenizer with them "
+            "(`tinylm train-tokenizer --chat`)")
+    for text, hint in probes.items():
         want = source(text, add_special_tokens=False)["input_ids"]
         got = plain(text, add_special_tokens=False)["input_ids"]
         if want != got:
-            raise ValueError(f"the exported tokenizer disagrees with the source on {text!r}: {got} vs {want}")
+            raise ValueError(f"the exported tokenizer disagrees with the source on {text!r}: {got} vs {want}{hint}")
     return plain
 
 
@@ -219,8 +228,9 @@ def export_llama(
     try:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        if (src / SENTENCEPIECE_FILE).is_file():  # llama.cpp's converter reads scores from it, as for Llama 2
-            shutil.copyfile(src / SENTENCEPIECE_FILE, tmp / SENTENCEPIECE_FILE)
+        for name in (SENTENCEPIECE_FILE, GENERATION_CONFIG_FILE):  # scores for llama.cpp's converter; where to stop
+            if (src / name).is_file():
+                shutil.copyfile(src / name, tmp / name)
         make_portable(tmp, tokenizer)
         if out.exists():
             shutil.rmtree(out) if out.is_dir() else out.unlink()

@@ -18,6 +18,8 @@ from typing import Any
 from ..tokenization.gpt2_files import MERGES_FILE, VOCAB_FILE
 
 TOKENIZER_FILES = ("tokenizer.json", VOCAB_FILE, "vocab.txt", "tokenizer.model")
+CHAT_TEMPLATE_FILE = "chat_template.jinja"  # where save_pretrained writes a tokenizer's chat template
+HF_DIR = "hf"  # a run's Hugging Face folder, in its out_dir
 
 
 def read_json(path: Path) -> dict[str, Any]:

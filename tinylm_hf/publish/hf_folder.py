@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..fileio import seal_folder
+from ..tokenization.chat_template import stop_token_ids
 from ..training.checkpoint import load_state
 from ..training.summary import RunSummary
-from .folder import check_tokenizer_fits
+from .folder import HF_DIR, check_tokenizer_fits
 from .model_card import write_model_card
 
-HF_DIR = "hf"
 
 
 def model_from_checkpoint(path: str | os.PathLike) -> Any:
@@ -80,10 +80,11 @@ def publish_run(
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else model.config.eos_token_id
-        if summary.objective == "clm":  # an encoder does not generate
+        stops = stop_token_ids(tokenizer) or [eos]  # a chat model stops at the end of its turn
+        if summary.objective != "mlm":  # an encoder does not generate
             GenerationConfig(
-                bos_token_id=model.config.bos_token_id, eos_token_id=eos, pad_token_id=eos,
-                do_sample=True, temperature=0.8, top_k=50, max_new_tokens=200,
+                bos_token_id=model.config.bos_token_id, eos_token_id=stops if len(stops) > 1 else eos,
+                pad_token_id=eos, do_sample=True, temperature=0.8, top_k=50, max_new_tokens=200,
             ).save_pretrained(tmp)
         name = Path(summary.out_dir).resolve().name
         write_model_card(tmp, summary, model=model, model_name=name, repo_id=f"your-name/{name}")

@@ -22,7 +22,7 @@ from typing import Any
 REPORT_TARGETS = ("none", "tensorboard", "trackio", "wandb")
 DTYPES = ("auto", "float32", "bfloat16")
 BUDGET_CLOCKS = ("wall", "process")
-OBJECTIVES = ("clm", "mlm", "seq_cls")
+OBJECTIVES = ("clm", "mlm", "sft", "seq_cls")
 MASKING_STRATEGIES = ("static", "dynamic", "whole_word", "ngram", "span")  # MLMCollator's (training/masking.py)
 
 
@@ -35,6 +35,10 @@ class TrainConfig:
     """Folder made by `tinylm prepare` holding train.bin/val.bin and their JSON headers."""
     tokenizer_dir: str | None = None
     """Tokenizer folder published with the model (default: the one recorded in train.json)."""
+    conversations: str | None = None
+    """Objective sft: JSON-lines file of {"messages": [{"role", "content"}, ...]} conversations to fine-tune on."""
+    val_conversations: str | None = None
+    """Objective sft: JSON-lines conversations to validate on (default: the trailing 5% of `conversations`)."""
     out_dir: str = "runs/train"
     """Output folder: checkpoints/, metrics.jsonl, loss.png, run.json (and hf/ once published)."""
 
@@ -49,6 +53,7 @@ class TrainConfig:
     # ---- objective
     objective: str = "clm"
     """clm: next-token prediction (TinyLMForCausalLM); mlm: masked-token prediction (TinyLMForMaskedLM, an encoder);
+    sft: supervised fine-tuning on `conversations`, the loss on the assistant's tokens only (`tinylm sft`);
     seq_cls: text classification (TinyLMForSequenceClassification on init_from, from labelled train_file)."""
     masking: str = "dynamic"
     """MLM masking strategy: static (needs `tinylm prepare --mlm-static`), dynamic, whole_word, ngram or span."""
@@ -194,6 +199,9 @@ class TrainConfig:
             raise ValueError(f"mlm_probability must be strictly between 0 and 1 (e.g. 0.15), got {self.mlm_probability!r}")
         if self.objective == "seq_cls":
             self._validate_labelled_data()
+        elif self.objective == "sft":
+            if not self.conversations:
+                raise ValueError("objective sft needs conversations: a JSON-lines file of {\"messages\": [...]} objects")
         elif not self.data_dir:
             raise ValueError("data_dir is required: the folder made by `tinylm prepare`")
 

@@ -6,8 +6,8 @@ every N steps -> checkpoint every N steps -> stop at the plan's end, when the ti
 on Ctrl-C. Each concern is a named piece the loop calls:
 
 - `distributed.DataParallel`: the ranks under torchrun, each rank's rows of a batch, DDP, the collectives;
-- `objectives`: causal or masked LM, or text classification: the data, the model class, the micro-batches, the
-  evaluation;
+- `objectives`: causal LM, masked LM, chat fine-tuning or text classification: the data, the model class, the
+  micro-batches, the evaluation;
 - `budget`: the step plan, and the `TimeBudget` that re-plans it to fit `time_budget_s`;
 - `step.compile_for_training`: torch.compile and the loss compiled beside it;
 - `interrupts.InterruptFlag`: Ctrl-C as a flag read between steps;
@@ -52,8 +52,8 @@ def train(config: TrainConfig) -> RunSummary:
     autocast = autocast_context(device, config.dtype)
     micro_size, rows = ddp.micro_batch_rows(config.batch_size, config.grad_accum_steps)
     data = OBJECTIVE_CLASSES[config.objective].open_data(config)
-    objective = open_objective(config, data, main=ddp.main)
     with open_run(config, ddp) as (run, run_id, resuming):
+        objective = open_objective(config, data, main=ddp.main)  # in the run: sft saves its tokenizer there
         torch.manual_seed(config.seed)
         raw_model = build_model(config, data.vocab_size, data.eos_id, objective.model_options()).to(device)
         optimizer = AdamW(param_groups_for_weight_decay(raw_model, config.weight_decay), lr=config.max_lr,
@@ -172,6 +172,9 @@ def build_model(config: TrainConfig, vocab_size: int, eos_id: int | None,
         if model_config.max_position_embeddings < config.context_length and "max_position_embeddings" not in config.model:
             model_config.max_position_embeddings = config.context_length
         model = model_class(model_config)
+    grows = config.init_from and OBJECTIVE_CLASSES[config.objective].extends_vocabulary
+    if model.config.vocab_size < vocab_size and grows:
+        model.resize_token_embeddings(vocab_size)  # rows for the tokens added to the model's tokenizer (chat tokens)
     if model.config.vocab_size < vocab_size:
         raise ValueError(f"model vocab_size {model.config.vocab_size} is smaller than the data's {vocab_size}")
     check_context_length(config.context_length, model.config.max_position_embeddings)

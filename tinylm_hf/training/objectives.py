@@ -3,8 +3,9 @@
 The loop is the same for every objective; an objective decides the data, the model class, each micro-batch's
 `(input_ids, labels)` (labels of -100 are not predicted; a padded batch adds its attention mask) and the
 evaluation. `CausalLM` predicts the next token (a decoder); `MaskedLM` predicts masked tokens (an encoder,
-BERT's objective); `SequenceClassification` predicts a text's label (a head on a pretrained TinyLM). Another
-objective (supervised fine-tuning on chat turns) is one more subclass and one more entry in `OBJECTIVE_CLASSES`.
+BERT's objective); `SupervisedFineTuning` predicts the assistant's turns of conversations (chat fine-tuning);
+`SequenceClassification` predicts a text's label (a head on a pretrained TinyLM). Another objective is one
+more subclass and one more entry in `OBJECTIVE_CLASSES`.
 """
 
 from __future__ import annotations
@@ -23,8 +24,15 @@ from .config import TrainConfig
 from .data import RunData, TrainingData, open_data
 from .masking import MLMCollator
 from .mlm_data import StaticMasks, iter_mlm_eval_batches, mask_windows, static_windows
+from .sft_data import (
+    CHAT_TOKENIZER_DIR,
+    ConversationData,
+    conversation_rows,
+    iter_conversation_batches,
+    open_conversation_data,
+)
 from .summary import ClassificationTask
-from .validation import evaluate, evaluate_classifier, evaluate_masked_lm, sample_completion
+from .validation import evaluate, evaluate_classifier, evaluate_masked_lm, sample_completion, sample_reply
 
 
 def data_tokenizer_dir(config: TrainConfig, data: TrainingData) -> str | None:
@@ -40,6 +48,8 @@ class Objective(ABC):
     """The masking strategy, for the run summary (masked-LM objectives only)."""
     task: ClassificationTask | None = None
     """The labels, data and baseline, for the run summary (classification objectives only)."""
+    extends_vocabulary: ClassVar[bool] = False
+    """True when the data's tokenizer may hold tokens the `init_from` model lacks: its embeddings grow to fit."""
 
     def __init__(self, config: TrainConfig, data: RunData) -> None:
         self.config = config
@@ -179,6 +189,58 @@ class MaskedLM(Objective):
         return evaluate_masked_lm(model, batches, device, config.eval_iters, autocast)
 
 
+class SupervisedFineTuning(Objective):
+    """Chat fine-tuning (TinyLMForCausalLM): the next-token loss on the assistant's tokens only, one conversation a
+    row (`sft_data`); evaluations also answer `sample_prompt` sent as a user message.
+
+    Conversations are drawn uniformly by the run's sampler, so resumed and multi-process runs see exactly the
+    rows of one uninterrupted process.
+    """
+
+    name = "sft"
+    extends_vocabulary = True
+    data: ConversationData
+
+    @classmethod
+    def open_data(cls, config: TrainConfig) -> ConversationData:
+        """The chat tokenizer and the tokenized conversations of `config.conversations`."""
+        return open_conversation_data(config)
+
+    @classmethod
+    def open(cls, config: TrainConfig, data: TrainingData, *, main: bool) -> SupervisedFineTuning:
+        """Save the tokenizer into the run when the chat tokens were added to it here; say what the data holds."""
+        if not isinstance(data, ConversationData):
+            raise TypeError("objective sft trains on conversations: load them with SupervisedFineTuning.open_data")
+        if main:
+            if data.extended:
+                data.tokenizer.save_pretrained(Path(config.out_dir) / CHAT_TOKENIZER_DIR)
+            train, val = data.train_conversations, data.val_conversations
+            print(f"sft: {len(train)} training and {len(val)} validation conversations, {train.target_tokens:,} "
+                  f"assistant tokens to learn; {train.dropped + val.dropped} longer than the context left out")
+        return cls(config, data)
+
+    @staticmethod
+    def model_class() -> type:
+        return CausalLM.model_class()
+
+    def micro_batch(self, sampler: torch.Generator, size: int, rows: slice, device: torch.device,
+                    seed: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+        indices = torch.randint(0, len(self.data.train_conversations), (size,), generator=sampler)
+        x, y = conversation_rows(self.data.train_conversations, indices.tolist(), self.data.pad_id, "cpu")
+        return x[rows].to(device), y[rows].to(device)
+
+    def evaluate(self, model: torch.nn.Module, batch_size: int, device: torch.device,
+                 autocast: contextlib.AbstractContextManager) -> dict[str, Any]:
+        """Loss and perplexity on the validation conversations' assistant tokens (and a sampled reply)."""
+        batches = iter_conversation_batches(self.data.val_conversations, batch_size, self.data.pad_id)
+        scores = evaluate_masked_lm(model, batches, device, self.config.eval_iters, autocast)
+        result: dict[str, Any] = {"val_loss": scores["val_loss"], "val_perplexity": scores["val_perplexity"]}
+        if self.config.sample_tokens:
+            result["sample"] = sample_reply(model, self.data.tokenizer, self.config.sample_prompt,
+                                            self.config.sample_tokens)
+        return result
+
+
 class SequenceClassification(Objective):
     """Text classification (TinyLMForSequenceClassification on the `init_from` folder) on labelled texts.
 
@@ -228,7 +290,9 @@ class SequenceClassification(Objective):
         return evaluate_classifier(model, self.data.val.batches(batch_size, self.data.pad_id), device, autocast)
 
 
-OBJECTIVE_CLASSES: dict[str, type[Objective]] = {cls.name: cls for cls in (CausalLM, MaskedLM, SequenceClassification)}
+OBJECTIVE_CLASSES: dict[str, type[Objective]] = {
+    cls.name: cls for cls in (CausalLM, MaskedLM, SupervisedFineTuning, SequenceClassification)
+}
 """`TrainConfig.objective` -> its objective (config.OBJECTIVES names the same keys for validation)."""
 
 

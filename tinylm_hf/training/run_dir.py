@@ -20,7 +20,8 @@ from ..fileio import DIR_MODE, write_json_atomic
 RUN_FILE = "run.json"
 LOCK_FILE = ".lock"
 # Everything a run writes into its folder; --overwrite removes exactly these.
-RUN_OUTPUTS = ("checkpoints", "metrics.jsonl", "loss.png", RUN_FILE, "summary.json", "hf", "tensorboard")
+RUN_OUTPUTS = ("checkpoints", "metrics.jsonl", "loss.png", RUN_FILE, "summary.json", "hf", "tensorboard",
+               "chat_tokenizer")
 
 
 class RunInUseError(RuntimeError):

@@ -129,8 +129,26 @@ def macro_f1(predictions: np.ndarray, labels: np.ndarray) -> float:
 def sample_completion(model: torch.nn.Module, tokenizer: Any, prompt: str, max_new_tokens: int) -> str:
     """Greedy continuation of `prompt` (plain text: special-token text is not special), cut to the context."""
     ids = tokenizer(prompt, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+    new_ids = greedy_ids(model, ids, max_new_tokens, stop_ids={tokenizer.eos_token_id} - {None})
+    return tokenizer.decode(new_ids, skip_special_tokens=True)
+
+
+@torch.no_grad()
+def sample_reply(model: torch.nn.Module, tokenizer: Any, prompt: str, max_new_tokens: int) -> str:
+    """The greedy reply to `prompt` sent as a user message through the tokenizer's chat template."""
+    from ..tokenization.chat_template import stop_token_ids
+
+    messages = [{"role": "user", "content": prompt}]
+    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True)["input_ids"]
+    new_ids = greedy_ids(model, list(ids), max_new_tokens, stop_ids=set(stop_token_ids(tokenizer)))
+    return tokenizer.decode(new_ids, skip_special_tokens=True)
+
+
+@torch.no_grad()
+def greedy_ids(model: torch.nn.Module, ids: list[int], max_new_tokens: int, stop_ids: set[int]) -> list[int]:
+    """The ids greedy decoding adds after `ids` (cut to the context), up to a stop id (kept) or `max_new_tokens`."""
     if not ids:
-        return ""
+        return []
     context = model.config.max_position_embeddings
     ids = ids[-(context - 1):]
     max_new_tokens = min(max_new_tokens, context - len(ids))
@@ -141,7 +159,7 @@ def sample_completion(model: torch.nn.Module, tokenizer: Any, prompt: str, max_n
     for _ in range(max_new_tokens):
         next_id = model(input_ids=x).logits[0, -1].argmax()
         x = torch.cat([x, next_id.view(1, 1)], dim=1)
-        if tokenizer.eos_token_id is not None and int(next_id) == tokenizer.eos_token_id:
+        if int(next_id) in stop_ids:
             break
     model.train(was_training)
-    return tokenizer.decode(x[0, len(ids):].tolist(), skip_special_tokens=True)
+    return x[0, len(ids):].tolist()

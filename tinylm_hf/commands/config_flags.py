@@ -1,0 +1,88 @@
+"""One `--flag` per `TrainConfig` field, for the commands that run the training loop (`tinylm train`, `sft`,
+`finetune`).
+
+Kept apart from those commands' modules, and light to import: building the parser must not load torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import typing
+from collections.abc import Collection
+from typing import Any
+
+from ..training.config import TrainConfig, field_docs, field_sections, read_config_file
+
+
+def _parse_bool(text: str) -> bool:
+    if text.lower() in ("1", "true", "yes", "on"):
+        return True
+    if text.lower() in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true/false, got {text!r}")
+
+
+def _optional(kind: type) -> typing.Callable[[str], typing.Any]:
+    def parse(text: str) -> typing.Any:
+        return None if text.lower() in ("none", "null") else kind(text)
+
+    parse.__name__ = kind.__name__  # argparse names the type in its error messages
+    return parse
+
+
+def _names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",")]
+
+
+LABELLED_FIELDS = ("train_file", "validation_file", "validation_share", "text_column", "label_column", "label_names")
+"""TrainConfig fields of text classification (`tinylm finetune`) only."""
+CONVERSATION_FIELDS = ("conversations", "val_conversations")
+"""TrainConfig fields of chat fine-tuning (`tinylm sft`) only."""
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--config` and `--publish`: the flags of a training command beside the config's fields."""
+    parser.add_argument("--config", default=None, help="YAML or JSON file of TrainConfig fields (flags override it)")
+    parser.add_argument("--publish", choices=("last", "best", "none"), default="last",
+                        help="weights written to OUT_DIR/hf at the end: the last or the best-validation checkpoint")
+
+
+def add_config_arguments(parser: argparse.ArgumentParser, *, exclude: Collection[str] = (),
+                         flags: dict[str, str] | None = None, defaults: dict[str, Any] | None = None) -> None:
+    """One `--flag` per TrainConfig field (dashes for underscores) but those in `exclude`, grouped by the
+    config's sections; `flags` renames some, `defaults` are the defaults a command's help states (the config's
+    own else).
+
+    Unset flags stay out of the namespace, so a config file's values are not overridden by defaults.
+    """
+    docs, hints = field_docs(), typing.get_type_hints(TrainConfig)
+    fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
+    given = {name: f.default for name, f in fields.items() if f.default is not dataclasses.MISSING}
+    defaults = {**given, **(defaults or {})}
+    for section, names in field_sections().items():
+        names = [name for name in names if name not in exclude]
+        group = parser.add_argument_group(section) if names else None
+        for name in names:
+            flag, hint = (flags or {}).get(name, "--" + name.replace("_", "-")), hints[name]
+            args = typing.get_args(hint)
+            base = next((a for a in args if a is not type(None)), hint) if args else hint
+            text = f"{docs[name]} (default: {defaults[name]!r})" if name in defaults else docs[name]
+            common = {"dest": name, "default": argparse.SUPPRESS, "metavar": flag[2:].replace("-", "_").upper()}
+            if name == "model":
+                group.add_argument(flag, type=json.loads, help=docs[name] + " (JSON)", **common)
+            elif base is bool:
+                group.add_argument(flag, type=_parse_bool, nargs="?", const=True, help=docs[name], **common)
+            elif typing.get_origin(base) is list:
+                group.add_argument(flag, type=_names, help=f"{text} (comma-separated)", **common)
+            else:
+                group.add_argument(flag, type=_optional(base), help=text, **common)
+
+
+def config_from_args(args: argparse.Namespace, defaults: dict[str, Any] | None = None, **fixed: Any) -> TrainConfig:
+    """TrainConfig from a command's `defaults`, an optional YAML/JSON file (`--config`) over them, the flags
+    given on top, and `fixed` values (a command's own, such as `objective="sft"`) over all."""
+    overrides = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig) if hasattr(args, f.name)}
+    from_file = read_config_file(args.config) if getattr(args, "config", None) else {}
+    return TrainConfig.from_dict({**(defaults or {}), **from_file, **overrides, **fixed})

@@ -1,0 +1,67 @@
+"""Conversations for supervised fine-tuning: JSON lines in the `{"messages": [{"role", "content"}, ...]}` format
+of `datasets` and TRL, read and checked line by line, and the small set bundled with the package.
+
+The bundled set (`STORY_CHATS`) is made from the bundled TinyStories slices by
+`scripts/build_story_chats.py` (the user asks for a story about a character the story names, or for what
+happens after its first paragraph; the assistant tells the story); it is CDLA-Sharing-1.0 like its source
+(data/NOTICE.md). The same files load with `datasets.load_dataset("json", data_files=...)`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from .sources import PACKAGE_DATA
+
+ROLES = ("system", "user", "assistant")
+STORY_CHATS = {
+    "train": PACKAGE_DATA / "tinystories_chats_train.jsonl",
+    "validation": PACKAGE_DATA / "tinystories_chats_valid.jsonl",
+}
+
+Conversation = list[dict[str, str]]  # [{"role": "user", "content": "..."}, ...]
+
+
+def load_conversations(path: str | os.PathLike) -> list[Conversation]:
+    """Every conversation of a JSON-lines file (blank lines skipped); a malformed line is a ValueError naming it.
+
+    Each line is an object with a "messages" list of {"role": system|user|assistant, "content": str} objects
+    holding at least one assistant message (the turns a model is fine-tuned to say).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"conversation file {path} does not exist")
+    conversations = []
+    with open(path, encoding="utf-8") as fh:
+        for number, line in enumerate(fh, 1):
+            if line.strip():
+                conversations.append(_parse_line(line, f"{path}, line {number}"))
+    if not conversations:
+        raise ValueError(f"{path} holds no conversations (one JSON object with a \"messages\" list per line)")
+    return conversations
+
+
+def _parse_line(line: str, where: str) -> Conversation:
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{where} is not valid JSON ({err})") from None
+    messages = row.get("messages") if isinstance(row, dict) else None
+    if not isinstance(messages, list) or not messages:
+        raise ValueError(f'{where}: expected an object with a non-empty "messages" list')
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") not in ROLES or not isinstance(message.get("content"), str):
+            raise ValueError(f'{where}: each message needs a "role" ({", ".join(ROLES)}) and a string "content", '
+                             f"got {message!r}")
+    if not any(message["role"] == "assistant" for message in messages):
+        raise ValueError(f"{where}: the conversation has no assistant message to learn from")
+    return [{"role": m["role"], "content": m["content"]} for m in messages]
+
+
+def load_story_chats(split: str = "train") -> list[Conversation]:
+    """The bundled TinyStories conversations: split "train" or "validation"."""
+    if split not in STORY_CHATS:
+        raise ValueError(f"unknown split {split!r}; choose one of {', '.join(STORY_CHATS)}")
+    return load_conversations(STORY_CHATS[split])
