@@ -11,8 +11,8 @@ import pytest
 
 from conftest import PACKAGE_DATA, shared_file
 from naive_bpe import naive_counts, naive_train
-from tinylm_hf.tokenization import bpe_train
-from tinylm_hf.tokenization.bpe_train import train_bpe, train_bpe_from_counts
+from tinylm_hf.tokenizer_training import bpe_train
+from tinylm_hf.tokenizer_training.bpe_train import train_bpe, train_bpe_from_counts
 from tinylm_hf.tokenization.pretokenize import GPT2_PATTERN, GPT4_PATTERN
 
 EOT = "<|endoftext|>"

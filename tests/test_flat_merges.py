@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tinylm_hf.tokenization import flat_merges
-from tinylm_hf.tokenization.bpe_train import PAIR_SHIFT, merge_words
-from tinylm_hf.tokenization.flat_merges import SHIFT, FlatWords
+from tinylm_hf.tokenizer_training import flat_merges
+from tinylm_hf.tokenizer_training.bpe_train import PAIR_SHIFT, merge_words
+from tinylm_hf.tokenizer_training.flat_merges import SHIFT, FlatWords
 
 PATHS = [pytest.param(0, id="numpy"), pytest.param(10**9, id="python")]
 

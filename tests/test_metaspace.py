@@ -26,7 +26,7 @@ from tinylm_hf.tokenization.metaspace import (
     to_metaspace,
     write_sentencepiece_model,
 )
-from tinylm_hf.tokenization.metaspace_train import count_metaspace_words
+from tinylm_hf.tokenizer_training.metaspace_train import count_metaspace_words
 
 TEXT = st.text(alphabet=st.sampled_from(list("ab ▁\n\t1,é\u0301漢")), max_size=40)
 

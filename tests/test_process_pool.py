@@ -14,7 +14,7 @@ import pytest
 from conftest import shared_file
 from tinylm_hf.tokenization import parallel_encode
 from tinylm_hf.tokenization.bpe import BPETokenizer
-from tinylm_hf.tokenization.bpe_train import train_bpe
+from tinylm_hf.tokenizer_training.bpe_train import train_bpe
 from tinylm_hf.tokenization.process_pool import WorkerDiedError, resolve_workers
 
 EOT = "<|endoftext|>"

@@ -10,10 +10,10 @@ import pytest
 from conftest import PACKAGE_DATA
 from naive_bpe import naive_counts
 
-from tinylm_hf.tokenization import word_counts
-from tinylm_hf.tokenization.bpe_train import train_bpe, train_bpe_from_counts, train_bpe_from_iterator
+from tinylm_hf.tokenizer_training import word_counts
+from tinylm_hf.tokenizer_training.bpe_train import train_bpe, train_bpe_from_counts, train_bpe_from_iterator
 from tinylm_hf.tokenization.pretokenize import GPT4_PATTERN
-from tinylm_hf.tokenization.word_counts import (
+from tinylm_hf.tokenizer_training.word_counts import (
     WORD_SPLITTERS,
     count_words,
     load_word_counts,
@@ -21,7 +21,7 @@ from tinylm_hf.tokenization.word_counts import (
     sum_word_counts,
 )
 from tinylm_hf.tokenization.wordpiece import pretokenize_bert
-from tinylm_hf.tokenization.wordpiece_train import train_wordpiece, train_wordpiece_from_counts
+from tinylm_hf.tokenizer_training.wordpiece_train import train_wordpiece, train_wordpiece_from_counts
 
 EOT = "<|endoftext|>"
 BERT = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

@@ -17,7 +17,8 @@ from typing import Any
 from .corpus import prepare_dataset
 from .publish import publish_run
 from .runtime import set_threads
-from .tokenization import EOS_TOKEN, train_tokenizer
+from .tokenization import EOS_TOKEN
+from .tokenizer_training import train_tokenizer
 from .training import TrainConfig, train
 
 PACKAGE_DATA = Path(__file__).resolve().parent / "data"

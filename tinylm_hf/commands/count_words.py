@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 
 from ..corpus.sources import expand_inputs
-from ..tokenization import count_words, save_word_counts
-from ..tokenization.train_tokenizer import ALGORITHMS, DEFAULT_SPECIAL_TOKENS
+from ..tokenizer_training import count_words, save_word_counts
+from ..tokenizer_training.train_tokenizer import ALGORITHMS, DEFAULT_SPECIAL_TOKENS
 
 HELP = "count one shard's words for a tokenizer trainer (sum shards with train-tokenizer --counts)"
 

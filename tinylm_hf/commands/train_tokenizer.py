@@ -8,8 +8,8 @@ from pathlib import Path
 
 from ..corpus.sources import expand_inputs, iter_dataset_texts
 from ..fileio import check_output_folder, seal_folder
-from ..tokenization import sum_word_counts, train_tokenizer
-from ..tokenization.train_tokenizer import (
+from ..tokenizer_training import sum_word_counts, train_tokenizer
+from ..tokenizer_training.train_tokenizer import (
     ALGORITHMS,
     DEFAULT_BYTE_FALLBACK,
     DEFAULT_SPECIAL_TOKENS,

@@ -1,16 +1,16 @@
-"""Tokenizers trained from scratch: byte-level BPE, WordPiece, Unigram and SentencePiece-style BPE, each with
-Hugging Face classes (slow and a `tokenizers` twin), and word counting for training on shards."""
+"""Tokenizers trained from scratch, at run time: byte-level BPE, WordPiece, Unigram and SentencePiece-style BPE,
+each a hand-written core with Hugging Face classes (slow and a `tokenizers` twin).
+
+These modules are what a saved tokenizer folder needs (transformers copies the ones a class file imports, flat,
+into the folder); training lives in `tinylm_hf.tokenizer_training`, which no module here imports. The training
+functions listed in `__all__` (`train_bpe`, `count_words`, ...) are kept importable from here for existing callers:
+they are looked up in `tinylm_hf.tokenizer_training` on first use.
+"""
 
 from .bpe import BPETokenizer
-from .bpe_train import train_bpe, train_bpe_from_counts, train_bpe_from_iterator
 from .metaspace import SPACE_SYMBOL, split_metaspace_words
 from .pretokenize import EOS_TOKEN
 from .sentencepiece_bpe import SentencePieceBPETokenizer
-from .sentencepiece_bpe_train import (
-    train_sentencepiece_bpe,
-    train_sentencepiece_bpe_from_counts,
-    train_sentencepiece_bpe_from_iterator,
-)
 from .tokenization_tinylm import TinyLMTokenizer
 from .tokenization_tinylm_fast import TinyLMTokenizerFast
 from .tokenization_tinylm_sentencepiece_bpe import TinyLMSentencePieceBPETokenizer
@@ -19,12 +19,41 @@ from .tokenization_tinylm_unigram import TinyLMUnigramTokenizer
 from .tokenization_tinylm_unigram_fast import TinyLMUnigramTokenizerFast
 from .tokenization_tinylm_wordpiece import TinyLMWordPieceTokenizer
 from .tokenization_tinylm_wordpiece_fast import TinyLMWordPieceTokenizerFast
-from .train_tokenizer import build_hf_tokenizer, train_tokenizer
 from .unigram import UnigramTokenizer
-from .unigram_train import train_unigram, train_unigram_from_counts, train_unigram_from_iterator
-from .word_counts import WordCounts, count_words, load_word_counts, save_word_counts, sum_word_counts
 from .wordpiece import WordPieceTokenizer
-from .wordpiece_train import train_wordpiece, train_wordpiece_from_counts, train_wordpiece_from_iterator
+
+# Names of tinylm_hf.tokenizer_training that this package exported before training moved there.
+TRAINING_NAMES = (
+    "WordCounts",
+    "build_hf_tokenizer",
+    "count_words",
+    "load_word_counts",
+    "save_word_counts",
+    "sum_word_counts",
+    "train_bpe",
+    "train_bpe_from_counts",
+    "train_bpe_from_iterator",
+    "train_sentencepiece_bpe",
+    "train_sentencepiece_bpe_from_counts",
+    "train_sentencepiece_bpe_from_iterator",
+    "train_tokenizer",
+    "train_unigram",
+    "train_unigram_from_counts",
+    "train_unigram_from_iterator",
+    "train_wordpiece",
+    "train_wordpiece_from_counts",
+    "train_wordpiece_from_iterator",
+)
+
+
+def __getattr__(name: str):
+    """The training names of `TRAINING_NAMES`, from `tinylm_hf.tokenizer_training` (imported on first use)."""
+    if name in TRAINING_NAMES:
+        from .. import tokenizer_training
+
+        return getattr(tokenizer_training, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "EOS_TOKEN",
@@ -40,25 +69,7 @@ __all__ = [
     "TinyLMWordPieceTokenizer",
     "TinyLMWordPieceTokenizerFast",
     "UnigramTokenizer",
-    "WordCounts",
     "WordPieceTokenizer",
-    "build_hf_tokenizer",
-    "count_words",
-    "load_word_counts",
-    "save_word_counts",
     "split_metaspace_words",
-    "sum_word_counts",
-    "train_bpe",
-    "train_bpe_from_counts",
-    "train_bpe_from_iterator",
-    "train_sentencepiece_bpe",
-    "train_sentencepiece_bpe_from_counts",
-    "train_sentencepiece_bpe_from_iterator",
-    "train_tokenizer",
-    "train_unigram",
-    "train_unigram_from_counts",
-    "train_unigram_from_iterator",
-    "train_wordpiece",
-    "train_wordpiece_from_counts",
-    "train_wordpiece_from_iterator",
+    *TRAINING_NAMES,
 ]

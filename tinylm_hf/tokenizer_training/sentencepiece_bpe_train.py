@@ -24,11 +24,11 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from ..tokenization.metaspace import join_shapes, piece_shape
 from .bpe_train import progress_bar
+from .flat_merges import FlatWords
 from .flat_merges import MASK as PAIR_MASK
 from .flat_merges import SHIFT as PAIR_SHIFT
-from .flat_merges import FlatWords
-from .metaspace import join_shapes, piece_shape
 from .metaspace_train import (
     check_vocab_size,
     check_word_counts,

@@ -21,9 +21,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .atomic_files import write_text_atomic
-from .metaspace_train import count_metaspace_words, read_line_chunks
-from .pretokenize import (
+from ..tokenization.atomic_files import write_text_atomic
+from ..tokenization.pretokenize import (
     GPT2_PATTERN,
     PATTERNS,
     check_special_tokens,
@@ -32,7 +31,8 @@ from .pretokenize import (
     resolve_pattern,
     split_on_special_tokens,
 )
-from .wordpiece import pretokenize_bert
+from ..tokenization.wordpiece import pretokenize_bert
+from .metaspace_train import count_metaspace_words, read_line_chunks
 
 FORMAT = "tinylm-word-counts"
 FORMAT_VERSION = 1

@@ -30,7 +30,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .metaspace import MAX_PIECE_LENGTH, UNMERGEABLE_CHARS
+from ..tokenization.metaspace import MAX_PIECE_LENGTH, UNMERGEABLE_CHARS
+from ..tokenization.process_pool import resolve_workers
 from .metaspace_train import (
     check_vocab_size,
     check_word_counts,
@@ -40,7 +41,6 @@ from .metaspace_train import (
     read_line_chunks,
     require_words,
 )
-from .process_pool import resolve_workers
 from .unigram_seeds import piece_nodes, seed_pieces, word_nodes
 
 # Most seed pieces kept (sentencepiece's seed_sentencepiece_size).

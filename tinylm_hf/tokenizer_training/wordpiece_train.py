@@ -25,10 +25,10 @@ import os
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
+from ..tokenization.pretokenize import check_special_tokens
+from ..tokenization.wordpiece import CONTINUING_SUBWORD_PREFIX
 from .bpe_train import PAIR_MASK, PAIR_SHIFT, merge_words, progress_bar
-from .pretokenize import check_special_tokens
 from .word_counts import WordCounts, count_words, iter_texts
-from .wordpiece import CONTINUING_SUBWORD_PREFIX
 
 BERT_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 # Inverting code points (c -> MAX - c, 3 bytes each) plus a terminator above every inverted code

@@ -15,15 +15,15 @@ from typing import BinaryIO
 
 import regex
 
-from .bpe_train_long import LONG_WORD_BYTES, LongWordArena
-from .pretokenize import (
+from ..tokenization.pretokenize import (
     GPT2_PATTERN,
     GPT4_PATTERN,
     check_special_tokens,
     compile_special_pattern,
     resolve_pattern,
 )
-from .process_pool import make_executor, map_in_order, resolve_workers
+from ..tokenization.process_pool import make_executor, map_in_order, resolve_workers
+from .bpe_train_long import LONG_WORD_BYTES, LongWordArena
 
 # Files smaller than this are counted in the calling process: on a few MB, starting a pool of
 # workers costs about what it saves (measured on TinyStories, 2.4 MB).

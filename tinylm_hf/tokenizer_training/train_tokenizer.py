@@ -15,21 +15,21 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .bpe import BPETokenizer
+from ..tokenization.bpe import BPETokenizer
+from ..tokenization.metaspace import BOS_TOKEN
+from ..tokenization.metaspace import EOS_TOKEN as SENTENCEPIECE_EOS_TOKEN
+from ..tokenization.pretokenize import EOS_TOKEN, check_special_tokens
+from ..tokenization.sentencepiece_bpe import SentencePieceBPETokenizer
+from ..tokenization.tokenization_tinylm import TinyLMTokenizer
+from ..tokenization.tokenization_tinylm_sentencepiece_bpe import TinyLMSentencePieceBPETokenizer
+from ..tokenization.tokenization_tinylm_unigram import TinyLMUnigramTokenizer
+from ..tokenization.tokenization_tinylm_wordpiece import TinyLMWordPieceTokenizer
+from ..tokenization.unigram import UnigramTokenizer
+from ..tokenization.wordpiece import write_vocab_txt
 from .bpe_train import train_bpe_from_counts
-from .metaspace import BOS_TOKEN
-from .metaspace import EOS_TOKEN as SENTENCEPIECE_EOS_TOKEN
-from .pretokenize import EOS_TOKEN, check_special_tokens
-from .sentencepiece_bpe import SentencePieceBPETokenizer
 from .sentencepiece_bpe_train import train_sentencepiece_bpe_from_counts
-from .tokenization_tinylm import TinyLMTokenizer
-from .tokenization_tinylm_sentencepiece_bpe import TinyLMSentencePieceBPETokenizer
-from .tokenization_tinylm_unigram import TinyLMUnigramTokenizer
-from .tokenization_tinylm_wordpiece import TinyLMWordPieceTokenizer
-from .unigram import UnigramTokenizer
 from .unigram_train import train_unigram_from_counts
 from .word_counts import WordCounts, count_words, make_word_counts
-from .wordpiece import write_vocab_txt
 from .wordpiece_train import BERT_SPECIAL_TOKENS, train_wordpiece_from_counts
 
 PAD_TOKEN = "<|pad|>"

@@ -14,8 +14,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from .metaspace import BYTE_PIECES, META_TOKENS, SPACE_SYMBOL, UNMERGEABLE_CHARS, split_words
-from .pretokenize import check_special_tokens
+from ..tokenization.metaspace import BYTE_PIECES, META_TOKENS, SPACE_SYMBOL, UNMERGEABLE_CHARS, split_words
+from ..tokenization.pretokenize import check_special_tokens
 
 # Bytes of text counted at a time when reading a file (whole lines).
 READ_CHUNK_BYTES = 1 << 20
