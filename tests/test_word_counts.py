@@ -10,7 +10,7 @@ import pytest
 from conftest import PACKAGE_DATA
 from naive_bpe import naive_counts
 
-from tinylm_hf.tokenizer_training import word_counts
+from tinylm_hf.tokenizer_training import word_counts, word_splitting
 from tinylm_hf.tokenizer_training.bpe_train import train_bpe, train_bpe_from_counts, train_bpe_from_iterator
 from tinylm_hf.tokenization.pretokenize import GPT4_PATTERN
 from tinylm_hf.tokenizer_training.word_counts import (
@@ -66,7 +66,7 @@ def test_path_texts_and_mixed_inputs(tmp_path):
 def test_file_read_in_small_blocks_equals_whole_text(monkeypatch, tmp_path, algorithm):
     body = "Ünïcödé wörds 中文 and<|endoftext|> more<|endoftext|>\n" * 400 + "tail without newline"
     path = write(tmp_path, "t.txt", body)
-    monkeypatch.setattr(word_counts, "READ_BYTES", 37)  # blocks end inside characters and specials
+    monkeypatch.setattr(word_splitting, "READ_BYTES", 37)  # blocks end inside characters and specials
     assert count_words(path, algorithm=algorithm, special_tokens=[EOT]) == count_words(
         [body], algorithm=algorithm, special_tokens=[EOT]
     )
@@ -75,7 +75,7 @@ def test_file_read_in_small_blocks_equals_whole_text(monkeypatch, tmp_path, algo
 def test_block_cut_never_splits_a_special_token_holding_a_space(monkeypatch, tmp_path):
     body = "ab <sp ecial> cd " * 200
     path = write(tmp_path, "t.txt", body)
-    monkeypatch.setattr(word_counts, "READ_BYTES", 11)
+    monkeypatch.setattr(word_splitting, "READ_BYTES", 11)
     counts = count_words(path, algorithm="wordpiece", special_tokens=["<sp ecial>"])
     assert counts == Counter({"ab": 200, "cd": 200})
 

@@ -1,7 +1,7 @@
-"""Byte-level BPE training: parallel pre-token counting, then incremental merges.
+"""Byte-level BPE training: pre-token counts, then incremental merges.
 
-`train_bpe` counts pre-tokens of a text file (chunks cut at special tokens, dealt to worker
-processes), and `train_bpe_from_counts` learns merges from such counts. Vocabulary ids: 0..255 are the
+`train_bpe` counts the pre-tokens of a text file (over worker processes, `pretoken_counts`), and
+`train_bpe_from_counts` learns merges from such counts. Vocabulary ids: 0..255 are the
 single bytes, then the special tokens in the given order, then one id per merge in merge order.
 """
 
@@ -10,32 +10,14 @@ from __future__ import annotations
 import heapq
 import os
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import BinaryIO
+from collections.abc import Iterable, Mapping, Sequence
 
-import regex
-
-from ..tokenization.pretokenize import (
-    GPT2_PATTERN,
-    GPT4_PATTERN,
-    check_special_tokens,
-    compile_special_pattern,
-    resolve_pattern,
-)
-from ..tokenization.process_pool import make_executor, map_in_order, resolve_workers
+from ..tokenization.pretokenize import check_special_tokens, resolve_pattern
 from .bpe_train_long import LONG_WORD_BYTES, LongWordArena
+from .pair_merges import PAIR_MASK, PAIR_SHIFT, merge_words, progress_bar
+from .pretoken_counts import count_pretokens
+from .word_splitting import BPE_WORDS, count_split_words, iter_texts
 
-# Files smaller than this are counted in the calling process: on a few MB, starting a pool of
-# workers costs about what it saves (measured on TinyStories, 2.4 MB).
-PARALLEL_MIN_BYTES = 4 << 20
-# Target chunk size: bounds a worker's memory (chunk text plus its pre-token list). Each worker
-# reads its chunks one after another and returns one Counter.
-CHUNK_BYTES = 1 << 20
-# Block size used when searching forward for a chunk boundary.
-SEARCH_BLOCK_BYTES = 1 << 12
-# A pair (a, b) of token ids is stored as the int (a << PAIR_SHIFT) | b.
-PAIR_SHIFT = 32
-PAIR_MASK = (1 << PAIR_SHIFT) - 1
 # Inverting bytes (b -> 255 - b) plus a terminator above every inverted byte turns "greatest
 # (bytes_a, bytes_b)" into "smallest string", which is what a min-heap pops first.
 INVERT_TABLE = bytes(range(255, -1, -1))
@@ -121,12 +103,9 @@ def train_bpe_from_iterator(
     text is pre-tokenized on its own. Equal to `train_bpe` on the texts joined, when every text ends
     where a pre-token ends (e.g. texts that end in a special token or a newline before a letter).
     """
-    # Imported here: word_counts imports this module for its file counter.
-    from .word_counts import count_words, iter_texts
-
     specials = check_special_tokens(special_tokens)
     _check_vocab_size(vocab_size, specials)
-    counts = count_words(iter_texts(iterator), algorithm="bpe", special_tokens=specials, pattern=pattern)
+    counts = count_split_words(iter_texts(iterator), BPE_WORDS, special_tokens=specials, pattern=pattern)
     if not counts:
         raise ValueError("the iterator gave no text outside the special tokens")
     return train_bpe_from_counts(counts, vocab_size, specials, progress=progress)
@@ -141,157 +120,6 @@ def _check_vocab_size(vocab_size: int, specials: list[str]) -> None:
             f"vocab_size={vocab_size} is too small: it must be at least 256 bytes + "
             f"{len(specials)} special tokens = {minimum}"
         )
-
-
-# ---------------------------------------------------------------------------------------------
-# Pre-token counting
-
-
-def count_pretokens(
-    path: str,
-    special_tokens: Sequence[str],
-    pattern: str,
-    *,
-    num_workers: int | None = None,
-) -> Counter[str]:
-    """Count the pre-tokens of a file (pre-token -> count), with special tokens removed."""
-    num_workers = resolve_workers(num_workers)
-    size = os.path.getsize(path)
-    if size < PARALLEL_MIN_BYTES:
-        num_workers = 1
-    num_chunks = max(num_workers, -(-size // CHUNK_BYTES))
-    bounds = find_chunk_boundaries(path, num_chunks, special_tokens, pattern)
-    ranges = list(zip(bounds, bounds[1:]))
-    groups = _balance(ranges, num_workers)
-    tasks = [(path, group, list(special_tokens), pattern) for group in groups]
-    if len(tasks) == 1:
-        return _count_ranges(tasks[0])
-    totals: Counter[str] = Counter()
-    with make_executor(len(tasks)) as executor:
-        job = f"counting the pre-tokens of {path}"
-        for counts in map_in_order(executor, _count_ranges, tasks, max_in_flight=len(tasks), job=job):
-            totals.update(counts)
-    return totals
-
-
-def _balance(ranges: list[tuple[int, int]], num_groups: int) -> list[list[tuple[int, int]]]:
-    """Deal byte ranges to at most `num_groups` groups, largest first to the lightest group."""
-    groups: list[list[tuple[int, int]]] = [[] for _ in range(min(num_groups, len(ranges)))]
-    loads = [0] * len(groups)
-    for start, end in sorted(ranges, key=lambda r: r[0] - r[1]):
-        lightest = loads.index(min(loads))
-        groups[lightest].append((start, end))
-        loads[lightest] += end - start
-    return groups
-
-
-def find_chunk_boundaries(
-    path: str, num_chunks: int, special_tokens: Sequence[str], pattern: str
-) -> list[int]:
-    """Byte offsets [0, ..., size] cutting the file where pre-tokenization cannot be changed.
-
-    With special tokens, a boundary is the start of the first special token at or after an even
-    split point. Without them, and only for the built-in patterns, it is just after a newline
-    that sits between two non-space ASCII bytes (both patterns end and start a pre-token there).
-    Otherwise the file is one chunk. The search reads small blocks, never the whole file.
-    """
-    size = os.path.getsize(path)
-    if special_tokens:
-        needles = [token.encode("utf-8") for token in special_tokens]
-        after = False
-    elif pattern in (GPT2_PATTERN, GPT4_PATTERN):
-        needles = [b"\n"]
-        after = True
-    else:
-        return [0, size]
-    bounds = [0]
-    with open(path, "rb") as handle:
-        for k in range(1, num_chunks):
-            position = max(size * k // num_chunks, bounds[-1])
-            cut = _search_forward(handle, position, size, needles, after)
-            if not after and cut < size:
-                cut = _start_of_covering_special(handle, cut, needles)
-            if cut > bounds[-1] and cut < size:
-                bounds.append(cut)
-    bounds.append(size)
-    return bounds
-
-
-def _search_forward(
-    handle: BinaryIO, position: int, size: int, needles: list[bytes], after: bool
-) -> int:
-    """Offset of the first cut at or after `position` (or `size` when there is none)."""
-    overlap = max(len(n) for n in needles) + 1
-    while position < size:
-        handle.seek(position)
-        block = handle.read(SEARCH_BLOCK_BYTES + overlap)
-        hits = [h for h in (_find_cut(block, n, after) for n in needles) if h >= 0]
-        if hits:
-            return position + min(hits)
-        if len(block) <= overlap:
-            break
-        position += SEARCH_BLOCK_BYTES
-    return size
-
-
-def _start_of_covering_special(handle: BinaryIO, cut: int, needles: list[bytes]) -> int:
-    """Move a cut back to the start of a longer special token that covers it ("A<|x|>" vs "<|x|>")."""
-    span = max(len(n) for n in needles) - 1
-    start = max(cut - span, 0)
-    handle.seek(start)
-    window = handle.read(cut - start + span + 1)
-    best = cut
-    for needle in needles:
-        index = window.find(needle)
-        while 0 <= index and start + index < best:
-            if start + index + len(needle) > cut:
-                best = start + index
-                break
-            index = window.find(needle, index + 1)
-    return best
-
-
-def _find_cut(block: bytes, needle: bytes, after: bool) -> int:
-    """Index in `block` of a cut: at `needle`, or (after=True) just past a safe newline."""
-    if not after:
-        return block.find(needle)
-    index = block.find(needle, 1)
-    while 0 < index < len(block) - 1:
-        if _is_plain(block[index - 1]) and _is_plain(block[index + 1]):
-            return index + 1
-        index = block.find(needle, index + 1)
-    return -1
-
-
-def _is_plain(byte: int) -> bool:
-    return 0x21 <= byte <= 0x7E
-
-
-def _count_ranges(task: tuple[str, list[tuple[int, int]], list[str], str]) -> Counter[str]:
-    """Worker: read byte ranges one at a time, drop special tokens, count regex pre-tokens."""
-    path, ranges, special_tokens, pattern = task
-    finder = regex.compile(pattern).findall
-    counts: Counter[str] = Counter()
-    with open(path, "rb") as handle:
-        for start, end in ranges:
-            handle.seek(start)
-            text = handle.read(end - start).decode("utf-8", errors="replace")
-            for part in _split_text(text, special_tokens):
-                if part:
-                    counts.update(finder(part))
-    return counts
-
-
-def _split_text(text: str, special_tokens: Sequence[str]) -> Iterator[str]:
-    special = compile_special_pattern(special_tokens)
-    if special is None:
-        yield text
-        return
-    start = 0
-    for match in special.finditer(text):
-        yield text[start : match.start()]
-        start = match.end()
-    yield text[start:]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -382,70 +210,5 @@ def _learn_merges(
     return merges
 
 
-def merge_words(
-    words: list[list[int]],
-    freqs: list[int],
-    word_indices: Iterable[int],
-    left: int,
-    right: int,
-    new_id: int,
-    pair_counts: defaultdict[int, int],
-    where: defaultdict[int, list[int]],
-) -> tuple[set[int], int]:
-    """Replace (left, right) by new_id in the given words, updating neighbour pair counts.
-
-    Returns the pairs that contain new_id (their counts final for this merge) and how many
-    occurrences were replaced, weighted by word frequency (the WordPiece trainer's token counts).
-    """
-    shift = PAIR_SHIFT
-    new_left = new_id << shift  # (new_id, x) = new_left | x
-    right_left = right << shift  # (right, x) = right_left | x
-    new_pairs: set[int] = set()
-    replaced = 0
-    # An index is listed once per occurrence of the pair: rebuild each word once.
-    for index in dict.fromkeys(word_indices):
-        word = words[index]
-        if left not in word:
-            continue  # stale index entry: an earlier merge consumed the pair
-        i = word.index(left)
-        out = word[:i]
-        last = len(word) - 1
-        freq = freqs[index]
-        while i <= last:
-            token = word[i]
-            if token == left and i < last and word[i + 1] == right:
-                if out:
-                    prev = out[-1] << shift
-                    pair_counts[prev | left] -= freq
-                    pair = prev | new_id
-                    pair_counts[pair] += freq
-                    where[pair].append(index)
-                    new_pairs.add(pair)
-                if i + 1 < last:
-                    nxt = word[i + 2]
-                    pair_counts[right_left | nxt] -= freq
-                    pair = new_left | nxt
-                    pair_counts[pair] += freq
-                    where[pair].append(index)
-                    new_pairs.add(pair)
-                out.append(new_id)
-                replaced += freq
-                i += 2
-            else:
-                out.append(token)
-                i += 1
-        words[index] = out
-    return new_pairs, replaced
-
-
 def _invert(token: bytes) -> str:
     return token.translate(INVERT_TABLE).decode("latin-1") + INVERT_END
-
-
-def progress_bar(total: int, enabled: bool, desc: str):
-    """A tqdm bar counting merges, or None when disabled (tqdm is imported only when needed)."""
-    if not enabled:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit="merge")

@@ -25,10 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from ..tokenization.metaspace import join_shapes, piece_shape
-from .bpe_train import progress_bar
 from .flat_merges import FlatWords
-from .flat_merges import MASK as PAIR_MASK
-from .flat_merges import SHIFT as PAIR_SHIFT
 from .metaspace_train import (
     check_vocab_size,
     check_word_counts,
@@ -38,6 +35,7 @@ from .metaspace_train import (
     read_line_chunks,
     require_words,
 )
+from .pair_merges import PAIR_MASK, PAIR_SHIFT, progress_bar
 
 
 def train_sentencepiece_bpe(
