@@ -14,11 +14,11 @@ from __future__ import annotations
 import gc
 import importlib
 import os
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from functools import lru_cache
 from itertools import chain, islice
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Literal
 
 import numpy as np
 import regex
@@ -27,6 +27,7 @@ from .bpe_merge import MAX_WORD_BYTES, BatchMerger, merge_by_heap, merge_short
 from .byte_unicode import token_to_unicode
 from .encode_cache import EncodeCache, missing_keys
 from .gpt2_files import load_merges_txt, load_vocab_json, write_gpt2_files
+from .grouping import group_by_size
 from .pretokenize import (
     GPT2_PATTERN,
     check_special_tokens,
@@ -57,7 +58,6 @@ HEAP_MIN_BYTES = 64
 # of them); fewer go one by one, where numpy's per-call cost would dominate.
 BATCH_MIN_WORDS = 64
 
-T = TypeVar("T")
 
 
 class BPETokenizer:
@@ -450,20 +450,6 @@ def _chunk_items(parts: Iterable[str | int]) -> Iterator[str | list[str] | int]:
 
 def _chunks_in(item: str | list[str] | int) -> int:
     return len(item) if isinstance(item, list) else 1
-
-
-def group_by_size(items: Iterable[T], size_of: Callable[[T], int], limit: int) -> Iterator[list[T]]:
-    """Consecutive items in lists whose sizes sum to `limit` or just past it (the last list: less)."""
-    group: list[T] = []
-    size = 0
-    for item in items:
-        group.append(item)
-        size += size_of(item)
-        if size >= limit:
-            yield group
-            group, size = [], 0
-    if group:
-        yield group
 
 
 def _as_token_set(tokens: Collection[str], name: str) -> frozenset[str]:

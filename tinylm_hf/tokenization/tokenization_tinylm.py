@@ -34,6 +34,7 @@ from .pretokenize import EOS_TOKEN, split_on_special_tokens
 from .atomic_files import FILE_MODE  # noqa: F401
 from .bpe_merge import OFFSET_BITS  # noqa: F401
 from .encode_cache import CACHE_LIMIT  # noqa: F401
+from .grouping import group_by_size  # noqa: F401
 
 VOCAB_FILES_NAMES = {"vocab_file": VOCAB_FILE, "merges_file": MERGES_FILE}
 
