@@ -8,7 +8,7 @@ they are looked up in `tinylm_hf.tokenizer_training` on first use.
 """
 
 from .bpe import BPETokenizer
-from .metaspace import SPACE_SYMBOL, split_metaspace_words
+from .metaspace import SPACE_SYMBOL
 from .pretokenize import EOS_TOKEN
 from .sentencepiece_bpe import SentencePieceBPETokenizer
 from .tokenization_tinylm import TinyLMTokenizer
@@ -29,6 +29,7 @@ TRAINING_NAMES = (
     "count_words",
     "load_word_counts",
     "save_word_counts",
+    "split_metaspace_words",
     "sum_word_counts",
     "train_bpe",
     "train_bpe_from_counts",
@@ -70,6 +71,5 @@ __all__ = [
     "TinyLMWordPieceTokenizerFast",
     "UnigramTokenizer",
     "WordPieceTokenizer",
-    "split_metaspace_words",
     *TRAINING_NAMES,
 ]

@@ -1,6 +1,7 @@
 """What the sentencepiece-style trainers (Unigram, SentencePiece BPE) share before their algorithms.
 
-Word counting from a file, an iterable of strings or given counts (bounded memory: only the Counter
+The words sentencepiece trains on (`split_metaspace_words`: each line with the dummy prefix, cut before
+each `▁`); word counting from a file, an iterable of strings or given counts (bounded memory: only the Counter
 of distinct words grows), the id layout sentencepiece uses (`<unk>`, `<s>`, `</s>`, then special
 tokens, then byte pieces), the alphabet of characters in sentencepiece's order, and the vocabulary
 size check.
@@ -9,16 +10,45 @@ size check.
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
+import regex
 
-from ..tokenization.metaspace import BYTE_PIECES, META_TOKENS, SPACE_SYMBOL, UNMERGEABLE_CHARS, split_words
+from ..tokenization.metaspace import BOS_TOKEN, BYTE_PIECES, EOS_TOKEN, SPACE_SYMBOL, UNK_TOKEN
 from ..tokenization.pretokenize import check_special_tokens
+from .piece_rules import UNMERGEABLE_CHARS
 
 # Bytes of text counted at a time when reading a file (whole lines).
 READ_CHUNK_BYTES = 1 << 20
+# sentencepiece's defaults: ids 0, 1, 2.
+META_TOKENS = (UNK_TOKEN, BOS_TOKEN, EOS_TOKEN)
+
+_WORD = regex.compile(f"{SPACE_SYMBOL}[^{SPACE_SYMBOL}]*|[^{SPACE_SYMBOL}]+")
+_LINE_WORD = re.compile(f"{SPACE_SYMBOL}[^{SPACE_SYMBOL}\n]*")
+
+
+def split_words(metaspace_text: str) -> list[str]:
+    """Cut metaspace text before every `▁`: `▁a▁▁b` -> [`▁a`, `▁`, `▁b`] (sentencepiece's SplitIntoWords)."""
+    return _WORD.findall(metaspace_text)
+
+
+def split_metaspace_words(text: str) -> list[str]:
+    """The words sentencepiece trains on: each line gets the dummy prefix and is cut before each `▁`.
+
+    Lines are split at "\\n" only (as sentencepiece reads a file); empty lines give nothing.
+
+    >>> split_metaspace_words("The cat  sat.\\nIt ran")
+    ['▁The', '▁cat', '▁', '▁sat.', '▁It', '▁ran']
+    """
+    if "\n\n" in text or text.startswith("\n") or text.endswith("\n"):
+        text = "\n".join(line for line in text.split("\n") if line)
+    if not text:
+        return []
+    # Every line starts with the dummy prefix, so every word starts with "▁".
+    return _LINE_WORD.findall(SPACE_SYMBOL + text.replace(" ", SPACE_SYMBOL).replace("\n", "\n" + SPACE_SYMBOL))
 
 
 def read_line_chunks(path: str | os.PathLike) -> Iterator[str]:

@@ -24,7 +24,6 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..tokenization.metaspace import join_shapes, piece_shape
 from .flat_merges import FlatWords
 from .metaspace_train import (
     check_vocab_size,
@@ -36,6 +35,7 @@ from .metaspace_train import (
     require_words,
 )
 from .pair_merges import PAIR_MASK, PAIR_SHIFT, progress_bar
+from .piece_rules import join_shapes, piece_shape
 
 
 def train_sentencepiece_bpe(

@@ -30,7 +30,6 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..tokenization.metaspace import MAX_PIECE_LENGTH, UNMERGEABLE_CHARS
 from ..tokenization.process_pool import resolve_workers
 from .metaspace_train import (
     check_vocab_size,
@@ -41,6 +40,7 @@ from .metaspace_train import (
     read_line_chunks,
     require_words,
 )
+from .piece_rules import MAX_PIECE_LENGTH, UNMERGEABLE_CHARS
 from .unigram_seeds import piece_nodes, seed_pieces, word_nodes
 
 # Most seed pieces kept (sentencepiece's seed_sentencepiece_size).
