@@ -26,7 +26,7 @@ import regex
 from .bpe_merge import MAX_WORD_BYTES, BatchMerger, merge_by_heap, merge_short
 from .byte_unicode import token_to_unicode
 from .encode_cache import EncodeCache, missing_keys
-from .gpt2_files import load_merges_txt, load_vocab_json, write_gpt2_files
+from .gpt2_files import MERGES_FILE, VOCAB_FILE, load_merges_txt, load_vocab_json, write_gpt2_files
 from .grouping import group_by_size
 from .pretokenize import (
     GPT2_PATTERN,
@@ -394,6 +394,14 @@ class BPETokenizer:
         return data.decode("utf-8", errors="replace")
 
     # ------------------------------------------------------------------------------------ files
+    files = (VOCAB_FILE, MERGES_FILE)  # what `save` writes into a folder
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike, special_tokens: list[str] | None = None, **kwargs) -> BPETokenizer:
+        """Load the GPT-2-format `vocab.json` + `merges.txt` that `save` wrote into `directory`."""
+        directory = Path(directory)
+        return cls.from_files(directory / VOCAB_FILE, directory / MERGES_FILE, special_tokens, **kwargs)
+
     @classmethod
     def from_files(
         cls,
@@ -407,13 +415,13 @@ class BPETokenizer:
         merges = load_merges_txt(merges_path, vocab=vocab)
         return cls(vocab, merges, special_tokens, **kwargs)
 
-    def save(self, directory: str | os.PathLike) -> tuple[Path, Path]:
-        """Write `vocab.json` and `merges.txt` (GPT-2 format) into `directory`."""
+    def save(self, directory: str | os.PathLike, *, prefix: str = "") -> tuple[Path, Path]:
+        """Write `vocab.json` and `merges.txt` (GPT-2 format, names after `prefix`) into `directory` (created)."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         vocab = {token_to_unicode(tok): i for i, tok in self.vocab.items()}
         merges = [(token_to_unicode(a), token_to_unicode(b)) for a, b in self.merges]
-        vocab_path, merges_path = write_gpt2_files(vocab, merges, directory)
+        vocab_path, merges_path = write_gpt2_files(vocab, merges, directory, prefix=prefix)
         return Path(vocab_path), Path(merges_path)
 
 

@@ -23,6 +23,7 @@ import regex
 from .atomic_files import write_bytes_atomic
 
 SPACE_SYMBOL = "\u2581"  # "▁": sentencepiece's visible space
+MODEL_FILE = "tokenizer.model"  # a sentencepiece model's file name in a folder (Llama's and T5's folders too)
 UNK_TOKEN = "<unk>"
 BOS_TOKEN = "<s>"
 EOS_TOKEN = "</s>"

@@ -12,11 +12,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from itertools import chain
+from pathlib import Path
 
 from .encode_cache import EncodeCache
 from .metaspace import (
     BYTE_PIECES,
     CONTROL,
+    MODEL_FILE,
     NORMAL,
     SPACE_SYMBOL,
     UNKNOWN,
@@ -147,6 +149,13 @@ class MetaspaceTokenizer:
         return len(self.pieces)
 
     # ---------------------------------------------------------------------------------- files
+    files = (MODEL_FILE,)  # what `save` writes into a folder
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike):
+        """Load the `tokenizer.model` that `save` wrote into `directory`."""
+        return cls.from_sentencepiece(Path(directory) / MODEL_FILE)
+
     @classmethod
     def from_sentencepiece(cls, path: str | os.PathLike):
         """Load a sentencepiece `.model` file of this tokenizer's model type."""
@@ -183,8 +192,16 @@ class MetaspaceTokenizer:
             normalizer_name="identity",
         )
 
-    def save(self, path: str | os.PathLike) -> str:
-        """Write a sentencepiece `.model` file (loadable by the `sentencepiece` library)."""
+    def save(self, directory: str | os.PathLike, *, prefix: str = "") -> str:
+        """Write the sentencepiece `tokenizer.model` (named after `prefix`) into `directory` (created).
+
+        The `sentencepiece` library loads the file. A path ending in `.model` that is not a folder is the file
+        to write itself (as this method was first called).
+        """
+        path = Path(directory)
+        if path.is_dir() or path.suffix != ".model":
+            path.mkdir(parents=True, exist_ok=True)
+            path = path / f"{prefix}{MODEL_FILE}"
         return write_sentencepiece_model(self.to_sentencepiece_model(), path)
 
 
