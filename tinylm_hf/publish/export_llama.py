@@ -28,8 +28,8 @@ from ..fileio import seal_folder, write_json_atomic
 from ..registration import register
 from ..tokenization.byte_level_backend import build_byte_level_bpe
 from ..tokenization.gpt2_files import MERGES_FILE, VOCAB_FILE, read_merges_txt, read_vocab_json
+from ..tokenization.metaspace import MODEL_FILE as SENTENCEPIECE_FILE
 from ..tokenization.pretokenize import GPT2_PATTERN, resolve_pattern
-from ..tokenization.tokenization_tinylm_metaspace import MODEL_FILE as SENTENCEPIECE_FILE
 from .folder import check_folder_files, read_json
 
 PROBE_TEXT = "Once upon a time, a little cat said: \"Hello!\" 123 <|endoftext|> The end.\n\n  Ünïcode ✓"

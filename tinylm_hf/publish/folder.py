@@ -16,8 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from ..tokenization.gpt2_files import MERGES_FILE, VOCAB_FILE
+from ..tokenization.tokenization_tinylm_base import TOKENIZER_FILE
+from ..tokenizer_training.families import FAMILIES
 
-TOKENIZER_FILES = ("tokenizer.json", VOCAB_FILE, "vocab.txt", "tokenizer.model")
+# A tokenizer folder holds tokenizer.json or the first file of a family's core (vocab.json, vocab.txt, ...).
+TOKENIZER_FILES = (TOKENIZER_FILE, *dict.fromkeys(family.core.files[0] for family in FAMILIES.values()))
 
 
 def read_json(path: Path) -> dict[str, Any]:
@@ -95,10 +98,10 @@ def check_folder_files(folder: str | os.PathLike) -> dict[str, Any]:
             f"{folder} lacks tokenizer files (tokenizer_config.json and one of {', '.join(TOKENIZER_FILES)}); "
             "save the tokenizer into the same folder"
         )
-    for name in ("tokenizer_config.json", "tokenizer.json", VOCAB_FILE):
+    for name in ("tokenizer_config.json", TOKENIZER_FILE, VOCAB_FILE):
         if (folder / name).is_file():
             read_json(folder / name)
-    if (folder / VOCAB_FILE).is_file() and not (folder / "tokenizer.json").is_file() and not (folder / MERGES_FILE).is_file():
+    if (folder / VOCAB_FILE).is_file() and not (folder / TOKENIZER_FILE).is_file() and not (folder / MERGES_FILE).is_file():
         raise FileNotFoundError(f"{folder} has {VOCAB_FILE} but no {MERGES_FILE}: the tokenizer is incomplete")
     return config
 

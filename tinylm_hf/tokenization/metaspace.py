@@ -220,6 +220,11 @@ def _parse_piece(data: bytes, what: str) -> tuple[str, float, int]:
     return piece, score, kind
 
 
+def float32_score(score: float) -> float:
+    """A piece's score as a `.model` file stores it (a float32), so a tokenizer equals the one it saves."""
+    return struct.unpack("<f", struct.pack("<f", score))[0]
+
+
 def parse_sentencepiece_model(data: bytes, what: str = "data") -> SentencePieceModel:
     """Parse the bytes of a `.model` file (a serialized sentencepiece ModelProto)."""
     reader = _Reader(data, what)

@@ -22,7 +22,7 @@ from .bpe import BPETokenizer
 from .byte_level_backend import base_init_kwargs, build_byte_level_bpe, check_fast_pattern
 from .byte_unicode import token_to_unicode, unicode_to_token
 from .gpt2_files import MERGES_FILE, VOCAB_FILE, load_merges_txt, load_vocab_json
-from .pretokenize import EOS_TOKEN, split_on_special_tokens
+from .pretokenize import EOS_TOKEN, pattern_name, split_on_special_tokens
 from .tokenization_tinylm_base import TinyLMCoreTokenizer
 # siblings the imports above reach, named so that transformers < 5.10 copies them too (compat.py)
 from .atomic_files import FILE_MODE  # noqa: F401
@@ -80,6 +80,24 @@ class TinyLMTokenizer(TinyLMCoreTokenizer):
         self.add_prefix_space = add_prefix_space
         super().__init__(**base_init_kwargs(errors, unk_token, bos_token, eos_token, pad_token, pattern, kwargs,
                                             add_prefix_space))
+
+    @classmethod
+    def from_core(
+        cls, core: BPETokenizer, *, pad_token: str | None = None, mask_token: str | None = None, **kwargs: Any
+    ) -> TinyLMTokenizer:
+        """A TinyLMTokenizer over a `BPETokenizer` in memory, its special tokens registered as special.
+
+        `EOS_TOKEN` (else the core's first special token) becomes eos, bos and unk, and pad unless
+        `pad_token` is given; `mask_token` becomes the mask token; the other special tokens become extra
+        special tokens.
+        """
+        if not core.special_tokens:
+            raise ValueError(f'at least one special token is needed to serve as eos/pad, e.g. "{EOS_TOKEN}"')
+        eos = EOS_TOKEN if EOS_TOKEN in core.special_tokens else core.special_tokens[0]
+        named = {"pad_token": pad_token or eos} | ({"mask_token": mask_token} if mask_token else {})
+        extra = [s for s in core.special_tokens if s not in (eos, *named.values())]
+        return cls(vocab=core.vocab, merges=core.merges, unk_token=eos, bos_token=eos, eos_token=eos,
+                   pattern=pattern_name(core.pattern), extra_special_tokens=extra, **named, **kwargs)
 
     # ------------------------------------------------------------------------------ vocabulary
     @property

@@ -37,11 +37,17 @@ def file_prefix(filename_prefix: str | None) -> str:
 class TinyLMCoreTokenizer(PreTrainedTokenizer):
     """A slow tokenizer run by a core tokenizer, whose base vocabulary is `self._vocab` (token string -> id).
 
-    A subclass builds its core and calls `_use_core` before `super().__init__()` (the base `__init__`
-    calls `get_vocab()`), and names its `tokenizers` twin (`to_backend_tokenizer`).
+    A subclass builds its core (from its files, or takes one given: `from_core`) and calls `_use_core`
+    before `super().__init__()` (the base `__init__` calls `get_vocab()`), and names its `tokenizers`
+    twin (`to_backend_tokenizer`).
     """
 
     model_input_names = ["input_ids", "attention_mask"]
+
+    @classmethod
+    def from_core(cls, core: Any, **kwargs: Any) -> TinyLMCoreTokenizer:
+        """This class over a core tokenizer in memory (a trainer's result); `kwargs` as for `__init__`."""
+        return cls(core=core, **kwargs)
 
     def _use_core(self, core: Any, vocab: dict[str, int]) -> None:
         """Run `core`, whose base vocabulary as token strings is `vocab`."""

@@ -40,23 +40,30 @@ def _special_kwargs(core: MetaspaceTokenizer, unk_token, bos_token, eos_token, p
 
 
 class TinyLMMetaspaceTokenizer(TinyLMCoreTokenizer):
-    """A sentencepiece-style tokenizer (file: `tokenizer.model`) run by tinylm's own code."""
+    """A sentencepiece-style tokenizer (file: `tokenizer.model`, or a `core` in memory) run by tinylm's own code."""
 
     vocab_files_names = {"vocab_file": MODEL_FILE}
     core_class: type[MetaspaceTokenizer] = MetaspaceTokenizer
 
     def __init__(
         self,
-        vocab_file: str,
+        vocab_file: str | None = None,
         unk_token: str | None = "<unk>",
         bos_token: str | None = "<s>",
         eos_token: str | None = "</s>",
         pad_token: str | None = None,
+        *,
+        core: MetaspaceTokenizer | None = None,
         **kwargs: Any,
     ) -> None:
         # The base __init__ calls get_vocab(), so the core must exist before it.
+        if core is None:
+            if vocab_file is None:
+                raise ValueError(f"{type(self).__name__} needs vocab_file (a {MODEL_FILE}) or core (in memory)")
+            core = self.core_class.from_sentencepiece(vocab_file)
+        elif not isinstance(core, self.core_class):
+            raise TypeError(f"{type(self).__name__} runs a {self.core_class.__name__}, got {type(core).__name__}")
         self.vocab_file = vocab_file
-        core = self.core_class.from_sentencepiece(vocab_file)
         self._use_core(core, core.piece_to_id)
         super().__init__(**_special_kwargs(self.core, unk_token, bos_token, eos_token, pad_token, kwargs))
 

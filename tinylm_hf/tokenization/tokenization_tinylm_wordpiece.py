@@ -18,7 +18,7 @@ from typing import Any
 from tokenizers import Tokenizer
 
 from .tokenization_tinylm_base import TinyLMCoreTokenizer
-from .wordpiece import VOCAB_TXT, WordPieceTokenizer, join_wordpieces, load_vocab_txt
+from .wordpiece import CONTINUING_SUBWORD_PREFIX, VOCAB_TXT, WordPieceTokenizer, join_wordpieces, load_vocab_txt
 from .wordpiece_backend import build_bert_wordpiece, wordpiece_init_kwargs
 # siblings the imports above reach, named so that transformers < 5.10 copies them too (compat.py)
 from .atomic_files import FILE_MODE  # noqa: F401
@@ -36,6 +36,7 @@ class TinyLMWordPieceTokenizer(TinyLMCoreTokenizer):
         vocab_file: path to a BERT `vocab.txt`.
         do_lower_case: lower-case and strip accents before matching (BERT "uncased").
         max_input_chars_per_word: longer words become the unknown token.
+        core: a `WordPieceTokenizer` in memory instead of `vocab_file` (see `from_core`).
     """
 
     vocab_files_names = VOCAB_FILES_NAMES
@@ -43,7 +44,7 @@ class TinyLMWordPieceTokenizer(TinyLMCoreTokenizer):
 
     def __init__(
         self,
-        vocab_file: str,
+        vocab_file: str | None = None,
         do_lower_case: bool = False,
         unk_token: str = "[UNK]",
         sep_token: str | None = "[SEP]",
@@ -51,21 +52,41 @@ class TinyLMWordPieceTokenizer(TinyLMCoreTokenizer):
         cls_token: str | None = "[CLS]",
         mask_token: str | None = "[MASK]",
         max_input_chars_per_word: int = 100,
+        *,
+        core: WordPieceTokenizer | None = None,
         **kwargs: Any,
     ) -> None:
         # The base __init__ calls get_vocab(), so the model must exist before it.
-        wordpiece = WordPieceTokenizer(
-            load_vocab_txt(vocab_file),
-            unk_token=str(unk_token),
-            lowercase=do_lower_case,
-            max_input_chars_per_word=max_input_chars_per_word,
-        )
-        self._use_core(wordpiece, wordpiece.token_to_id)
+        if core is None:
+            if vocab_file is None:
+                raise ValueError("TinyLMWordPieceTokenizer needs vocab_file (a BERT vocab.txt) or core (in memory)")
+            core = WordPieceTokenizer(
+                load_vocab_txt(vocab_file),
+                unk_token=str(unk_token),
+                lowercase=do_lower_case,
+                max_input_chars_per_word=max_input_chars_per_word,
+            )
+        self._use_core(core, core.token_to_id)
         self.do_lower_case = do_lower_case
         self.max_input_chars_per_word = max_input_chars_per_word
         special = {"unk_token": unk_token, "sep_token": sep_token, "pad_token": pad_token,
                    "cls_token": cls_token, "mask_token": mask_token}  # fmt: skip
         super().__init__(**wordpiece_init_kwargs(do_lower_case, max_input_chars_per_word, special, kwargs))
+
+    @classmethod
+    def from_core(cls, core: WordPieceTokenizer, **kwargs: Any) -> TinyLMWordPieceTokenizer:
+        """A TinyLMWordPieceTokenizer over a `WordPieceTokenizer` in memory (its vocabulary and options).
+
+        The core's own special tokens are left to the Hugging Face side, which matches added tokens.
+        """
+        if core.prefix != CONTINUING_SUBWORD_PREFIX:
+            raise ValueError(f"the Hugging Face WordPiece classes use the {CONTINUING_SUBWORD_PREFIX!r} prefix, "
+                             f"this tokenizer {core.prefix!r}")
+        options = {"unk_token": core.unk_token, "lowercase": core.lowercase,
+                   "max_input_chars_per_word": core.max_input_chars_per_word}  # fmt: skip
+        own = WordPieceTokenizer(core.token_to_id, **options)
+        return cls(core=own, do_lower_case=core.lowercase, unk_token=core.unk_token,
+                   max_input_chars_per_word=core.max_input_chars_per_word, **kwargs)
 
     # ------------------------------------------------------------------------------ vocabulary
     @property

@@ -12,11 +12,12 @@ import os
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
+from ..tokenization.bpe import BPETokenizer
 from ..tokenization.pretokenize import check_special_tokens, resolve_pattern
 from .bpe_train_long import LONG_WORD_BYTES, LongWordArena
 from .pair_merges import PAIR_MASK, PAIR_SHIFT, merge_words, progress_bar
 from .pretoken_counts import count_pretokens
-from .word_splitting import BPE_WORDS, count_split_words, iter_texts
+from .word_splitting import BPE_WORDS, WordCounts, count_split_words, iter_texts
 
 # Inverting bytes (b -> 255 - b) plus a terminator above every inverted byte turns "greatest
 # (bytes_a, bytes_b)" into "smallest string", which is what a min-heap pops first.
@@ -109,6 +110,22 @@ def train_bpe_from_iterator(
     if not counts:
         raise ValueError("the iterator gave no text outside the special tokens")
     return train_bpe_from_counts(counts, vocab_size, specials, progress=progress)
+
+
+def train_bpe_tokenizer(
+    counts: WordCounts,
+    vocab_size: int,
+    special_tokens: Sequence[str],
+    *,
+    byte_fallback: bool | None = None,
+    progress: bool = False,
+) -> BPETokenizer:
+    """The byte-level BPE family's trainer: a `BPETokenizer` learned from BPE word counts (`count_words`).
+
+    Every byte has a token, so `byte_fallback` is no option here (it is ignored).
+    """
+    vocab, merges = train_bpe_from_counts(counts.counts, vocab_size, special_tokens, progress=progress)
+    return BPETokenizer(vocab, merges, list(special_tokens), pattern=counts.pattern or "gpt2")
 
 
 def _check_vocab_size(vocab_size: int, specials: list[str]) -> None:

@@ -17,7 +17,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 import numpy as np
 import regex
 
-from ..tokenization.metaspace import BOS_TOKEN, BYTE_PIECES, EOS_TOKEN, SPACE_SYMBOL, UNK_TOKEN
+from ..tokenization.metaspace import BOS_TOKEN, BYTE_PIECES, EOS_TOKEN, SPACE_SYMBOL, UNK_TOKEN, float32_score
+from ..tokenization.metaspace_tokenizer import MetaspaceTokenizer
 from ..tokenization.pretokenize import check_special_tokens
 from .piece_rules import UNMERGEABLE_CHARS
 
@@ -163,3 +164,16 @@ def check_vocab_size(vocab_size: int, num_meta: int, num_chars: int) -> None:
             f"there are {num_meta} fixed pieces (<unk>, <s>, </s>, special tokens, byte pieces); "
             f"use vocab_size >= {minimum}"
         )
+
+
+def trained_tokenizer(
+    core_class: type[MetaspaceTokenizer],
+    pieces: Sequence[tuple[str, float]],
+    special_tokens: Sequence[str],
+    *,
+    byte_fallback: bool,
+) -> MetaspaceTokenizer:
+    """A trainer's pieces as a `core_class` tokenizer, exactly as its `.model` file will hold them: scores as
+    float32, `<s>`, `</s>` and `special_tokens` as control pieces (ids, but never produced from text)."""
+    stored = [(piece, float32_score(score)) for piece, score in pieces]
+    return core_class(stored, byte_fallback=byte_fallback, special_tokens=[BOS_TOKEN, EOS_TOKEN, *special_tokens])

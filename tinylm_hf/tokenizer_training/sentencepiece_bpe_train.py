@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from ..tokenization.sentencepiece_bpe import SentencePieceBPETokenizer
 from .flat_merges import FlatWords
 from .metaspace_train import (
     check_vocab_size,
@@ -33,9 +34,14 @@ from .metaspace_train import (
     meta_pieces,
     read_line_chunks,
     require_words,
+    trained_tokenizer,
 )
 from .pair_merges import PAIR_MASK, PAIR_SHIFT, progress_bar
 from .piece_rules import join_shapes, piece_shape
+from .word_splitting import WordCounts
+
+# sentencepiece's default for BPE models (Llama 2's tokenizer has it too).
+SENTENCEPIECE_BPE_BYTE_FALLBACK = True
 
 
 def train_sentencepiece_bpe(
@@ -43,7 +49,7 @@ def train_sentencepiece_bpe(
     vocab_size: int,
     special_tokens: Sequence[str] | None = None,
     *,
-    byte_fallback: bool = True,
+    byte_fallback: bool = SENTENCEPIECE_BPE_BYTE_FALLBACK,
     progress: bool = True,
 ) -> list[tuple[str, float]]:
     """Train a SentencePiece BPE on a UTF-8 text file; return (piece, score) in id order.
@@ -61,7 +67,7 @@ def train_sentencepiece_bpe_from_iterator(
     vocab_size: int,
     special_tokens: Sequence[str] | None = None,
     *,
-    byte_fallback: bool = True,
+    byte_fallback: bool = SENTENCEPIECE_BPE_BYTE_FALLBACK,
     progress: bool = True,
 ) -> list[tuple[str, float]]:
     """Train on an iterable of strings (e.g. a `datasets` column); each string is split into lines.
@@ -78,7 +84,7 @@ def train_sentencepiece_bpe_from_counts(
     vocab_size: int,
     special_tokens: Sequence[str] | None = None,
     *,
-    byte_fallback: bool = True,
+    byte_fallback: bool = SENTENCEPIECE_BPE_BYTE_FALLBACK,
     progress: bool = False,
 ) -> list[tuple[str, float]]:
     """Train on word counts (metaspace words -> count, e.g. summed over shards).
@@ -90,6 +96,24 @@ def train_sentencepiece_bpe_from_counts(
     words = check_word_counts(counts)
     require_words(words, "counts")
     return _train(words, vocab_size, special_tokens, byte_fallback=byte_fallback, progress=progress)
+
+
+def train_sentencepiece_bpe_tokenizer(
+    counts: WordCounts,
+    vocab_size: int,
+    special_tokens: Sequence[str],
+    *,
+    byte_fallback: bool | None = None,
+    progress: bool = False,
+) -> SentencePieceBPETokenizer:
+    """The SentencePiece BPE family's trainer: a `SentencePieceBPETokenizer` from sentencepiece word counts.
+
+    `byte_fallback` defaults to `SENTENCEPIECE_BPE_BYTE_FALLBACK`.
+    """
+    byte_fallback = SENTENCEPIECE_BPE_BYTE_FALLBACK if byte_fallback is None else byte_fallback
+    pieces = train_sentencepiece_bpe_from_counts(counts.counts, vocab_size, special_tokens, byte_fallback=byte_fallback,
+                                                 progress=progress)
+    return trained_tokenizer(SentencePieceBPETokenizer, pieces, special_tokens, byte_fallback=byte_fallback)
 
 
 def _train(

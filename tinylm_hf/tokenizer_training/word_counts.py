@@ -6,9 +6,10 @@ count shards anywhere (a `datasets.map`, a Slurm array, Spark or Ray), save each
 identical to training on the concatenated text, provided every shard ends where its words end
 (files and documents do: a text's last word never continues into the next text).
 
-Words are split exactly as the named trainer splits them (`WORD_SPLITTERS`, one row per algorithm):
+Words are split exactly as the named family's trainer splits them (its `words` in `families.FAMILIES`):
 "bpe" = special tokens cut out, then the regex `pattern` (GPT-2's by default); "wordpiece" = special
-tokens cut out, then BERT's normaliser (with `lowercase`) and pre-tokenizer.
+tokens cut out, then BERT's normaliser (with `lowercase`) and pre-tokenizer; "unigram" and
+"sentencepiece-bpe" = each line's words, the dummy prefix `▁` in front.
 """
 
 from __future__ import annotations
@@ -20,26 +21,16 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ..tokenization.atomic_files import write_text_atomic
-from ..tokenization.pretokenize import PATTERNS, check_special_tokens, resolve_pattern
-from .word_splitting import BERT_WORDS, BPE_WORDS, METASPACE_WORDS, WordCounts, WordSplitter, count_split_words
+from ..tokenization.pretokenize import check_special_tokens, pattern_name
+from .families import get_family
+from .word_splitting import WordCounts, WordSplitter, count_split_words
 
 FORMAT = "tinylm-word-counts"
 FORMAT_VERSION = 1
 
-WORD_SPLITTERS: dict[str, WordSplitter] = {
-    "bpe": BPE_WORDS,
-    "wordpiece": BERT_WORDS,
-    "unigram": METASPACE_WORDS,
-    "sentencepiece-bpe": METASPACE_WORDS,
-}
-
-
 def get_word_splitter(algorithm: str) -> WordSplitter:
-    """The `WORD_SPLITTERS` row of `algorithm`, or a ValueError listing the known ones."""
-    splitter = WORD_SPLITTERS.get(algorithm) if isinstance(algorithm, str) else None
-    if splitter is None:
-        raise ValueError(f"unknown algorithm {algorithm!r}: expected one of {sorted(WORD_SPLITTERS)}")
-    return splitter
+    """How the family called `algorithm` splits text into words (a ValueError names the known families)."""
+    return get_family(algorithm).words
 
 
 def count_words(
@@ -79,10 +70,7 @@ def make_word_counts(
 ) -> WordCounts:
     """Counts plus their options in canonical form (options an algorithm ignores become None)."""
     splitter = get_word_splitter(algorithm)
-    canonical = None
-    if splitter.uses_pattern:
-        resolved = resolve_pattern(pattern)
-        canonical = next((name for name, regex in PATTERNS.items() if regex == resolved), resolved)
+    canonical = pattern_name(pattern) if splitter.uses_pattern else None
     checked = Counter()
     for word, count in counts.items():
         if not isinstance(word, str) or not isinstance(count, int) or isinstance(count, bool) or count < 0:

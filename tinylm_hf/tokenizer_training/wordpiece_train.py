@@ -26,7 +26,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
 from ..tokenization.pretokenize import check_special_tokens
-from ..tokenization.wordpiece import CONTINUING_SUBWORD_PREFIX
+from ..tokenization.wordpiece import CONTINUING_SUBWORD_PREFIX, WordPieceTokenizer
 from .pair_merges import PAIR_MASK, PAIR_SHIFT, merge_words, progress_bar
 from .word_splitting import BERT_WORDS, WordCounts, count_split_words, iter_texts
 
@@ -121,6 +121,23 @@ def train_wordpiece_from_counts(
     if not kept:
         raise ValueError("counts hold no word with a positive count")
     return _train(kept, vocab_size, specials, continuing_subword_prefix, progress)
+
+
+def train_wordpiece_tokenizer(
+    counts: WordCounts,
+    vocab_size: int,
+    special_tokens: Sequence[str],
+    *,
+    byte_fallback: bool | None = None,
+    progress: bool = False,
+) -> WordPieceTokenizer:
+    """The WordPiece family's trainer: a `WordPieceTokenizer` learned from BERT word counts (`count_words`).
+
+    It lower-cases as the counts did; a word it cannot cover becomes `[UNK]`, so `byte_fallback` is no
+    option here (it is ignored).
+    """
+    vocab = train_wordpiece_from_counts(counts, vocab_size, special_tokens, progress=progress)
+    return WordPieceTokenizer(vocab, lowercase=bool(counts.lowercase), special_tokens=special_tokens)
 
 
 def _check_vocab_size(vocab_size: int, specials: list[str]) -> None:
