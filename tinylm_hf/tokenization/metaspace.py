@@ -24,9 +24,10 @@ from .atomic_files import write_bytes_atomic
 
 SPACE_SYMBOL = "\u2581"  # "▁": sentencepiece's visible space
 MODEL_FILE = "tokenizer.model"  # a sentencepiece model's file name in a folder (Llama's and T5's folders too)
-UNK_TOKEN = "<unk>"
-BOS_TOKEN = "<s>"
-EOS_TOKEN = "</s>"
+# sentencepiece's unknown, beginning- and end-of-text pieces (its ids 0, 1, 2 by default)
+UNK_PIECE = "<unk>"
+BOS_PIECE = "<s>"
+EOS_PIECE = "</s>"
 # Piece types of a sentencepiece ModelProto (sentencepiece_model.proto).
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 MODEL_TYPES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}
@@ -320,7 +321,7 @@ def serialize_sentencepiece_model(model: SentencePieceModel) -> bytes:
     ids = {p: i for i, (p, _, _) in enumerate(model.pieces)}
     trainer = _int_field(3, model_type) + _int_field(4, len(model.pieces))
     trainer += _int_field(35, int(model.byte_fallback))
-    for number, piece in ((40, UNK_TOKEN), (41, BOS_TOKEN), (42, EOS_TOKEN), (43, "<pad>")):
+    for number, piece in ((40, UNK_PIECE), (41, BOS_PIECE), (42, EOS_PIECE), (43, "<pad>")):
         trainer += _int_field(number, ids.get(piece, -1))
     out += _bytes_field(2, trainer)
     normalizer = _bytes_field(1, (model.normalizer_name or "identity").encode("utf-8"))

@@ -16,11 +16,14 @@ from pathlib import Path
 
 from .encode_cache import EncodeCache
 from .metaspace import (
+    BOS_PIECE,
     BYTE_PIECES,
     CONTROL,
+    EOS_PIECE,
     MODEL_FILE,
     NORMAL,
     SPACE_SYMBOL,
+    UNK_PIECE,
     UNKNOWN,
     USER_DEFINED,
     SentencePieceModel,
@@ -56,7 +59,7 @@ class MetaspaceTokenizer:
         self,
         pieces: Sequence[tuple[str, float]],
         *,
-        unk_token: str = "<unk>",
+        unk_token: str = UNK_PIECE,
         byte_fallback: bool = False,
         special_tokens: Iterable[str] | None = None,
         add_dummy_prefix: bool = True,
@@ -67,7 +70,7 @@ class MetaspaceTokenizer:
         if unk_token not in names:
             raise ValueError(f"unk_token {unk_token!r} is not one of the pieces; add it (sentencepiece puts it at id 0)")
         if special_tokens is None:
-            special_tokens = [t for t in ("<s>", "</s>") if t in names]
+            special_tokens = [t for t in (BOS_PIECE, EOS_PIECE) if t in names]
         if types is None:
             types = piece_types(names, unk_token=unk_token, byte_fallback=byte_fallback, special_tokens=special_tokens)
         self.pieces: list[str] = names

@@ -20,7 +20,7 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
-from .metaspace import MODEL_FILE, decode_pieces
+from .metaspace import BOS_PIECE, EOS_PIECE, MODEL_FILE, UNK_PIECE, decode_pieces
 from .metaspace_backend import build_metaspace_backend
 from .metaspace_tokenizer import MetaspaceTokenizer
 from .tokenization_tinylm_base import TOKENIZER_FILE, TinyLMCoreTokenizer, TinyLMCoreTokenizerFast, drop_folder_kwargs
@@ -48,9 +48,9 @@ class TinyLMMetaspaceTokenizer(TinyLMCoreTokenizer):
     def __init__(
         self,
         vocab_file: str | None = None,
-        unk_token: str | None = "<unk>",
-        bos_token: str | None = "<s>",
-        eos_token: str | None = "</s>",
+        unk_token: str | None = UNK_PIECE,
+        bos_token: str | None = BOS_PIECE,
+        eos_token: str | None = EOS_PIECE,
         pad_token: str | None = None,
         *,
         core: MetaspaceTokenizer | None = None,
@@ -92,9 +92,9 @@ class TinyLMMetaspaceTokenizerFast(TinyLMCoreTokenizerFast):
     def __init__(
         self,
         vocab_file: str | None = None,
-        unk_token: str | None = "<unk>",
-        bos_token: str | None = "<s>",
-        eos_token: str | None = "</s>",
+        unk_token: str | None = UNK_PIECE,
+        bos_token: str | None = BOS_PIECE,
+        eos_token: str | None = EOS_PIECE,
         pad_token: str | None = None,
         **kwargs: Any,
     ) -> None:

@@ -18,7 +18,18 @@ from typing import Any
 from tokenizers import Tokenizer
 
 from .tokenization_tinylm_base import TinyLMCoreTokenizer
-from .wordpiece import CONTINUING_SUBWORD_PREFIX, VOCAB_TXT, WordPieceTokenizer, join_wordpieces, load_vocab_txt
+from .wordpiece import (
+    BERT_CLS,
+    BERT_MASK,
+    BERT_PAD,
+    BERT_SEP,
+    BERT_UNK,
+    CONTINUING_SUBWORD_PREFIX,
+    VOCAB_TXT,
+    WordPieceTokenizer,
+    join_wordpieces,
+    load_vocab_txt,
+)
 from .wordpiece_backend import build_bert_wordpiece, wordpiece_init_kwargs
 # siblings the imports above reach, named so that transformers < 5.10 copies them too (compat.py)
 from .atomic_files import FILE_MODE  # noqa: F401
@@ -46,11 +57,11 @@ class TinyLMWordPieceTokenizer(TinyLMCoreTokenizer):
         self,
         vocab_file: str | None = None,
         do_lower_case: bool = False,
-        unk_token: str = "[UNK]",
-        sep_token: str | None = "[SEP]",
-        pad_token: str | None = "[PAD]",
-        cls_token: str | None = "[CLS]",
-        mask_token: str | None = "[MASK]",
+        unk_token: str = BERT_UNK,
+        sep_token: str | None = BERT_SEP,
+        pad_token: str | None = BERT_PAD,
+        cls_token: str | None = BERT_CLS,
+        mask_token: str | None = BERT_MASK,
         max_input_chars_per_word: int = 100,
         *,
         core: WordPieceTokenizer | None = None,

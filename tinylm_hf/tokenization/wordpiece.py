@@ -31,6 +31,9 @@ from .pretokenize import check_special_tokens, split_on_special_tokens
 
 CONTINUING_SUBWORD_PREFIX = "##"
 VOCAB_TXT = "vocab.txt"  # BERT's vocabulary file: one token a line, line number = id
+# BERT's special tokens: padding, an uncovered word, a text's start and its end (separator), the mask.
+BERT_PAD, BERT_UNK, BERT_CLS, BERT_SEP, BERT_MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
+BERT_SPECIAL_TOKENS = (BERT_PAD, BERT_UNK, BERT_CLS, BERT_SEP, BERT_MASK)
 # CJK ideograph blocks that BERT isolates (as in `tokenizers`' BertNormalizer).
 CJK_RANGES = (
     (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0x20000, 0x2A6DF),
@@ -136,7 +139,7 @@ class WordPieceTokenizer:
         self,
         vocab: Sequence[str] | Mapping[str, int],
         *,
-        unk_token: str = "[UNK]",
+        unk_token: str = BERT_UNK,
         lowercase: bool = False,
         max_input_chars_per_word: int = 100,
         continuing_subword_prefix: str = CONTINUING_SUBWORD_PREFIX,

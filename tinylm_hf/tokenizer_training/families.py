@@ -25,12 +25,12 @@ from ..tokenization.tokenization_tinylm_unigram_fast import TinyLMUnigramTokeniz
 from ..tokenization.tokenization_tinylm_wordpiece import TinyLMWordPieceTokenizer
 from ..tokenization.tokenization_tinylm_wordpiece_fast import TinyLMWordPieceTokenizerFast
 from ..tokenization.unigram import UnigramTokenizer
-from ..tokenization.wordpiece import WordPieceTokenizer
+from ..tokenization.wordpiece import BERT_SPECIAL_TOKENS, WordPieceTokenizer
 from .bpe_train import train_bpe_tokenizer
 from .sentencepiece_bpe_train import SENTENCEPIECE_BPE_BYTE_FALLBACK, train_sentencepiece_bpe_tokenizer
 from .unigram_train import UNIGRAM_BYTE_FALLBACK, train_unigram_tokenizer
 from .word_splitting import BERT_WORDS, BPE_WORDS, METASPACE_WORDS, WordSplitter
-from .wordpiece_train import BERT_SPECIAL_TOKENS, train_wordpiece_tokenizer
+from .wordpiece_train import train_wordpiece_tokenizer
 
 # (counts: WordCounts, vocab_size, special_tokens, *, byte_fallback: bool | None, progress: bool) -> core tokenizer
 FamilyTrainer = Callable[..., Any]

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 import numpy as np
 import regex
 
-from ..tokenization.metaspace import BOS_TOKEN, BYTE_PIECES, EOS_TOKEN, SPACE_SYMBOL, UNK_TOKEN, float32_score
+from ..tokenization.metaspace import BOS_PIECE, BYTE_PIECES, EOS_PIECE, SPACE_SYMBOL, UNK_PIECE, float32_score
 from ..tokenization.metaspace_tokenizer import MetaspaceTokenizer
 from ..tokenization.pretokenize import check_special_tokens
 from .piece_rules import UNMERGEABLE_CHARS
@@ -25,7 +25,7 @@ from .piece_rules import UNMERGEABLE_CHARS
 # Bytes of text counted at a time when reading a file (whole lines).
 READ_CHUNK_BYTES = 1 << 20
 # sentencepiece's defaults: ids 0, 1, 2.
-META_TOKENS = (UNK_TOKEN, BOS_TOKEN, EOS_TOKEN)
+META_PIECES = (UNK_PIECE, BOS_PIECE, EOS_PIECE)
 
 _WORD = regex.compile(f"{SPACE_SYMBOL}[^{SPACE_SYMBOL}]*|[^{SPACE_SYMBOL}]+")
 _LINE_WORD = re.compile(f"{SPACE_SYMBOL}[^{SPACE_SYMBOL}\n]*")
@@ -125,7 +125,7 @@ def require_words(counts: Counter[str], source: str) -> None:
 def meta_pieces(special_tokens: Sequence[str] | None, *, byte_fallback: bool) -> list[str]:
     """sentencepiece's fixed ids: `<unk>`, `<s>`, `</s>`, the special tokens, then 256 byte pieces."""
     specials = check_special_tokens(special_tokens)
-    pieces = list(META_TOKENS) + [t for t in specials if t not in META_TOKENS]
+    pieces = list(META_PIECES) + [t for t in specials if t not in META_PIECES]
     if byte_fallback:
         pieces += [p for p in BYTE_PIECES if p not in pieces]
     return pieces
@@ -176,4 +176,4 @@ def trained_tokenizer(
     """A trainer's pieces as a `core_class` tokenizer, exactly as its `.model` file will hold them: scores as
     float32, `<s>`, `</s>` and `special_tokens` as control pieces (ids, but never produced from text)."""
     stored = [(piece, float32_score(score)) for piece, score in pieces]
-    return core_class(stored, byte_fallback=byte_fallback, special_tokens=[BOS_TOKEN, EOS_TOKEN, *special_tokens])
+    return core_class(stored, byte_fallback=byte_fallback, special_tokens=[BOS_PIECE, EOS_PIECE, *special_tokens])

@@ -26,11 +26,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
 from ..tokenization.pretokenize import check_special_tokens
-from ..tokenization.wordpiece import CONTINUING_SUBWORD_PREFIX, WordPieceTokenizer
+from ..tokenization.wordpiece import BERT_SPECIAL_TOKENS, CONTINUING_SUBWORD_PREFIX, WordPieceTokenizer
 from .pair_merges import PAIR_MASK, PAIR_SHIFT, merge_words, progress_bar
 from .word_splitting import BERT_WORDS, WordCounts, count_split_words, iter_texts
 
-BERT_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 # Inverting code points (c -> MAX - c, 3 bytes each) plus a terminator above every inverted code
 # point turns "greatest (a, b)" into "smallest bytes", which is what a min-heap pops first.
 _MAX_CODE = 0xFFFFFF
