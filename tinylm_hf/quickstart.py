@@ -18,6 +18,7 @@ from .corpus import prepare_dataset
 from .publish import publish_run
 from .runtime import set_threads
 from .tokenization import EOS_TOKEN
+from .tokenizer_loading import load_tokenizer
 from .tokenizer_training import train_tokenizer
 from .training import TrainConfig, train
 
@@ -47,7 +48,7 @@ def quickstart(
 ) -> dict[str, Any]:
     """Run the pipeline end to end; returns the run summary's fields plus the generated stories."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     if train_budget_s is None or not train_budget_s > 0:
         raise ValueError(f"the training budget must be a positive number of seconds, got {train_budget_s!r}")
@@ -86,7 +87,7 @@ def quickstart(
     print(f"      {summary.iterations:,} steps in {time.perf_counter() - t0:.0f}s")
 
     print(f"[4/4] reloading {hf_dir} with AutoTokenizer / AutoModelForCausalLM and generating")
-    tokenizer = AutoTokenizer.from_pretrained(hf_dir)
+    tokenizer = load_tokenizer(hf_dir)
     model = AutoModelForCausalLM.from_pretrained(hf_dir).eval()
     torch.manual_seed(seed)
     stories = []

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..tokenization.gpt2_files import MERGES_FILE, VOCAB_FILE
 from ..tokenization.tokenization_tinylm_base import TOKENIZER_FILE
+from ..tokenizer_loading import load_tokenizer, needs_remote_code_error
 from ..tokenizer_training.families import FAMILIES
 
 # A tokenizer folder holds tokenizer.json or the first file of a family's core (vocab.json, vocab.txt, ...).
@@ -112,23 +113,21 @@ def load_folder(folder: str | os.PathLike, *, trust_remote_code: bool = False) -
     The tokenizer's vocabulary must fit the model's embedding; a folder whose code would have to run
     (a model type tinylm_hf does not provide) needs `trust_remote_code=True`.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     from ..registration import register
 
     register()
-    if Path(folder).exists() or not _could_be_hub_repo(str(folder)):
+    local = Path(folder).exists() or not _could_be_hub_repo(str(folder))
+    if local:
         check_folder_files(folder)  # a local folder: say what is missing before transformers tries the Hub
     folder = Path(folder)
+    tokenizer = load_tokenizer(folder, trust_remote_code=trust_remote_code, from_hub=not local)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=trust_remote_code)
         model = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=trust_remote_code)
     except ValueError as err:
         if "trust_remote_code" in str(err):
-            raise ValueError(
-                f"{folder} needs its own Python code to load; that code runs only if you pass "
-                "--trust-remote-code (read the folder's *.py files first)"
-            ) from None
+            raise needs_remote_code_error(folder) from None
         raise
     check_tokenizer_fits(tokenizer, model.config.vocab_size, folder)
     return model, tokenizer

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..fileio import seal_folder
+from ..tokenizer_loading import load_tokenizer
 from ..training.checkpoint import load_state
 from ..training.summary import RunSummary
 from .folder import check_tokenizer_fits
@@ -44,7 +45,7 @@ def publish_run(
     tokenizer_dir: str | os.PathLike | None = None,
 ) -> Path:
     """Write the run's Hugging Face folder (default: out_dir/hf) from its last (or best) checkpoint."""
-    from transformers import AutoTokenizer, GenerationConfig
+    from transformers import GenerationConfig
 
     from ..registration import register
 
@@ -58,7 +59,7 @@ def publish_run(
             f"the tokenizer folder {tokenizer_dir} recorded for this run is missing; pass tokenizer_dir / --tokenizer-dir"
         )
     model = model_from_checkpoint(source)
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir, trust_remote_code=False)
+    tokenizer = load_tokenizer(tokenizer_dir)
     check_tokenizer_fits(tokenizer, model.config.vocab_size, tokenizer_dir)
     out = Path(out) if out is not None else Path(summary.out_dir) / HF_DIR
     out.parent.mkdir(parents=True, exist_ok=True)
