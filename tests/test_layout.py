@@ -133,3 +133,36 @@ def test_runtime_tokenizer_modules_never_import_training_code() -> None:
     runtime = [name for name in graph if name.startswith("tinylm_hf.tokenization.")]
     reaching = {name: sorted(t for t in graph[name] if t.startswith("tinylm_hf.tokenizer_training")) for name in runtime}
     assert {name: targets for name, targets in reaching.items() if targets} == {}
+
+
+def functions() -> list[tuple[str, int]]:
+    """(`path::qualified name`, lines from `def` to its last line) of every function in the library."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        where = path.relative_to(REPO_ROOT).as_posix()
+        todo: list[tuple[ast.AST, str]] = [(ast.parse(path.read_text(encoding="utf-8")), "")]
+        while todo:
+            node, prefix = todo.pop()
+            for child in ast.iter_child_nodes(node):
+                name = getattr(child, "name", None)
+                inner = f"{prefix}{name}." if name else prefix
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    found.append((f"{where}::{prefix}{child.name}", child.end_lineno - child.lineno + 1))
+                todo.append((child, inner))
+    return sorted(found)
+
+
+# tinylm_hf/training/loop.py is being rewritten on another branch (issue 21, the training loop, into a loop of
+# named calls); its long function is known and allowed here until that rewrite lands: then remove this set.
+BEING_REWRITTEN = {"tinylm_hf/training/loop.py::_train"}
+FUNCTIONS = functions()
+
+
+@pytest.mark.parametrize(
+    "name, lines",
+    [pytest.param(name, lines, marks=pytest.mark.xfail(strict=True, reason="the loop rewrite shortens it"))
+     if name in BEING_REWRITTEN else (name, lines) for name, lines in FUNCTIONS],
+    ids=[name for name, _ in FUNCTIONS],
+)
+def test_no_function_is_over_80_lines(name: str, lines: int) -> None:
+    assert lines <= MAX_FUNCTION_LINES, f"{name} is {lines} lines long; split it into named steps"

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import heapq
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -142,10 +142,41 @@ def _train(
 
 def _learn_pieces(counts: Mapping[str, int], chars: list[str], num_merges: int, progress: bool) -> list[str]:
     """Merged pieces in merge order (at most `num_merges`)."""
-    # 2. Symbols: character ids; characters outside the alphabet (tab, ...) share one id that
-    # never pairs. Words as id lists, deduplicated with counts; single symbols hold no pair.
-    texts: list[str] = list(chars) + [""]  # id -> piece text
-    outside = len(chars)  # the id of characters outside the alphabet
+    flat = _flat_words(counts, chars)
+    pieces = _Pieces(chars)
+    queue = _PairQueue(flat.pair_counts, pieces.key_of)
+    merged: list[str] = []
+    made = set(chars)
+    bar = progress_bar(num_merges, progress, "SentencePiece BPE merges")
+    while len(merged) < num_merges:
+        popped = queue.pop()
+        if popped is None:
+            break
+        pair, key_bytes = popped
+        piece = key_bytes.decode("utf-8")
+        if piece in made:
+            del flat.pair_counts[pair]  # sentencepiece drops a pair whose piece already exists
+            continue
+        made.add(piece)
+        merged.append(piece)
+        new_id = pieces.add(pair, key_bytes)
+        new_pairs, _ = flat.merge(pair, new_id)
+        for new_pair in new_pairs:
+            queue.offer(new_pair)
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    return merged
+
+
+def _flat_words(counts: Mapping[str, int], chars: list[str]) -> FlatWords:
+    """The words as symbol ids (id i: chars[i]) with their counts; single symbols hold no pair.
+
+    Characters outside the alphabet (tab, ...) share one id, `len(chars)`, that never pairs.
+    """
+    # 2. Symbols: character ids. Words as id lists, deduplicated with counts.
+    outside = len(chars)
     long_words = [word for word in counts if len(word) > 1]
     codes = np.frombuffer("".join(long_words).encode("utf-32-le"), dtype=np.uint32)
     alphabet = np.array([ord(c) for c in chars], dtype=np.uint32)
@@ -153,97 +184,85 @@ def _learn_pieces(counts: Mapping[str, int], chars: list[str], num_merges: int, 
     found = np.minimum(np.searchsorted(alphabet, codes, sorter=by_code), len(chars) - 1)
     symbols = np.where(alphabet[by_code[found]] == codes, by_code[found], outside)
     lengths = np.fromiter(map(len, long_words), dtype=np.int64, count=len(long_words))
-    flat = FlatWords(symbols, lengths, np.array([counts[w] for w in long_words], dtype=np.int64))
-    pair_counts = flat.pair_counts  # pair -> count over the corpus
-    # 3. Max-heap by (count, fewest characters, smallest UTF-8) via (-count, length, bytes, pair),
-    # valid pairs only; stale counts are re-pushed when popped (counts of old pairs only fall).
-    shapes = [piece_shape(c) for c in chars] + [None]  # id -> shape (None: never pairs)
-    keys: dict[int, tuple[int, bytes] | None] = {}  # pair -> (length, UTF-8) or None if invalid
-    utf8 = [t.encode() for t in texts]  # id -> piece as UTF-8
+    return FlatWords(symbols, lengths, np.array([counts[w] for w in long_words], dtype=np.int64))
 
-    def key_of(pair: int) -> tuple[int, bytes] | None:
-        key = keys.get(pair, False)
+
+class _Pieces:
+    """The pieces by id: the characters, one id for characters outside the alphabet, then merged pieces."""
+
+    def __init__(self, chars: list[str]) -> None:
+        self.utf8 = [c.encode() for c in chars] + [b""]  # id -> piece as UTF-8
+        self.shapes = [piece_shape(c) for c in chars] + [None]  # id -> shape (None: never pairs)
+        self._keys: dict[int, tuple[int, bytes] | None] = {}  # pair -> (length, UTF-8), None if invalid
+
+    def key_of(self, pair: int) -> tuple[int, bytes] | None:
+        """(characters, UTF-8) of the piece a pair would make, or None when sentencepiece's rules forbid it."""
+        key = self._keys.get(pair, False)
         if key is False:
-            left, right = shapes[pair >> PAIR_SHIFT], shapes[pair & PAIR_MASK]
+            left, right = self.shapes[pair >> PAIR_SHIFT], self.shapes[pair & PAIR_MASK]
             shape = join_shapes(left, right) if left is not None and right is not None else None
-            key = None if shape is None else (shape[0], utf8[pair >> PAIR_SHIFT] + utf8[pair & PAIR_MASK])
-            keys[pair] = key
+            key = None if shape is None else (shape[0], self.utf8[pair >> PAIR_SHIFT] + self.utf8[pair & PAIR_MASK])
+            self._keys[pair] = key
         return key
 
-    # Only pairs counted at least `floor` are in the heap (the max count never rises: a new pair
-    # occurs at most as often as the merged one). When the heap runs dry the floor halves: most pairs
-    # never get near the top, so they never get a key or a heap entry.
-    heap: list[tuple[int, int, bytes, int]] = []
-    by_count = sorted(pair_counts.items(), key=lambda item: -item[1])  # the initial pairs, most frequent first
-    cursor = 0  # by_count[:cursor] has been admitted or set aside
-    aside: list[tuple[int, int]] = []  # max-heap (-count when set aside, pair): counts only fall, so upper bounds
-    floor = 1  # set by lower_floor before the first merge (the heap starts empty)
+    def add(self, pair: int, utf8: bytes) -> int:
+        """The id of the piece `pair` makes (UTF-8 `utf8`), added."""
+        self.utf8.append(utf8)
+        self.shapes.append(join_shapes(self.shapes[pair >> PAIR_SHIFT], self.shapes[pair & PAIR_MASK]))
+        return len(self.utf8) - 1
 
-    def push(pair: int, count: int) -> None:
-        key = key_of(pair)
-        if key is not None:
-            heapq.heappush(heap, (-count, key[0], key[1], pair))
 
-    def lower_floor() -> bool:
+class _PairQueue:
+    """The pairs by count, greatest first (ties: fewest characters, then smallest UTF-8); valid pairs only.
+
+    3. A max-heap of (-count, length, bytes, pair); a stale count is re-offered when popped (counts of
+    old pairs only fall). Only pairs counted at least `floor` are in the heap (the max count never
+    rises: a new pair occurs at most as often as the merged one). When the heap runs dry the floor
+    halves: most pairs never get near the top, so they never get a key or a heap entry.
+    """
+
+    def __init__(self, pair_counts: dict[int, int], key_of: Callable[[int], tuple[int, bytes] | None]) -> None:
+        self.counts, self.key_of = pair_counts, key_of
+        self.heap: list[tuple[int, int, bytes, int]] = []
+        # the initial pairs, most frequent first
+        self.by_count = sorted(pair_counts.items(), key=lambda item: -item[1])
+        self.cursor = 0  # by_count[:cursor] has been admitted or set aside
+        # max-heap of (-count when set aside, pair): counts only fall, so these are upper bounds
+        self.aside: list[tuple[int, int]] = []
+        self.floor = 1  # set by _lower_floor before the first merge (the heap starts empty)
+
+    def offer(self, pair: int) -> None:
+        """Put a pair with its current count in the heap (at least `floor`) or aside (counted at all)."""
+        count = self.counts.get(pair, 0)
+        if count >= self.floor:
+            key = self.key_of(pair)
+            if key is not None:
+                heapq.heappush(self.heap, (-count, key[0], key[1], pair))
+        elif count > 0:
+            heapq.heappush(self.aside, (-count, pair))
+
+    def pop(self) -> tuple[int, bytes] | None:
+        """The best pair and the UTF-8 of the piece it makes; None when no pair is left."""
+        while True:
+            if not self.heap:
+                if not self._lower_floor():
+                    return None
+                continue
+            neg_count, _, key_bytes, pair = heapq.heappop(self.heap)
+            if self.counts.get(pair, 0) == -neg_count:
+                return pair, key_bytes
+            self.offer(pair)
+
+    def _lower_floor(self) -> bool:
         """Halve the floor below the highest count left and admit the pairs that reach it; False if none is left."""
-        nonlocal cursor, floor
-        top = max(by_count[cursor][1] if cursor < len(by_count) else 0, -aside[0][0] if aside else 0)
+        by_count, aside = self.by_count, self.aside
+        top = max(by_count[self.cursor][1] if self.cursor < len(by_count) else 0, -aside[0][0] if aside else 0)
         if top <= 0:
             return False
-        floor = max(1, top // 2)
-        while cursor < len(by_count) and by_count[cursor][1] >= floor:
-            pair = by_count[cursor][0]
-            cursor += 1
-            count = pair_counts.get(pair, 0)
-            if count >= floor:
-                push(pair, count)
-            elif count > 0:
-                heapq.heappush(aside, (-count, pair))
-        while aside and -aside[0][0] >= floor:
-            pair = heapq.heappop(aside)[1]
-            count = pair_counts.get(pair, 0)
-            if count >= floor:
-                push(pair, count)
-            elif count > 0:
-                heapq.heappush(aside, (-count, pair))
+        self.floor = max(1, top // 2)
+        while self.cursor < len(by_count) and by_count[self.cursor][1] >= self.floor:
+            self.cursor += 1
+            self.offer(by_count[self.cursor - 1][0])
+        while aside and -aside[0][0] >= self.floor:
+            self.offer(heapq.heappop(aside)[1])
         return True
-
-    merged: list[str] = []
-    made = set(chars)
-    bar = progress_bar(num_merges, progress, "SentencePiece BPE merges")
-    while len(merged) < num_merges:
-        if not heap:
-            if not lower_floor():
-                break
-            continue
-        neg_count, length, key_bytes, pair = heapq.heappop(heap)
-        count = pair_counts.get(pair, 0)
-        if count != -neg_count:
-            if count >= floor:
-                heapq.heappush(heap, (-count, length, key_bytes, pair))
-            elif count > 0:
-                heapq.heappush(aside, (-count, pair))
-            continue
-        piece = key_bytes.decode("utf-8")
-        if piece in made:
-            del pair_counts[pair]  # sentencepiece drops a pair whose piece already exists
-            continue
-        made.add(piece)
-        merged.append(piece)
-        new_id = len(texts)
-        texts.append(piece)
-        utf8.append(key_bytes)
-        left, right = pair >> PAIR_SHIFT, pair & PAIR_MASK
-        shapes.append(join_shapes(shapes[left], shapes[right]))
-        new_pairs, _ = flat.merge(pair, new_id)
-        for new_pair in new_pairs:
-            new_count = pair_counts.get(new_pair, 0)
-            if new_count >= floor:
-                push(new_pair, new_count)
-            elif new_count > 0:
-                heapq.heappush(aside, (-new_count, new_pair))
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
-    return merged
