@@ -131,8 +131,8 @@ def test_runtime_tokenizer_modules_never_import_training_code() -> None:
     """
     graph = import_graph()
     runtime = [name for name in graph if name.startswith("tinylm_hf.tokenization.")]
-    reaching = {name: sorted(t for t in graph[name] if t.startswith("tinylm_hf.tokenizer_training")) for name in runtime}
-    assert {name: targets for name, targets in reaching.items() if targets} == {}
+    reached = {name: sorted(t for t in graph[name] if t.startswith("tinylm_hf.tokenizer_training")) for name in runtime}
+    assert {name: targets for name, targets in reached.items() if targets} == {}
 
 
 def functions() -> list[tuple[str, int]]:

@@ -17,7 +17,8 @@ HELP = "count one shard's words for a tokenizer trainer (sum shards with train-t
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input", nargs="+", required=True, help="the shard's text files or globs")
-    parser.add_argument("--algorithm", choices=list(FAMILIES), default="bpe", help="whose words to count (default: bpe)")
+    parser.add_argument("--algorithm", choices=list(FAMILIES), default="bpe",
+                        help="whose words to count (default: bpe)")
     parser.add_argument("--special-token", action="append", dest="special_tokens", default=None,
                         help="special token cut out before counting (repeatable; the algorithm's defaults otherwise)")
     parser.add_argument("--pattern", default="gpt2", help='bpe pre-tokenization regex: "gpt2", "gpt4" or a regex')

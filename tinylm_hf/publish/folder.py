@@ -102,7 +102,8 @@ def check_folder_files(folder: str | os.PathLike) -> dict[str, Any]:
     for name in ("tokenizer_config.json", TOKENIZER_FILE, VOCAB_FILE):
         if (folder / name).is_file():
             read_json(folder / name)
-    if (folder / VOCAB_FILE).is_file() and not (folder / TOKENIZER_FILE).is_file() and not (folder / MERGES_FILE).is_file():
+    only_gpt2_files = (folder / VOCAB_FILE).is_file() and not (folder / TOKENIZER_FILE).is_file()
+    if only_gpt2_files and not (folder / MERGES_FILE).is_file():
         raise FileNotFoundError(f"{folder} has {VOCAB_FILE} but no {MERGES_FILE}: the tokenizer is incomplete")
     return config
 

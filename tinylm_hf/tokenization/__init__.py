@@ -2,9 +2,10 @@
 each a hand-written core with Hugging Face classes (slow and a `tokenizers` twin).
 
 These modules are what a saved tokenizer folder needs (transformers copies the ones a class file imports, flat,
-into the folder); training lives in `tinylm_hf.tokenizer_training`, which no module here imports. The training
-functions listed in `__all__` (`train_bpe`, `count_words`, ...) are kept importable from here for existing callers:
-they are looked up in `tinylm_hf.tokenizer_training` on first use.
+into the folder); training lives in `tinylm_hf.tokenizer_training`, which none of them imports. The training
+functions listed in `__all__` (`train_bpe`, `count_words`, ...) stay importable from this package for existing
+callers: they are looked up in `tinylm_hf.tokenizer_training` on first use, so importing this package imports no
+training code.
 """
 
 from .bpe import BPETokenizer

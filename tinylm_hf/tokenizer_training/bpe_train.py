@@ -112,14 +112,8 @@ def train_bpe_from_iterator(
     return train_bpe_from_counts(counts, vocab_size, specials, progress=progress)
 
 
-def train_bpe_tokenizer(
-    counts: WordCounts,
-    vocab_size: int,
-    special_tokens: Sequence[str],
-    *,
-    byte_fallback: bool | None = None,
-    progress: bool = False,
-) -> BPETokenizer:
+def train_bpe_tokenizer(counts: WordCounts, vocab_size: int, special_tokens: Sequence[str], *,
+                        byte_fallback: bool | None = None, progress: bool = False) -> BPETokenizer:
     """The byte-level BPE family's trainer: a `BPETokenizer` learned from BPE word counts (`count_words`).
 
     Every byte has a token, so `byte_fallback` is no option here (it is ignored).

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import regex
@@ -166,14 +166,18 @@ def check_vocab_size(vocab_size: int, num_meta: int, num_chars: int) -> None:
         )
 
 
-def trained_tokenizer(
+def train_metaspace_tokenizer(
     core_class: type[MetaspaceTokenizer],
-    pieces: Sequence[tuple[str, float]],
+    train_from_counts: Callable[..., list[tuple[str, float]]],
+    counts: Mapping[str, int],
+    vocab_size: int,
     special_tokens: Sequence[str],
     *,
     byte_fallback: bool,
+    progress: bool,
 ) -> MetaspaceTokenizer:
-    """A trainer's pieces as a `core_class` tokenizer, exactly as its `.model` file will hold them: scores as
-    float32, `<s>`, `</s>` and `special_tokens` as control pieces (ids, but never produced from text)."""
+    """`train_from_counts`' pieces as a `core_class` tokenizer, exactly as its `.model` file will hold them:
+    scores as float32, `<s>`, `</s>` and `special_tokens` as control pieces (ids, never produced from text)."""
+    pieces = train_from_counts(counts, vocab_size, special_tokens, byte_fallback=byte_fallback, progress=progress)
     stored = [(piece, float32_score(score)) for piece, score in pieces]
     return core_class(stored, byte_fallback=byte_fallback, special_tokens=[BOS_PIECE, EOS_PIECE, *special_tokens])

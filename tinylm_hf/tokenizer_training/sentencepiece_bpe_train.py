@@ -34,7 +34,7 @@ from .metaspace_train import (
     meta_pieces,
     read_line_chunks,
     require_words,
-    trained_tokenizer,
+    train_metaspace_tokenizer,
 )
 from .pair_merges import PAIR_MASK, PAIR_SHIFT, progress_bar
 from .piece_rules import join_shapes, piece_shape
@@ -99,21 +99,16 @@ def train_sentencepiece_bpe_from_counts(
 
 
 def train_sentencepiece_bpe_tokenizer(
-    counts: WordCounts,
-    vocab_size: int,
-    special_tokens: Sequence[str],
-    *,
-    byte_fallback: bool | None = None,
+    counts: WordCounts, vocab_size: int, special_tokens: Sequence[str], *, byte_fallback: bool | None = None,
     progress: bool = False,
 ) -> SentencePieceBPETokenizer:
     """The SentencePiece BPE family's trainer: a `SentencePieceBPETokenizer` from sentencepiece word counts.
 
     `byte_fallback` defaults to `SENTENCEPIECE_BPE_BYTE_FALLBACK`.
     """
-    byte_fallback = SENTENCEPIECE_BPE_BYTE_FALLBACK if byte_fallback is None else byte_fallback
-    pieces = train_sentencepiece_bpe_from_counts(counts.counts, vocab_size, special_tokens, byte_fallback=byte_fallback,
-                                                 progress=progress)
-    return trained_tokenizer(SentencePieceBPETokenizer, pieces, special_tokens, byte_fallback=byte_fallback)
+    fallback = SENTENCEPIECE_BPE_BYTE_FALLBACK if byte_fallback is None else byte_fallback
+    return train_metaspace_tokenizer(SentencePieceBPETokenizer, train_sentencepiece_bpe_from_counts, counts.counts,
+                                     vocab_size, special_tokens, byte_fallback=fallback, progress=progress)
 
 
 def _train(

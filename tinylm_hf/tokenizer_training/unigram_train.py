@@ -40,7 +40,7 @@ from .metaspace_train import (
     meta_pieces,
     read_line_chunks,
     require_words,
-    trained_tokenizer,
+    train_metaspace_tokenizer,
 )
 from .piece_rules import MAX_PIECE_LENGTH, UNMERGEABLE_CHARS
 from .unigram_seeds import piece_nodes, seed_pieces, word_nodes
@@ -117,22 +117,15 @@ def train_unigram_from_counts(
                   byte_fallback, progress)
 
 
-def train_unigram_tokenizer(
-    counts: WordCounts,
-    vocab_size: int,
-    special_tokens: Sequence[str],
-    *,
-    byte_fallback: bool | None = None,
-    progress: bool = False,
-) -> UnigramTokenizer:
-    """The Unigram family's trainer: a `UnigramTokenizer` learned from sentencepiece word counts (`count_words`).
+def train_unigram_tokenizer(counts: WordCounts, vocab_size: int, special_tokens: Sequence[str], *,
+                            byte_fallback: bool | None = None, progress: bool = False) -> UnigramTokenizer:
+    """The Unigram family's trainer: a `UnigramTokenizer` from sentencepiece word counts.
 
     `byte_fallback` defaults to `UNIGRAM_BYTE_FALLBACK`.
     """
-    byte_fallback = UNIGRAM_BYTE_FALLBACK if byte_fallback is None else byte_fallback
-    pieces = train_unigram_from_counts(counts.counts, vocab_size, special_tokens, byte_fallback=byte_fallback,
-                                       progress=progress)
-    return trained_tokenizer(UnigramTokenizer, pieces, special_tokens, byte_fallback=byte_fallback)
+    fallback = UNIGRAM_BYTE_FALLBACK if byte_fallback is None else byte_fallback
+    return train_metaspace_tokenizer(UnigramTokenizer, train_unigram_from_counts, counts.counts, vocab_size,
+                                     special_tokens, byte_fallback=fallback, progress=progress)
 
 
 def _check_options(max_piece_length: int, shrinking_factor: float, num_sub_iterations: int) -> None:

@@ -122,14 +122,8 @@ def train_wordpiece_from_counts(
     return _train(kept, vocab_size, specials, continuing_subword_prefix, progress)
 
 
-def train_wordpiece_tokenizer(
-    counts: WordCounts,
-    vocab_size: int,
-    special_tokens: Sequence[str],
-    *,
-    byte_fallback: bool | None = None,
-    progress: bool = False,
-) -> WordPieceTokenizer:
+def train_wordpiece_tokenizer(counts: WordCounts, vocab_size: int, special_tokens: Sequence[str], *,
+                              byte_fallback: bool | None = None, progress: bool = False) -> WordPieceTokenizer:
     """The WordPiece family's trainer: a `WordPieceTokenizer` learned from BERT word counts (`count_words`).
 
     It lower-cases as the counts did; a word it cannot cover becomes `[UNK]`, so `byte_fallback` is no
