@@ -33,11 +33,12 @@ def report(start, size):
 """
 # Our trainers without tinylm_hf/__init__ (whose torch import would dominate memory).
 OURS = PRELUDE + """
-for name, sub in (("tinylm_hf", ""), ("tinylm_hf.tokenization", "/tokenization")):
+for name, sub in (("tinylm_hf", ""), ("tinylm_hf.tokenization", "/tokenization"),
+                  ("tinylm_hf.tokenizer_training", "/tokenizer_training")):
     module = types.ModuleType(name)
     module.__path__ = [root + "/tinylm_hf" + sub]
     sys.modules[name] = module
-from tinylm_hf.tokenization.{module} import {function}
+from tinylm_hf.tokenizer_training.{module} import {function}
 start = time.perf_counter()
 pieces = {function}(path, vocab_size, progress=False)
 report(start, len(pieces))

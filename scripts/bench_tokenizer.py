@@ -42,15 +42,16 @@ TRAIN_ROWS = [
 ]
 QUICK_TRAIN_ROWS = [("tinystories_train_small.txt", 2_000)]
 
-# Runs in a fresh interpreter: load tinylm_hf.tokenization.bpe_train without tinylm_hf/__init__.
+# Runs in a fresh interpreter: load tinylm_hf.tokenizer_training.bpe_train without tinylm_hf/__init__.
 OURS_CHILD = """
 import json, resource, sys, time, types
 root, path, vocab_size, special = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-for name, sub in (("tinylm_hf", ""), ("tinylm_hf.tokenization", "/tokenization")):
+for name, sub in (("tinylm_hf", ""), ("tinylm_hf.tokenization", "/tokenization"),
+                  ("tinylm_hf.tokenizer_training", "/tokenizer_training")):
     module = types.ModuleType(name)
     module.__path__ = [root + "/tinylm_hf" + sub]
     sys.modules[name] = module
-from tinylm_hf.tokenization.bpe_train import train_bpe
+from tinylm_hf.tokenizer_training.bpe_train import train_bpe
 start = time.perf_counter()
 vocab, merges = train_bpe(path, vocab_size, [special], progress=False)
 wall = time.perf_counter() - start
@@ -81,11 +82,12 @@ QUICK_WP_TRAIN_ROWS = [("tinystories_train_small.txt", 2_000, None)]
 WP_OURS_CHILD = """
 import json, resource, sys, time, types
 root, path, vocab_size = sys.argv[1], sys.argv[2], int(sys.argv[3])
-for name, sub in (("tinylm_hf", ""), ("tinylm_hf.tokenization", "/tokenization")):
+for name, sub in (("tinylm_hf", ""), ("tinylm_hf.tokenization", "/tokenization"),
+                  ("tinylm_hf.tokenizer_training", "/tokenizer_training")):
     module = types.ModuleType(name)
     module.__path__ = [root + "/tinylm_hf" + sub]
     sys.modules[name] = module
-from tinylm_hf.tokenization.wordpiece_train import train_wordpiece
+from tinylm_hf.tokenizer_training.wordpiece_train import train_wordpiece
 start = time.perf_counter()
 vocab = train_wordpiece(path, vocab_size, lowercase=True, progress=False)
 wall = time.perf_counter() - start
@@ -210,7 +212,7 @@ def bench_wordpiece_encode(data: Path, *, repeats: int, novels_mb: float, vocab_
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
     from tinylm_hf.tokenization.wordpiece import WordPieceTokenizer
-    from tinylm_hf.tokenization.wordpiece_train import train_wordpiece
+    from tinylm_hf.tokenizer_training.wordpiece_train import train_wordpiece
 
     vocab = train_wordpiece(data / "tinystories_train_small.txt", vocab_size, lowercase=True, progress=False)
     reference = Tokenizer(models.WordPiece({t: i for i, t in enumerate(vocab)}, unk_token="[UNK]"))

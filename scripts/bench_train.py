@@ -130,7 +130,7 @@ def bench_optimizers(quick: bool = False, device: str = "cpu") -> list[dict]:
 def prepare_corpus(work: Path, vocab_size: int = 1024) -> Path:
     """Train a small BPE on the bundled TinyStories sample and tokenize it; returns the data folder."""
     from tinylm_hf.corpus import prepare_dataset
-    from tinylm_hf.tokenization import train_tokenizer
+    from tinylm_hf.tokenizer_training import train_tokenizer
 
     train_file = REPO / "tinylm_hf" / "data" / "tinystories_train_small.txt"
     val_file = REPO / "tinylm_hf" / "data" / "tinystories_valid_small.txt"

@@ -1,6 +1,6 @@
 """The test oracle for WordPiece training: a naive, obviously-correct trainer (full recount per merge).
 
-Same rule as tinylm_hf.tokenization.wordpiece_train: merge the pair with the greatest exact score
+Same rule as tinylm_hf.tokenizer_training.wordpiece_train: merge the pair with the greatest exact score
 freq(ab) / (freq(a) * freq(b)), ties to the greatest (a, b); a merged string already in the
 vocabulary keeps its id.
 """

@@ -15,7 +15,7 @@ from tinylm_hf.tokenization import bpe as bpe_module
 from tinylm_hf.tokenization import bpe_merge
 from tinylm_hf.tokenization.bpe import BPETokenizer
 from tinylm_hf.tokenization.bpe_merge import NO_RANK, BatchMerger, merge_by_heap, merge_short
-from tinylm_hf.tokenization.bpe_train import train_bpe_from_iterator
+from tinylm_hf.tokenizer_training.bpe_train import train_bpe_from_iterator
 from tinylm_hf.tokenization.pretokenize import pretokenize_gpt2
 
 

@@ -11,8 +11,8 @@ import pytest
 
 from conftest import PACKAGE_DATA, shared_file
 from naive_bpe import naive_counts, naive_train
-from tinylm_hf.tokenization import bpe_train
-from tinylm_hf.tokenization.bpe_train import train_bpe, train_bpe_from_counts
+from tinylm_hf.tokenizer_training import pretoken_counts
+from tinylm_hf.tokenizer_training.bpe_train import train_bpe, train_bpe_from_counts
 from tinylm_hf.tokenization.pretokenize import GPT2_PATTERN, GPT4_PATTERN
 
 EOT = "<|endoftext|>"
@@ -175,7 +175,7 @@ def test_progress_bar_reports_merges(tmp_path, capsys):
 
 
 # ---------------------------------------------------------------------------------------------
-# Parallel counting
+# Counting over worker processes
 
 
 @pytest.fixture
@@ -185,64 +185,18 @@ def stories_slice(tmp_path) -> Path:
     return write(tmp_path, "stories.txt", text)
 
 
-def test_chunk_boundaries_sit_at_special_token_starts(stories_slice):
-    bounds = bpe_train.find_chunk_boundaries(str(stories_slice), 8, [EOT], GPT2_PATTERN)
-    data = stories_slice.read_bytes()
-    assert bounds[0] == 0 and bounds[-1] == len(data) and bounds == sorted(set(bounds))
-    assert len(bounds) == 9
-    assert all(data[b : b + len(EOT)] == EOT.encode() for b in bounds[1:-1])
-
-
-def test_chunk_boundary_never_splits_a_longer_special_token(tmp_path):
-    # "<|x|>" sits inside "A<|x|>"; a split point falling on the "<" must not cut after "A".
-    unit = "some text here " * 3 + "A<|x|>"
-    path = write(tmp_path, "nested.txt", unit * 50)
-    data = path.read_bytes()
-    for num_chunks in range(2, 40):
-        bounds = bpe_train.find_chunk_boundaries(str(path), num_chunks, ["<|x|>", "A<|x|>"], GPT2_PATTERN)
-        assert all(data[b : b + 6] == b"A<|x|>" for b in bounds[1:-1])
-
-
-def test_newline_chunk_boundaries_sit_between_plain_bytes():
-    path = shared_file("corpus.en")
-    bounds = bpe_train.find_chunk_boundaries(str(path), 8, [], GPT2_PATTERN)
-    data = path.read_bytes()
-    assert len(bounds) == 9
-    assert all(data[b - 1 : b] == b"\n" and data[b - 2 : b - 1].strip() and data[b : b + 1].strip()
-               for b in bounds[1:-1])
-
-
-@pytest.mark.parametrize(
-    ("specials", "pattern"),
-    [([EOT], GPT2_PATTERN), ([], GPT2_PATTERN), ([], GPT4_PATTERN)],
-    ids=["eot", "newline-cuts-gpt2", "newline-cuts-gpt4"],
-)
-def test_chunked_counts_equal_whole_text_counts(monkeypatch, stories_slice, specials, pattern):
-    monkeypatch.setattr(bpe_train, "CHUNK_BYTES", 8 << 10)
-    counts = bpe_train.count_pretokens(str(stories_slice), specials, pattern, num_workers=1)
-    assert counts == naive_counts(stories_slice.read_text(encoding="utf-8"), specials, pattern)
-
-
 @pytest.mark.parametrize("specials", [[EOT], []], ids=["eot", "no-specials"])
 def test_one_and_two_workers_give_the_same_result(monkeypatch, stories_slice, specials):
-    monkeypatch.setattr(bpe_train, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(bpe_train, "CHUNK_BYTES", 16 << 10)
+    monkeypatch.setattr(pretoken_counts, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(pretoken_counts, "CHUNK_BYTES", 16 << 10)
     one = train_bpe(stories_slice, 450, specials, num_workers=1, progress=False)
     two = train_bpe(stories_slice, 450, specials, num_workers=2, progress=False)
     assert one == two == naive_train_file(stories_slice, 450, specials)
 
 
-@pytest.mark.slow
-def test_parallel_counts_on_40mb_corpus_equal_whole_text_counts():
-    path = shared_file("pd_novels_heldout.txt")
-    two = bpe_train.count_pretokens(str(path), [EOT], GPT2_PATTERN, num_workers=2)
-    whole = naive_counts(path.read_bytes().decode("utf-8", errors="replace"), [EOT])
-    assert two == whole
-
-
 def test_bundled_corpus_same_result_in_a_worker_pool(monkeypatch, bundled_train_path):
     one = train_bpe(bundled_train_path, 600, [EOT], num_workers=1, progress=False)
-    monkeypatch.setattr(bpe_train, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(pretoken_counts, "PARALLEL_MIN_BYTES", 0)
     two = train_bpe(bundled_train_path, 600, [EOT], num_workers=2, progress=False)
     assert one == two and len(one[0]) == 600 and len(one[1]) == 600 - 257
 

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from conftest import shared_file
 from naive_bpe import naive_counts, naive_train
-from tinylm_hf.tokenization import bpe_train
-from tinylm_hf.tokenization.bpe_train import train_bpe, train_bpe_from_counts
+from tinylm_hf.tokenizer_training import bpe_train
+from tinylm_hf.tokenizer_training.bpe_train import train_bpe, train_bpe_from_counts
 
 EOT = "<|endoftext|>"
 

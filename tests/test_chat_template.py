@@ -67,7 +67,7 @@ def test_trained_chat_tokens_keep_their_ids(story_text):
 
 @pytest.mark.parametrize("algorithm", FAMILIES)
 def test_chat_format_survives_save_and_load(story_text, tmp_path, algorithm):
-    from tinylm_hf.corpus.prepare import load_tokenizer
+    from tinylm_hf.tokenizer_loading import load_tokenizer
 
     tokenizer = trained(story_text, algorithm)
     add_chat_tokens(tokenizer)

@@ -182,7 +182,7 @@ LOAD_EVERYTHING = textwrap.dedent(
 @pytest.fixture(scope="module")
 def saved_folders(tmp_path_factory) -> dict[str, str]:
     """A model folder (config + model + BPE tokenizer) and a tokenizer folder of every other family."""
-    from tinylm_hf.tokenization import train_tokenizer
+    from tinylm_hf.tokenizer_training import train_tokenizer
 
     root = tmp_path_factory.mktemp("remote-compat")
     model_folder = make_tiny_folder(root / "model")

@@ -1,4 +1,4 @@
-"""FlatWords.merge: the same words and pair counts as bpe_train.merge_words, in both of its paths."""
+"""FlatWords.merge: the same words and pair counts as pair_merges.merge_words, in both of its paths."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tinylm_hf.tokenization import flat_merges
-from tinylm_hf.tokenization.bpe_train import PAIR_SHIFT, merge_words
-from tinylm_hf.tokenization.flat_merges import SHIFT, FlatWords
+from tinylm_hf.tokenizer_training import flat_merges
+from tinylm_hf.tokenizer_training.flat_merges import FlatWords
+from tinylm_hf.tokenizer_training.pair_merges import PAIR_MASK, PAIR_SHIFT, merge_words
 
 PATHS = [pytest.param(0, id="numpy"), pytest.param(10**9, id="python")]
 
@@ -52,7 +52,7 @@ def _check_merges(words: list[list[int]], freqs: list[int], steps: int) -> None:
         if not live:
             break
         pair = max(live, key=lambda p: (live[p], p))  # most frequent, ties to the greatest pair
-        made, replaced = merge_words(words, freqs, where.pop(pair), pair >> SHIFT, pair & ((1 << SHIFT) - 1),
+        made, replaced = merge_words(words, freqs, where.pop(pair), pair >> PAIR_SHIFT, pair & PAIR_MASK,
                                      next_id, counts, where)
         del counts[pair]
         flat_made, flat_replaced = flat.merge(pair, next_id)

@@ -110,7 +110,7 @@ def word_tokenizers():
     """{algorithm: tokenizer} trained on a little bundled text: the kinds whose pieces decode differently alone."""
     from tiny_folders import BUNDLED_VALID
 
-    from tinylm_hf.tokenization import train_tokenizer
+    from tinylm_hf.tokenizer_training import train_tokenizer
 
     text = BUNDLED_VALID.read_text(encoding="utf-8")[:50_000]
     return {algorithm: train_tokenizer(iter([text]), 500, algorithm=algorithm, progress=False)

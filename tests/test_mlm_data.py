@@ -11,7 +11,7 @@ import torch
 
 from tiny_runs import losses, tiny_config, write_byte_dataset
 from tinylm_hf.cli import main
-from tinylm_hf.corpus.prepare import load_tokenizer
+from tinylm_hf.tokenizer_loading import load_tokenizer
 from tinylm_hf.training import train
 from tinylm_hf.training.mlm_data import StaticMasks, write_static_masks
 

@@ -14,7 +14,7 @@ import pytest
 from conftest import shared_file
 from tinylm_hf.tokenization import parallel_encode
 from tinylm_hf.tokenization.bpe import BPETokenizer
-from tinylm_hf.tokenization.bpe_train import train_bpe
+from tinylm_hf.tokenizer_training.bpe_train import train_bpe
 from tinylm_hf.tokenization.process_pool import WorkerDiedError, resolve_workers
 
 EOT = "<|endoftext|>"
@@ -55,7 +55,7 @@ def test_killed_encode_file_worker_raises(tmp_path: Path) -> None:
 
 def test_killed_train_bpe_counting_worker_raises() -> None:
     outcome: dict[str, BaseException] = {}
-    novels = shared_file("pd_novels_heldout.txt")  # skips here: a skip raised in the thread would be caught below
+    novels = shared_file("pd_novels_heldout.txt")  # here, not in the thread: a missing file must skip the test
 
     def run() -> None:
         try:

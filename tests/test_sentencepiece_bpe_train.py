@@ -8,9 +8,9 @@ import pytest
 
 from sentencepiece_models import TRAIN, head_lines, train_spm
 from tinylm_hf.tokenization.metaspace import read_sentencepiece_model
-from tinylm_hf.tokenization.metaspace_train import count_metaspace_words
+from tinylm_hf.tokenizer_training.metaspace_train import count_metaspace_words
 from tinylm_hf.tokenization.sentencepiece_bpe import SentencePieceBPETokenizer
-from tinylm_hf.tokenization.sentencepiece_bpe_train import (
+from tinylm_hf.tokenizer_training.sentencepiece_bpe_train import (
     train_sentencepiece_bpe,
     train_sentencepiece_bpe_from_counts,
     train_sentencepiece_bpe_from_iterator,

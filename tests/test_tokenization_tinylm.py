@@ -282,7 +282,7 @@ def test_missing_vocab_file_raises(tmp_path):
 
 # ------------------------------------------------------------------------------------------- CLI
 def test_cli_train_tokenizer_writes_loadable_folder(bundled_train_path, tmp_path):
-    from tinylm_hf.tokenization.bpe_train import train_bpe
+    from tinylm_hf.tokenizer_training.bpe_train import train_bpe
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(bundled_train_path.read_text(encoding="utf-8")[:50_000], encoding="utf-8")

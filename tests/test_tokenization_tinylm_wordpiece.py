@@ -17,7 +17,7 @@ from tinylm_hf.registration import register
 from tinylm_hf.tokenization.tokenization_tinylm_wordpiece import TinyLMWordPieceTokenizer
 from tinylm_hf.tokenization.tokenization_tinylm_wordpiece_fast import TinyLMWordPieceTokenizerFast
 from tinylm_hf.tokenization.wordpiece import WordPieceTokenizer, write_vocab_txt
-from tinylm_hf.tokenization.wordpiece_train import train_wordpiece_from_iterator
+from tinylm_hf.tokenizer_training.wordpiece_train import train_wordpiece_from_iterator
 
 pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
 

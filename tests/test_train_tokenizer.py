@@ -10,7 +10,7 @@ from transformers import AutoTokenizer
 
 from conftest import PACKAGE_DATA
 from tinylm_hf.cli import main
-from tinylm_hf.tokenization import train_tokenizer
+from tinylm_hf.tokenizer_training import train_tokenizer
 
 pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
 

@@ -6,9 +6,9 @@ import pytest
 import sentencepiece as spm
 
 from sentencepiece_models import TRAIN, VALID, head_lines, train_spm
-from tinylm_hf.tokenization.metaspace_train import count_metaspace_words
+from tinylm_hf.tokenizer_training.metaspace_train import count_metaspace_words
 from tinylm_hf.tokenization.unigram import UnigramTokenizer
-from tinylm_hf.tokenization.unigram_train import (
+from tinylm_hf.tokenizer_training.unigram_train import (
     _digamma,
     train_unigram,
     train_unigram_from_counts,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 from pathlib import Path
@@ -10,18 +11,13 @@ import pytest
 from conftest import PACKAGE_DATA
 from naive_bpe import naive_counts
 
-from tinylm_hf.tokenization import word_counts
-from tinylm_hf.tokenization.bpe_train import train_bpe, train_bpe_from_counts, train_bpe_from_iterator
 from tinylm_hf.tokenization.pretokenize import GPT4_PATTERN
-from tinylm_hf.tokenization.word_counts import (
-    WORD_SPLITTERS,
-    count_words,
-    load_word_counts,
-    save_word_counts,
-    sum_word_counts,
-)
 from tinylm_hf.tokenization.wordpiece import pretokenize_bert
-from tinylm_hf.tokenization.wordpiece_train import train_wordpiece, train_wordpiece_from_counts
+from tinylm_hf.tokenizer_training import word_splitting
+from tinylm_hf.tokenizer_training.bpe_train import train_bpe, train_bpe_from_counts, train_bpe_from_iterator
+from tinylm_hf.tokenizer_training.families import FAMILIES
+from tinylm_hf.tokenizer_training.word_counts import count_words, load_word_counts, save_word_counts, sum_word_counts
+from tinylm_hf.tokenizer_training.wordpiece_train import train_wordpiece, train_wordpiece_from_counts
 
 EOT = "<|endoftext|>"
 BERT = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -66,7 +62,7 @@ def test_path_texts_and_mixed_inputs(tmp_path):
 def test_file_read_in_small_blocks_equals_whole_text(monkeypatch, tmp_path, algorithm):
     body = "Ünïcödé wörds 中文 and<|endoftext|> more<|endoftext|>\n" * 400 + "tail without newline"
     path = write(tmp_path, "t.txt", body)
-    monkeypatch.setattr(word_counts, "READ_BYTES", 37)  # blocks end inside characters and specials
+    monkeypatch.setattr(word_splitting, "READ_BYTES", 37)  # blocks end inside characters and specials
     assert count_words(path, algorithm=algorithm, special_tokens=[EOT]) == count_words(
         [body], algorithm=algorithm, special_tokens=[EOT]
     )
@@ -75,7 +71,7 @@ def test_file_read_in_small_blocks_equals_whole_text(monkeypatch, tmp_path, algo
 def test_block_cut_never_splits_a_special_token_holding_a_space(monkeypatch, tmp_path):
     body = "ab <sp ecial> cd " * 200
     path = write(tmp_path, "t.txt", body)
-    monkeypatch.setattr(word_counts, "READ_BYTES", 11)
+    monkeypatch.setattr(word_splitting, "READ_BYTES", 11)
     counts = count_words(path, algorithm="wordpiece", special_tokens=["<sp ecial>"])
     assert counts == Counter({"ab": 200, "cd": 200})
 
@@ -85,9 +81,9 @@ def test_unknown_algorithm_raises_listing_known_ones():
         count_words(["x"], algorithm="unigramm")
 
 
-def test_splitter_table_is_open_to_new_algorithms(monkeypatch):
-    row = word_counts.WordSplitter(lambda pattern, lowercase: str.split, lambda text: text.rfind(" ") + 1 or -1)
-    monkeypatch.setitem(WORD_SPLITTERS, "whitespace", row)
+def test_family_table_is_open_to_new_algorithms(monkeypatch):
+    row = word_splitting.WordSplitter(lambda pattern, lowercase: str.split, lambda text: text.rfind(" ") + 1 or -1)
+    monkeypatch.setitem(FAMILIES, "whitespace", dataclasses.replace(FAMILIES["bpe"], name="whitespace", words=row))
     assert count_words(["a b a"], algorithm="whitespace") == Counter({"a": 2, "b": 1})
 
 

@@ -18,7 +18,7 @@ from tinylm_hf.tokenization.wordpiece import (
     pretokenize_bert,
     write_vocab_txt,
 )
-from tinylm_hf.tokenization.wordpiece_train import train_wordpiece_from_iterator
+from tinylm_hf.tokenizer_training.wordpiece_train import train_wordpiece_from_iterator
 
 # Characters that exercise every step of BERT's normaliser: controls, odd spaces, CJK, accents and
 # combining marks, final sigma, dotted I, astral letters and punctuation, tables that differ from

@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from naive_wordpiece import naive_train_wordpiece
 
-from tinylm_hf.tokenization.word_counts import count_words
+from tinylm_hf.tokenizer_training.word_counts import count_words
 from tinylm_hf.tokenization.wordpiece import WordPieceTokenizer
-from tinylm_hf.tokenization.wordpiece_train import (
+from tinylm_hf.tokenizer_training.wordpiece_train import (
     BERT_SPECIAL_TOKENS,
     train_wordpiece,
     train_wordpiece_from_counts,

@@ -27,10 +27,10 @@ def story_text() -> str:
 
 def trained(text: str, algorithm: str, chat_tokens: bool = False):
     """A 400-token tokenizer of `algorithm` trained on `text` (with the chat tokens among its specials if asked)."""
-    from tinylm_hf.tokenization import train_tokenizer
-    from tinylm_hf.tokenization.train_tokenizer import DEFAULT_SPECIAL_TOKENS
+    from tinylm_hf.tokenizer_training import train_tokenizer
+    from tinylm_hf.tokenizer_training.families import FAMILIES
 
-    specials = [*DEFAULT_SPECIAL_TOKENS[algorithm], *(CHAT_TOKENS if chat_tokens else ())]
+    specials = [*FAMILIES[algorithm].special_tokens, *(CHAT_TOKENS if chat_tokens else ())]
     return train_tokenizer(iter([text]), 400, specials, algorithm=algorithm, progress=False)
 
 

@@ -62,7 +62,7 @@ def make_tiny_folder(folder: Path, *, seed: int = 0, scale: float | None = 0.2, 
 def sentencepiece_folder(folder: Path, algorithm: str, extra_rows: int = 8) -> Path:
     """A tiny TinyLM whose tokenizer is `algorithm` (sentencepiece-bpe / unigram), trained on the bundled text."""
     from tinylm_hf import TinyLMConfig, TinyLMForCausalLM
-    from tinylm_hf.tokenization import train_tokenizer
+    from tinylm_hf.tokenizer_training import train_tokenizer
 
     text = BUNDLED_VALID.read_text(encoding="utf-8")[:100_000] + "\nÆsir 東京 🌍"
     tokenizer = train_tokenizer(iter([text]), 400, algorithm=algorithm, progress=False)

@@ -33,8 +33,10 @@ from .tokenization import (
     TinyLMWordPieceTokenizer,
     TinyLMWordPieceTokenizerFast,
     UnigramTokenizer,
-    WordCounts,
     WordPieceTokenizer,
+)
+from .tokenizer_training import (
+    WordCounts,
     count_words,
     load_word_counts,
     save_word_counts,

@@ -21,8 +21,10 @@ from .corpus import prepare_dataset
 from .corpus.sources import PACKAGE_DATA
 from .publish import publish_run
 from .runtime import set_threads
-from .tokenization import EOS_TOKEN, train_tokenizer
+from .tokenization import EOS_TOKEN
 from .tokenization.chat_template import CHAT_TOKENS, add_chat_tokens
+from .tokenizer_loading import load_tokenizer
+from .tokenizer_training import train_tokenizer
 from .training import TrainConfig, train
 
 PROMPTS = ("Once upon a time", "Lily and Ben went to the park.", "The little dog")
@@ -119,9 +121,9 @@ def quickstart(
 def tell_stories(hf_dir: Path, *, seed: int, max_new_tokens: int) -> list[str]:
     """Each of `PROMPTS` continued by the model in `hf_dir` (sampled: temperature 0.7, top-k 40), prompt included."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
-    tokenizer = AutoTokenizer.from_pretrained(hf_dir)
+    tokenizer = load_tokenizer(hf_dir)
     model = AutoModelForCausalLM.from_pretrained(hf_dir).eval()
     torch.manual_seed(seed)
     stories = []

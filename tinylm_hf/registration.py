@@ -25,17 +25,11 @@ from transformers.models.auto import tokenization_auto
 
 from .modeling import TinyLMConfig, TinyLMForCausalLM, TinyLMForMaskedLM, TinyLMModel
 from .modeling import TinyLMForQuestionAnswering, TinyLMForSequenceClassification, TinyLMForTokenClassification
-from .tokenization import (
-    TinyLMSentencePieceBPETokenizer,
-    TinyLMTokenizer,
-    TinyLMUnigramTokenizer,
-    TinyLMWordPieceTokenizer,
-)
+from .tokenizer_training.families import FAMILIES
 
-# Tokenizers that serve no config of their own: AutoTokenizer finds them by the `tokenizer_class`
-# name in tokenizer_config.json (the table AutoTokenizer.register fills; only the slow classes, so
-# AutoTokenizer returns our from-scratch tokenizer, as for BPE).
-STANDALONE_TOKENIZERS = (TinyLMWordPieceTokenizer, TinyLMUnigramTokenizer, TinyLMSentencePieceBPETokenizer)
+# The tokenizer of a TinyLM model folder: AutoTokenizer returns this from-scratch slow class for
+# model_type="tinylm" (the fast twin is loaded by its own class).
+MODEL_TOKENIZER = FAMILIES["bpe"].slow
 
 # Auto class -> the TinyLM head it returns, for a causal-LM or a masked-LM TinyLM folder alike
 TASK_HEADS = {
@@ -48,7 +42,7 @@ _DONE = False
 
 
 def register() -> None:
-    """Register config, models and tokenizer with the Auto classes (idempotent)."""
+    """Register config, models and tokenizers with the Auto classes (idempotent)."""
     global _DONE
     if _DONE:
         return
@@ -59,14 +53,14 @@ def register() -> None:
     for auto_class, head in TASK_HEADS.items():
         auto_class.register(TinyLMConfig, head, exist_ok=True)
         head.register_for_auto_class(auto_class.__name__)
-    # AutoTokenizer returns the from-scratch slow tokenizer; the fast twin is loaded by its own class.
-    AutoTokenizer.register(TinyLMConfig, slow_tokenizer_class=TinyLMTokenizer, exist_ok=True)
+    AutoTokenizer.register(TinyLMConfig, slow_tokenizer_class=MODEL_TOKENIZER, exist_ok=True)
     TinyLMConfig.register_for_auto_class("AutoConfig")
     TinyLMModel.register_for_auto_class("AutoModel")
     TinyLMForCausalLM.register_for_auto_class("AutoModelForCausalLM")
     TinyLMForMaskedLM.register_for_auto_class("AutoModelForMaskedLM")
-    TinyLMTokenizer.register_for_auto_class("AutoTokenizer")
-    for tokenizer_class in STANDALONE_TOKENIZERS:
-        tokenization_auto.REGISTERED_TOKENIZER_CLASSES[tokenizer_class.__name__] = tokenizer_class
-        tokenizer_class.register_for_auto_class("AutoTokenizer")
+    # Every family's slow class, found by the `tokenizer_class` name in tokenizer_config.json (the table
+    # AutoTokenizer.register fills): AutoTokenizer returns the from-scratch tokenizer of any family.
+    for family in FAMILIES.values():
+        tokenization_auto.REGISTERED_TOKENIZER_CLASSES[family.slow.__name__] = family.slow
+        family.slow.register_for_auto_class("AutoTokenizer")
     _DONE = True

@@ -9,15 +9,16 @@ from __future__ import annotations
 import argparse
 
 from ..corpus.sources import expand_inputs
-from ..tokenization import count_words, save_word_counts
-from ..tokenization.train_tokenizer import ALGORITHMS, DEFAULT_SPECIAL_TOKENS
+from ..tokenizer_training import count_words, save_word_counts
+from ..tokenizer_training.families import FAMILIES
 
 HELP = "count one shard's words for a tokenizer trainer (sum shards with train-tokenizer --counts)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input", nargs="+", required=True, help="the shard's text files or globs")
-    parser.add_argument("--algorithm", choices=ALGORITHMS, default="bpe", help="whose words to count (default: bpe)")
+    parser.add_argument("--algorithm", choices=list(FAMILIES), default="bpe",
+                        help="whose words to count (default: bpe)")
     parser.add_argument("--special-token", action="append", dest="special_tokens", default=None,
                         help="special token cut out before counting (repeatable; the algorithm's defaults otherwise)")
     parser.add_argument("--pattern", default="gpt2", help='bpe pre-tokenization regex: "gpt2", "gpt4" or a regex')
@@ -26,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    specials = list(DEFAULT_SPECIAL_TOKENS[args.algorithm]) if args.special_tokens is None else args.special_tokens
+    specials = list(FAMILIES[args.algorithm].special_tokens) if args.special_tokens is None else args.special_tokens
     counts = count_words(expand_inputs(args.input), algorithm=args.algorithm, special_tokens=specials,
                          pattern=args.pattern, lowercase=args.lowercase)
     path = save_word_counts(counts, args.out, algorithm=args.algorithm, pattern=args.pattern,

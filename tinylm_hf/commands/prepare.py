@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..corpus import prepare_dataset
-from ..corpus.prepare import load_tokenizer
+from ..tokenizer_loading import load_tokenizer
 from ..training.mlm_data import write_static_masks
 
 HELP = "tokenize a corpus into train.bin / val.bin for training"

@@ -8,15 +8,10 @@ from pathlib import Path
 
 from ..corpus.sources import expand_inputs, iter_dataset_texts
 from ..fileio import check_output_folder, seal_folder
-from ..tokenization import sum_word_counts, train_tokenizer
 from ..tokenization.chat_template import CHAT_TOKENS, add_chat_tokens
-from ..tokenization.train_tokenizer import (
-    ALGORITHMS,
-    DEFAULT_BYTE_FALLBACK,
-    DEFAULT_SPECIAL_TOKENS,
-    MASK_TOKEN,
-    PAD_TOKEN,
-)
+from ..tokenizer_training import sum_word_counts, train_tokenizer
+from ..tokenizer_training.families import FAMILIES
+from ..tokenizer_training.train_tokenizer import MASK_TOKEN, PAD_TOKEN
 
 HELP = "train a tokenizer (bpe, wordpiece, unigram, sentencepiece-bpe) and save a Hugging Face tokenizer folder"
 
@@ -26,12 +21,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--input", nargs="+", help="UTF-8 text files or globs (data/*.txt) to train on")
     source.add_argument("--dataset", help="a `datasets` dataset NAME or NAME:SPLIT, streamed")
     source.add_argument("--counts", nargs="+", help="word-count JSON files from `tinylm count-words`, summed")
-    parser.add_argument("--algorithm", choices=ALGORITHMS, default="bpe", help="tokenizer family (default: bpe)")
+    parser.add_argument("--algorithm", choices=list(FAMILIES), default="bpe", help="tokenizer family (default: bpe)")
     parser.add_argument("--vocab-size", type=int, required=True, help="final vocabulary size, specials included")
     parser.add_argument(
         "--special-token", action="append", dest="special_tokens", default=None,
-        help=f"special token (repeatable). Defaults: bpe {list(DEFAULT_SPECIAL_TOKENS['bpe'])} (the first becomes "
-        f"eos/bos/unk; {PAD_TOKEN!r} becomes pad if given), wordpiece {list(DEFAULT_SPECIAL_TOKENS['wordpiece'])}, "
+        help=f"special token (repeatable). Defaults: bpe {list(FAMILIES['bpe'].special_tokens)} (the first becomes "
+        f"eos/bos/unk; {PAD_TOKEN!r} becomes pad if given), wordpiece {list(FAMILIES['wordpiece'].special_tokens)}, "
         "none for unigram and sentencepiece-bpe (they have <unk>, <s>, </s>). "
         f"In every family {MASK_TOKEN!r} becomes the mask token (masked-LM pretraining) and {PAD_TOKEN!r} pad",
     )
@@ -41,10 +36,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--text-column", default="text", help="the text column with --dataset (default: text)")
     parser.add_argument("--pattern", default="gpt2", help='bpe pre-tokenization regex: "gpt2", "gpt4" or a regex')
     parser.add_argument("--lowercase", action="store_true", help="wordpiece: lower-case and strip accents (uncased)")
+    defaults = {f.name: f.byte_fallback for f in FAMILIES.values() if f.byte_fallback is not None}
     fallback = parser.add_mutually_exclusive_group()
     fallback.add_argument("--byte-fallback", dest="byte_fallback", action="store_const", const=True, default=None,
-                          help="sentencepiece-bpe, unigram: map characters no piece covers to <0x..> byte tokens "
-                               f"(default: {', '.join(f'{a} {on}' for a, on in DEFAULT_BYTE_FALLBACK.items())})")
+                          help=f"{', '.join(defaults)}: map characters no piece covers to <0x..> byte tokens "
+                               f"(default: {', '.join(f'{name} {on}' for name, on in defaults.items())})")
     fallback.add_argument("--no-byte-fallback", dest="byte_fallback", action="store_const", const=False,
                           help="map them to <unk> instead")
     parser.add_argument("--out", required=True, help="output folder (created; must not be a file)")
@@ -62,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         inputs = expand_inputs(args.input)
     specials = args.special_tokens
     if args.chat:
-        specials = [*(DEFAULT_SPECIAL_TOKENS[args.algorithm] if specials is None else specials), *CHAT_TOKENS]
+        specials = [*(FAMILIES[args.algorithm].special_tokens if specials is None else specials), *CHAT_TOKENS]
     tokenizer = train_tokenizer(inputs, args.vocab_size, specials, algorithm=args.algorithm,
                                 pattern=args.pattern, lowercase=args.lowercase, byte_fallback=args.byte_fallback,
                                 num_workers=args.num_workers, progress=not args.no_progress)

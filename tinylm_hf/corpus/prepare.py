@@ -23,30 +23,11 @@ import numpy as np
 from ..fileio import no_space
 from ..tokenization.pretokenize import EOS_TOKEN
 from ..tokenization.process_pool import WorkerDiedError
+from ..tokenizer_loading import load_tokenizer
 from .documents import choose_split_rule, split_documents
 from .token_files import header_path, token_dtype, tokenizer_fingerprint, write_tokens
 
 SPLITS = ("train", "val")
-_TOKENIZERS: dict[tuple, Any] = {}
-
-
-def load_tokenizer(tokenizer_dir: str | os.PathLike) -> Any:
-    """`AutoTokenizer` for a local folder with tinylm_hf's classes registered; never runs the folder's code."""
-    folder = Path(tokenizer_dir)
-    if not folder.is_dir():
-        raise FileNotFoundError(f"tokenizer folder {tokenizer_dir} does not exist")
-    # One per (worker) process: datasets pickles the map function only. Keyed by the absolute path and
-    # the files' sizes and times, so another folder of the same relative name (or a re-trained one) reloads.
-    files = sorted((p.name, p.stat()) for p in folder.iterdir() if p.is_file())
-    key = (str(folder.resolve()), tuple((name, st.st_size, st.st_mtime_ns) for name, st in files))
-    if key not in _TOKENIZERS:
-        from transformers import AutoTokenizer
-
-        from ..registration import register
-
-        register()  # TinyLM's tokenizer classes for AutoTokenizer
-        _TOKENIZERS[key] = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
-    return _TOKENIZERS[key]
 
 
 def _split_text_file(batch: dict[str, list], column: str) -> dict[str, list]:

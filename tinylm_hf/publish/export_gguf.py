@@ -33,8 +33,9 @@ import numpy as np
 
 from ..fileio import atomic_output
 from ..tokenization.chat_template import end_of_turn_id, portable_chat_template
+from ..tokenization.metaspace import MODEL_FILE as SENTENCEPIECE_FILE
 from ..tokenization.metaspace import UNUSED, SentencePieceModel, read_sentencepiece_model
-from ..tokenization.tokenization_tinylm_metaspace import MODEL_FILE as SENTENCEPIECE_FILE
+from ..tokenizer_training.families import FAMILIES
 from .export_llama import build_llama_model, build_plain_tokenizer, llama_class_name
 from .folder import check_folder_files, check_tokenizer_fits
 
@@ -42,9 +43,6 @@ logger = logging.getLogger(__name__)
 
 DTYPES = ("f32", "f16", "bf16", "q8_0")  # storage of the weight matrices, as llama.cpp's --outtype
 GGUF_PRE_TOKENIZER = "gpt-2"  # llama.cpp's name for GPT-2's pre-tokenization regex
-# llama.cpp's tokenizer for each sentencepiece model type: "llama" merges by score (SentencePiece BPE,
-# with byte fallback), "t5" is its Unigram (Viterbi) tokenizer
-LLAMA_CPP_SENTENCEPIECE = {"bpe": "llama", "unigram": "t5"}
 
 
 def gguf_types(dtype: str) -> tuple[Any, Any]:
@@ -180,10 +178,17 @@ def sentencepiece_vocab(model: SentencePieceModel, vocab_size: int) -> tuple[lis
     return tokens, scores, types
 
 
+def llama_cpp_tokenizer(model: SentencePieceModel) -> str | None:
+    """llama.cpp's tokenizer for a sentencepiece model, its family's (`FAMILIES`): "llama" merges by score
+    (SentencePiece BPE, with byte fallback), "t5" is its Unigram (Viterbi) tokenizer; None for another type."""
+    family = next((f for f in FAMILIES.values() if getattr(f.core, "model_type", None) == model.model_type), None)
+    return None if family is None else family.llama_cpp
+
+
 def check_llama_cpp_sentencepiece(model: SentencePieceModel) -> None:
     """A `.model` must be one llama.cpp's tokenizers reproduce: BPE or Unigram without byte pieces, no normalisation."""
     problems = []
-    if model.model_type not in LLAMA_CPP_SENTENCEPIECE:
+    if llama_cpp_tokenizer(model) is None:
         problems.append(f"model type {model.model_type!r}")
     if model.model_type == "unigram" and model.byte_fallback:
         problems.append("byte fallback in a Unigram model (llama.cpp's Unigram tokenizer has none)")
@@ -225,14 +230,14 @@ def add_metadata(writer: Any, config: Any, tokenizer: Any, vocab_size: int, file
 
     if sentencepiece is None:
         tokens, types, merges = gguf_vocab(tokenizer, vocab_size)
-        writer.add_tokenizer_model("gpt2")
+        writer.add_tokenizer_model(FAMILIES["bpe"].llama_cpp)
         writer.add_tokenizer_pre(GGUF_PRE_TOKENIZER)
         writer.add_token_list(tokens)
         writer.add_token_types(types)
         writer.add_token_merges(merges)
     else:
         tokens, scores, types = sentencepiece_vocab(sentencepiece, vocab_size)
-        writer.add_tokenizer_model(LLAMA_CPP_SENTENCEPIECE[sentencepiece.model_type])
+        writer.add_tokenizer_model(llama_cpp_tokenizer(sentencepiece))
         writer.add_tokenizer_pre("default")
         writer.add_token_list(tokens)
         writer.add_token_scores(scores)

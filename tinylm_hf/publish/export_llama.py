@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from ..fileio import seal_folder, write_json_atomic
-from ..registration import register
 from ..tokenization.byte_level_backend import build_byte_level_bpe
 from ..tokenization.gpt2_files import MERGES_FILE, VOCAB_FILE, read_merges_txt, read_vocab_json
+from ..tokenization.metaspace import MODEL_FILE as SENTENCEPIECE_FILE
 from ..tokenization.pretokenize import GPT2_PATTERN, resolve_pattern
-from ..tokenization.tokenization_tinylm_metaspace import MODEL_FILE as SENTENCEPIECE_FILE
+from ..tokenizer_loading import load_tokenizer
 from .folder import check_folder_files, read_json
 
 # the TinyLM class a folder was saved from (config.json's "architectures") -> the Llama class that runs it
@@ -155,10 +155,9 @@ def check_gpt2_pattern(pattern: str, src: Path) -> None:
 def build_plain_tokenizer(src: Path, *, trust_remote_code: bool = False) -> Any:
     """A plain `PreTrainedTokenizerFast` equivalent to the folder's tokenizer (same ids, same specials)."""
     from tokenizers import Tokenizer
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast
 
-    register()
-    source = AutoTokenizer.from_pretrained(src, trust_remote_code=trust_remote_code)
+    source = load_tokenizer(src, trust_remote_code=trust_remote_code)
     check_gpt2_pattern(getattr(source, "pattern", "gpt2"), src)
     if (src / "tokenizer.json").is_file():
         try:

@@ -16,8 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from ..tokenization.gpt2_files import MERGES_FILE, VOCAB_FILE
+from ..tokenization.tokenization_tinylm_base import TOKENIZER_FILE
+from ..tokenizer_loading import load_tokenizer, needs_remote_code_error
+from ..tokenizer_training.families import FAMILIES
 
-TOKENIZER_FILES = ("tokenizer.json", VOCAB_FILE, "vocab.txt", "tokenizer.model")
+# A tokenizer folder holds tokenizer.json or the first file of a family's core (vocab.json, vocab.txt, ...).
+TOKENIZER_FILES = (TOKENIZER_FILE, *dict.fromkeys(family.core.files[0] for family in FAMILIES.values()))
 CHAT_TEMPLATE_FILE = "chat_template.jinja"  # where save_pretrained writes a tokenizer's chat template
 HF_DIR = "hf"  # a run's Hugging Face folder, in its out_dir
 
@@ -97,10 +101,11 @@ def check_folder_files(folder: str | os.PathLike) -> dict[str, Any]:
             f"{folder} lacks tokenizer files (tokenizer_config.json and one of {', '.join(TOKENIZER_FILES)}); "
             "save the tokenizer into the same folder"
         )
-    for name in ("tokenizer_config.json", "tokenizer.json", VOCAB_FILE):
+    for name in ("tokenizer_config.json", TOKENIZER_FILE, VOCAB_FILE):
         if (folder / name).is_file():
             read_json(folder / name)
-    if (folder / VOCAB_FILE).is_file() and not (folder / "tokenizer.json").is_file() and not (folder / MERGES_FILE).is_file():
+    only_gpt2_files = (folder / VOCAB_FILE).is_file() and not (folder / TOKENIZER_FILE).is_file()
+    if only_gpt2_files and not (folder / MERGES_FILE).is_file():
         raise FileNotFoundError(f"{folder} has {VOCAB_FILE} but no {MERGES_FILE}: the tokenizer is incomplete")
     return config
 
@@ -111,23 +116,21 @@ def load_folder(folder: str | os.PathLike, *, trust_remote_code: bool = False) -
     The tokenizer's vocabulary must fit the model's embedding; a folder whose code would have to run
     (a model type tinylm_hf does not provide) needs `trust_remote_code=True`.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     from ..registration import register
 
     register()
-    if Path(folder).exists() or not _could_be_hub_repo(str(folder)):
+    local = Path(folder).exists() or not _could_be_hub_repo(str(folder))
+    if local:
         check_folder_files(folder)  # a local folder: say what is missing before transformers tries the Hub
     folder = Path(folder)
+    tokenizer = load_tokenizer(folder, trust_remote_code=trust_remote_code, from_hub=not local)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=trust_remote_code)
         model = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=trust_remote_code)
     except ValueError as err:
         if "trust_remote_code" in str(err):
-            raise ValueError(
-                f"{folder} needs its own Python code to load; that code runs only if you pass "
-                "--trust-remote-code (read the folder's *.py files first)"
-            ) from None
+            raise needs_remote_code_error(folder) from None
         raise
     check_tokenizer_fits(tokenizer, model.config.vocab_size, folder)
     return model, tokenizer

@@ -7,6 +7,7 @@ and renamed into place, so a failure leaves the previous folder (if any) intact.
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import tempfile
@@ -15,6 +16,7 @@ from typing import Any, Literal
 
 from ..fileio import seal_folder
 from ..tokenization.chat_template import stop_token_ids
+from ..tokenizer_loading import load_tokenizer
 from ..training.checkpoint import load_state
 from ..training.summary import RunSummary
 from .folder import HF_DIR, check_tokenizer_fits
@@ -55,7 +57,7 @@ def publish_run(
     tokenizer_dir: str | os.PathLike | None = None,
 ) -> Path:
     """Write the run's Hugging Face folder (default: out_dir/hf) from its last (or best) checkpoint."""
-    from transformers import AutoTokenizer, GenerationConfig
+    from transformers import GenerationConfig
 
     from ..registration import register
 
@@ -69,7 +71,7 @@ def publish_run(
             f"the tokenizer folder {tokenizer_dir} recorded for this run is missing; pass tokenizer_dir / --tokenizer-dir"
         )
     model = model_from_checkpoint(source)
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir, trust_remote_code=False)
+    tokenizer = copy.deepcopy(load_tokenizer(tokenizer_dir))  # the loader's copy is shared: this one may change
     check_tokenizer_fits(tokenizer, model.config.vocab_size, tokenizer_dir)
     if summary.objective == "seq_cls":
         prepare_classifier_tokenizer(tokenizer, model.config.pad_token_id, summary.context_length)

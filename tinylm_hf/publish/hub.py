@@ -14,13 +14,14 @@ from huggingface_hub import CommitOperationAdd, HfApi
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
+from ..tokenizer_training.families import FAMILIES
 from .folder import validate_folder
 from .model_card import EVAL_RESULTS_FILE, facts_from_existing_card, render_model_card
 
 # Files a pushed model repository holds; checkpoints, optimizer state and logs stay local.
 UPLOAD_PATTERNS = (
     "config.json", "generation_config.json", "*.safetensors", "model.safetensors.index.json",
-    "tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt", "vocab.txt", "tokenizer.model",
+    "tokenizer_config.json", *dict.fromkeys(name for family in FAMILIES.values() for name in family.files),
     "special_tokens_map.json", "added_tokens.json", "chat_template.jinja", "*.py", "README.md", EVAL_RESULTS_FILE,
 )
 

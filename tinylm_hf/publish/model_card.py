@@ -19,6 +19,7 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from ..fileio import write_text_atomic
 from ..modeling.compat import TRANSFORMERS_REQUIREMENT
+from ..tokenizer_training.families import FAMILIES
 from ..training.summary import ClassificationTask, DataProvenance, RunSummary
 from .folder import CHAT_TEMPLATE_FILE, HF_DIR, count_parameters, read_json
 
@@ -343,13 +344,7 @@ def _eval_results(results: dict[str, Any] | None, task_type: str) -> list[EvalRe
 
 
 # what each of tinylm_hf's tokenizer classes is, in the card's words
-TOKENIZER_KINDS = {
-    "TinyLMTokenizer": "byte-level BPE", "TinyLMTokenizerFast": "byte-level BPE",
-    "TinyLMWordPieceTokenizer": "WordPiece", "TinyLMWordPieceTokenizerFast": "WordPiece",
-    "TinyLMUnigramTokenizer": "Unigram", "TinyLMUnigramTokenizerFast": "Unigram",
-    "TinyLMSentencePieceBPETokenizer": "SentencePiece-style BPE",
-    "TinyLMSentencePieceBPETokenizerFast": "SentencePiece-style BPE",
-}
+TOKENIZER_KINDS = {cls.__name__: family.title for family in FAMILIES.values() for cls in (family.slow, family.fast)}
 
 
 def render_model_card(folder: str | os.PathLike, summary: RunSummary | None = None, **facts: Any) -> ModelCard:

@@ -14,11 +14,11 @@ from __future__ import annotations
 import gc
 import importlib
 import os
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from functools import lru_cache
 from itertools import chain, islice
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Literal
 
 import numpy as np
 import regex
@@ -26,7 +26,8 @@ import regex
 from .bpe_merge import MAX_WORD_BYTES, BatchMerger, merge_by_heap, merge_short
 from .byte_unicode import token_to_unicode
 from .encode_cache import EncodeCache, missing_keys
-from .gpt2_files import load_merges_txt, load_vocab_json, write_gpt2_files
+from .gpt2_files import MERGES_FILE, VOCAB_FILE, load_merges_txt, load_vocab_json, write_gpt2_files
+from .grouping import group_by_size
 from .pretokenize import (
     GPT2_PATTERN,
     check_special_tokens,
@@ -57,7 +58,6 @@ HEAP_MIN_BYTES = 64
 # of them); fewer go one by one, where numpy's per-call cost would dominate.
 BATCH_MIN_WORDS = 64
 
-T = TypeVar("T")
 
 
 class BPETokenizer:
@@ -394,6 +394,14 @@ class BPETokenizer:
         return data.decode("utf-8", errors="replace")
 
     # ------------------------------------------------------------------------------------ files
+    files = (VOCAB_FILE, MERGES_FILE)  # what `save` writes into a folder
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike, special_tokens: list[str] | None = None, **kwargs) -> BPETokenizer:
+        """Load the GPT-2-format `vocab.json` + `merges.txt` that `save` wrote into `directory`."""
+        directory = Path(directory)
+        return cls.from_files(directory / VOCAB_FILE, directory / MERGES_FILE, special_tokens, **kwargs)
+
     @classmethod
     def from_files(
         cls,
@@ -407,13 +415,13 @@ class BPETokenizer:
         merges = load_merges_txt(merges_path, vocab=vocab)
         return cls(vocab, merges, special_tokens, **kwargs)
 
-    def save(self, directory: str | os.PathLike) -> tuple[Path, Path]:
-        """Write `vocab.json` and `merges.txt` (GPT-2 format) into `directory`."""
+    def save(self, directory: str | os.PathLike, *, prefix: str = "") -> tuple[Path, Path]:
+        """Write `vocab.json` and `merges.txt` (GPT-2 format, names after `prefix`) into `directory` (created)."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         vocab = {token_to_unicode(tok): i for i, tok in self.vocab.items()}
         merges = [(token_to_unicode(a), token_to_unicode(b)) for a, b in self.merges]
-        vocab_path, merges_path = write_gpt2_files(vocab, merges, directory)
+        vocab_path, merges_path = write_gpt2_files(vocab, merges, directory, prefix=prefix)
         return Path(vocab_path), Path(merges_path)
 
 
@@ -450,20 +458,6 @@ def _chunk_items(parts: Iterable[str | int]) -> Iterator[str | list[str] | int]:
 
 def _chunks_in(item: str | list[str] | int) -> int:
     return len(item) if isinstance(item, list) else 1
-
-
-def group_by_size(items: Iterable[T], size_of: Callable[[T], int], limit: int) -> Iterator[list[T]]:
-    """Consecutive items in lists whose sizes sum to `limit` or just past it (the last list: less)."""
-    group: list[T] = []
-    size = 0
-    for item in items:
-        group.append(item)
-        size += size_of(item)
-        if size >= limit:
-            yield group
-            group, size = [], 0
-    if group:
-        yield group
 
 
 def _as_token_set(tokens: Collection[str], name: str) -> frozenset[str]:

@@ -1,16 +1,14 @@
-"""Build a `tokenizers` ByteLevel BPE equal to `BPETokenizer` (GPT-2 pattern) and write `tokenizer.json`.
+"""Build a `tokenizers` ByteLevel BPE equal to `BPETokenizer` (GPT-2 pattern), and the init kwargs both BPE
+classes share.
 
-Shared by `TinyLMTokenizer` (which writes `tokenizer.json` next to its own files so any fast-tokenizer
-consumer can load the folder) and `TinyLMTokenizerFast` (which runs on it).
+Shared by `TinyLMTokenizer` (which writes the result as `tokenizer.json` next to its own files so any
+fast-tokenizer consumer can load the folder) and `TinyLMTokenizerFast` (which runs on it).
 """
 
 from __future__ import annotations
 
-import os
-
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
-from .atomic_files import write_text_atomic
 from .pretokenize import GPT2_PATTERN, resolve_pattern
 
 
@@ -78,8 +76,3 @@ def build_byte_level_bpe(
                 f"{tokenizer.token_to_id(token.content)}: added-token ids must follow the vocab without gaps"
             )
     return tokenizer
-
-
-def save_tokenizer_json(tokenizer: Tokenizer, path: str | os.PathLike) -> str:
-    """Write `tokenizer.json` atomically; returns the path as a string."""
-    return str(write_text_atomic(path, tokenizer.to_str(pretty=True)))

@@ -1,9 +1,9 @@
 """SentencePiece-style text handling shared by the Unigram and SentencePiece BPE tokenizers.
 
-Owns: the space symbol `▁` and the dummy prefix (`to_metaspace`), the split into words that no piece
-crosses (`split_metaspace_words`), byte-fallback piece names (`<0x41>`), sentencepiece's rule for
-which pieces a trainer may create (`is_valid_piece`), and reading/writing sentencepiece `.model`
-files (a small protobuf reader/writer: the `protobuf` package is not needed).
+Owns: the space symbol `▁` and the dummy prefix (`to_metaspace`), the units encoding may cut text into
+(`split_encoding_units`), byte-fallback piece names (`<0x41>`), and reading/writing sentencepiece
+`.model` files (a small protobuf reader/writer: the `protobuf` package is not needed). What only
+training needs (the words a trainer counts, which pieces it may create) is in `tinylm_hf.tokenizer_training`.
 
 This file imports only the standard library and `regex`: transformers copies it flat for
 `trust_remote_code`.
@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
 import regex
@@ -25,22 +23,15 @@ import regex
 from .atomic_files import write_bytes_atomic
 
 SPACE_SYMBOL = "\u2581"  # "▁": sentencepiece's visible space
-UNK_TOKEN = "<unk>"
-BOS_TOKEN = "<s>"
-EOS_TOKEN = "</s>"
-# sentencepiece's defaults: ids 0, 1, 2.
-META_TOKENS = (UNK_TOKEN, BOS_TOKEN, EOS_TOKEN)
-# Pieces longer than this many characters are never created (sentencepiece's max_sentencepiece_length).
-MAX_PIECE_LENGTH = 16
+MODEL_FILE = "tokenizer.model"  # a sentencepiece model's file name in a folder (Llama's and T5's folders too)
+# sentencepiece's unknown, beginning- and end-of-text pieces (its ids 0, 1, 2 by default)
+UNK_PIECE = "<unk>"
+BOS_PIECE = "<s>"
+EOS_PIECE = "</s>"
 # Piece types of a sentencepiece ModelProto (sentencepiece_model.proto).
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 MODEL_TYPES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}
-# Characters a trainer never puts in a piece: tab (sentencepiece's pretokenization boundary),
-# NUL and U+2585 (sentencepiece's placeholder for unknown characters).
-UNMERGEABLE_CHARS = frozenset("\t\x00\u2585")
 
-_WORD = regex.compile(f"{SPACE_SYMBOL}[^{SPACE_SYMBOL}]*|[^{SPACE_SYMBOL}]+")
-_LINE_WORD = re.compile(f"{SPACE_SYMBOL}[^{SPACE_SYMBOL}\n]*")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -63,27 +54,6 @@ def to_metaspace(text: str, *, add_dummy_prefix: bool = True, remove_extra_white
         return ""
     text = text.replace(" ", SPACE_SYMBOL)
     return SPACE_SYMBOL + text if add_dummy_prefix else text
-
-
-def split_words(metaspace_text: str) -> list[str]:
-    """Cut metaspace text before every `▁`: `▁a▁▁b` -> [`▁a`, `▁`, `▁b`] (sentencepiece's SplitIntoWords)."""
-    return _WORD.findall(metaspace_text)
-
-
-def split_metaspace_words(text: str) -> list[str]:
-    """The words sentencepiece trains on: each line gets the dummy prefix and is cut before each `▁`.
-
-    Lines are split at "\\n" only (as sentencepiece reads a file); empty lines give nothing.
-
-    >>> split_metaspace_words("The cat  sat.\\nIt ran")
-    ['▁The', '▁cat', '▁', '▁sat.', '▁It', '▁ran']
-    """
-    if "\n\n" in text or text.startswith("\n") or text.endswith("\n"):
-        text = "\n".join(line for line in text.split("\n") if line)
-    if not text:
-        return []
-    # Every line starts with the dummy prefix, so every word starts with "▁".
-    return _LINE_WORD.findall(SPACE_SYMBOL + text.replace(" ", SPACE_SYMBOL).replace("\n", "\n" + SPACE_SYMBOL))
 
 
 def from_metaspace(pieces_text: str, *, add_dummy_prefix: bool = True) -> str:
@@ -149,107 +119,6 @@ def decode_pieces(pieces: Iterable[str], *, add_dummy_prefix: bool = True) -> st
     if pending:
         out.append(pending.decode("utf-8", errors="replace"))
     return from_metaspace("".join(out), add_dummy_prefix=add_dummy_prefix)
-
-
-# ---------------------------------------------------------------------------------------------
-# Which pieces a trainer may create (sentencepiece's TrainerInterface::IsValidSentencePiece)
-
-# The scripts of sentencepiece's unicode_script.h (Unicode 10); anything else is "Common".
-_SCRIPTS = (
-    "Adlam Ahom Anatolian_Hieroglyphs Arabic Armenian Avestan Balinese Bamum Bassa_Vah Batak Bengali "
-    "Bhaiksuki Bopomofo Brahmi Braille Buginese Buhid Canadian_Aboriginal Carian Caucasian_Albanian "
-    "Chakma Cham Cherokee Coptic Cuneiform Cypriot Cyrillic Deseret Devanagari Duployan "
-    "Egyptian_Hieroglyphs Elbasan Ethiopic Georgian Glagolitic Gothic Grantha Greek Gujarati "
-    "Gurmukhi Han Hangul Hanunoo Hatran Hebrew Hiragana Imperial_Aramaic Inherited "
-    "Inscriptional_Pahlavi Inscriptional_Parthian Javanese Kaithi Kannada Katakana Kayah_Li "
-    "Kharoshthi Khmer Khojki Khudawadi Lao Latin Lepcha Limbu Linear_A Linear_B Lisu Lycian Lydian "
-    "Mahajani Malayalam Mandaic Manichaean Marchen Meetei_Mayek Mende_Kikakui Meroitic_Cursive "
-    "Meroitic_Hieroglyphs Miao Modi Mongolian Mro Multani Myanmar Nabataean New_Tai_Lue Newa Nko "
-    "Ogham Ol_Chiki Old_Hungarian Old_Italic Old_North_Arabian Old_Permic Old_Persian "
-    "Old_South_Arabian Old_Turkic Oriya Osage Osmanya Pahawh_Hmong Palmyrene Pau_Cin_Hau Phags_Pa "
-    "Phoenician Psalter_Pahlavi Rejang Runic Samaritan Saurashtra Sharada Shavian Siddham "
-    "SignWriting Sinhala Sora_Sompeng Sundanese Syloti_Nagri Syriac Tagalog Tagbanwa Tai_Le Tai_Tham "
-    "Tai_Viet Takri Tamil Tangut Telugu Thaana Thai Tibetan Tifinagh Tirhuta Ugaritic Vai "
-    "Warang_Citi Yi "
-).split()
-_SCRIPT_PATTERN = regex.compile("|".join(f"(?P<{name}>\\p{{Script={name}}})" for name in _SCRIPTS))
-_JAPANESE = {"Hiragana", "Katakana"}
-
-
-@lru_cache(maxsize=1 << 16)
-def script_of(char: str) -> str:
-    """Unicode script of a character as sentencepiece groups them (Hiragana/Katakana count as Han).
-
-    Scripts outside sentencepiece's list (and unassigned characters) are "Common", as there; its
-    table is Unicode 10, so characters assigned since then are the one place the two can differ.
-    """
-    match = _SCRIPT_PATTERN.match(char)
-    name = match.lastgroup if match else "Common"
-    if name in _JAPANESE or char == "\u30fc":
-        return "Han"
-    return name
-
-
-def is_valid_piece(piece: str, max_length: int = MAX_PIECE_LENGTH) -> bool:
-    """Whether a trainer may create this piece (sentencepiece's defaults: split by script and number).
-
-    Rules: 1..max_length characters; no tab, NUL, space or U+2585; `▁` only as the first character;
-    no two Unicode scripts in one piece (digits and punctuation are "Common"; combining marks take
-    the script of the character before them).
-    """
-    if not piece or len(piece) > max_length:
-        return False
-    previous = None  # None: any script may follow
-    for position, char in enumerate(piece):
-        if char in UNMERGEABLE_CHARS or char == " ":
-            return False
-        if char == SPACE_SYMBOL:
-            if position > 0:
-                return False
-            continue
-        script = script_of(char)
-        if script == "Inherited":
-            script = previous
-        if script is not None and previous is not None and script != previous:
-            return False
-        previous = script
-    return True
-
-
-# What `is_valid_piece` needs to know of a valid piece to judge it joined to another:
-# (length, starts with "▁", script of its first non-combining character, script it ends in).
-PieceShape = tuple[int, bool, "str | None", "str | None"]
-
-
-def piece_shape(piece: str) -> PieceShape:
-    """The shape of a valid piece (see `join_shapes`)."""
-    first = last = None
-    for char in piece:
-        if char == SPACE_SYMBOL:
-            continue
-        script = script_of(char)
-        if script == "Inherited":
-            continue
-        if first is None:
-            first = script
-        last = script
-    return len(piece), piece.startswith(SPACE_SYMBOL), first, last
-
-
-def join_shapes(left: PieceShape, right: PieceShape, max_length: int = MAX_PIECE_LENGTH) -> PieceShape | None:
-    """Shape of left+right, or None when `is_valid_piece(left + right)` is False (both valid).
-
-    Equal to the full check because only the junction can break it: `▁` must not start the right
-    part, and the script the left part ends in must be the right part's first script.
-    """
-    length = left[0] + right[0]
-    if length > max_length or right[1]:
-        return None
-    if left[3] is not None and right[2] is not None and left[3] != right[2]:
-        return None
-    first = left[2] if left[2] is not None else right[2]
-    last = right[3] if right[3] is not None else left[3]
-    return length, left[1], first, last
 
 
 # ---------------------------------------------------------------------------------------------
@@ -352,6 +221,11 @@ def _parse_piece(data: bytes, what: str) -> tuple[str, float, int]:
     return piece, score, kind
 
 
+def float32_score(score: float) -> float:
+    """A piece's score as a `.model` file stores it (a float32), so a tokenizer equals the one it saves."""
+    return struct.unpack("<f", struct.pack("<f", score))[0]
+
+
 def parse_sentencepiece_model(data: bytes, what: str = "data") -> SentencePieceModel:
     """Parse the bytes of a `.model` file (a serialized sentencepiece ModelProto)."""
     reader = _Reader(data, what)
@@ -447,7 +321,7 @@ def serialize_sentencepiece_model(model: SentencePieceModel) -> bytes:
     ids = {p: i for i, (p, _, _) in enumerate(model.pieces)}
     trainer = _int_field(3, model_type) + _int_field(4, len(model.pieces))
     trainer += _int_field(35, int(model.byte_fallback))
-    for number, piece in ((40, UNK_TOKEN), (41, BOS_TOKEN), (42, EOS_TOKEN), (43, "<pad>")):
+    for number, piece in ((40, UNK_PIECE), (41, BOS_PIECE), (42, EOS_PIECE), (43, "<pad>")):
         trainer += _int_field(number, ids.get(piece, -1))
     out += _bytes_field(2, trainer)
     normalizer = _bytes_field(1, (model.normalizer_name or "identity").encode("utf-8"))

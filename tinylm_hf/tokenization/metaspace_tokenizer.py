@@ -12,13 +12,18 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from itertools import chain
+from pathlib import Path
 
 from .encode_cache import EncodeCache
 from .metaspace import (
+    BOS_PIECE,
     BYTE_PIECES,
     CONTROL,
+    EOS_PIECE,
+    MODEL_FILE,
     NORMAL,
     SPACE_SYMBOL,
+    UNK_PIECE,
     UNKNOWN,
     USER_DEFINED,
     SentencePieceModel,
@@ -54,7 +59,7 @@ class MetaspaceTokenizer:
         self,
         pieces: Sequence[tuple[str, float]],
         *,
-        unk_token: str = "<unk>",
+        unk_token: str = UNK_PIECE,
         byte_fallback: bool = False,
         special_tokens: Iterable[str] | None = None,
         add_dummy_prefix: bool = True,
@@ -65,7 +70,7 @@ class MetaspaceTokenizer:
         if unk_token not in names:
             raise ValueError(f"unk_token {unk_token!r} is not one of the pieces; add it (sentencepiece puts it at id 0)")
         if special_tokens is None:
-            special_tokens = [t for t in ("<s>", "</s>") if t in names]
+            special_tokens = [t for t in (BOS_PIECE, EOS_PIECE) if t in names]
         if types is None:
             types = piece_types(names, unk_token=unk_token, byte_fallback=byte_fallback, special_tokens=special_tokens)
         self.pieces: list[str] = names
@@ -147,6 +152,13 @@ class MetaspaceTokenizer:
         return len(self.pieces)
 
     # ---------------------------------------------------------------------------------- files
+    files = (MODEL_FILE,)  # what `save` writes into a folder
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike):
+        """Load the `tokenizer.model` that `save` wrote into `directory`."""
+        return cls.from_sentencepiece(Path(directory) / MODEL_FILE)
+
     @classmethod
     def from_sentencepiece(cls, path: str | os.PathLike):
         """Load a sentencepiece `.model` file of this tokenizer's model type."""
@@ -183,8 +195,16 @@ class MetaspaceTokenizer:
             normalizer_name="identity",
         )
 
-    def save(self, path: str | os.PathLike) -> str:
-        """Write a sentencepiece `.model` file (loadable by the `sentencepiece` library)."""
+    def save(self, directory: str | os.PathLike, *, prefix: str = "") -> str:
+        """Write the sentencepiece `tokenizer.model` (named after `prefix`) into `directory` (created).
+
+        The `sentencepiece` library loads the file. A path ending in `.model` that is not a folder is the file
+        to write itself (as this method was first called).
+        """
+        path = Path(directory)
+        if path.is_dir() or path.suffix != ".model":
+            path.mkdir(parents=True, exist_ok=True)
+            path = path / f"{prefix}{MODEL_FILE}"
         return write_sentencepiece_model(self.to_sentencepiece_model(), path)
 
 

@@ -21,9 +21,13 @@ from collections.abc import Iterable, Iterator
 from itertools import accumulate
 from multiprocessing.shared_memory import SharedMemory
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .bpe import BPETokenizer, group_by_size
+from .grouping import group_by_size
 from .process_pool import make_executor, map_in_order, resolve_workers
+
+if TYPE_CHECKING:  # for annotations only: bpe.py loads this module, never the reverse
+    from .bpe import BPETokenizer
 
 # Below this many characters (or bytes of a file) the work is done in-process: a pool costs ~0.1 s.
 PARALLEL_MIN_CHARS = 1 << 20

@@ -37,6 +37,12 @@ def resolve_pattern(pattern: str) -> str:
     return resolved
 
 
+def pattern_name(pattern: str) -> str:
+    """The name of a built-in pattern ("gpt2", "gpt4") given by name or as its regex; any other regex as is."""
+    resolved = resolve_pattern(pattern)
+    return next((name for name, regex in PATTERNS.items() if regex == resolved), resolved)
+
+
 def check_special_tokens(special_tokens: Iterable[str] | None) -> list[str]:
     """Validate special tokens (non-empty strings, no duplicates) and return them as a list."""
     tokens = list(special_tokens or [])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 
+from .metaspace import UNK_PIECE
 from .metaspace_tokenizer import MetaspaceTokenizer
 
 
@@ -26,7 +27,7 @@ class SentencePieceBPETokenizer(MetaspaceTokenizer):
 
     model_type = "bpe"
 
-    def __init__(self, pieces, *, unk_token: str = "<unk>", byte_fallback: bool = True, **kwargs) -> None:
+    def __init__(self, pieces, *, unk_token: str = UNK_PIECE, byte_fallback: bool = True, **kwargs) -> None:
         super().__init__(pieces, unk_token=unk_token, byte_fallback=byte_fallback, **kwargs)
         self._merge_score = {p: self.scores[i] for p, i in self.normal.items()}
 

@@ -14,31 +14,26 @@ from __future__ import annotations
 # first: on an unsupported transformers, a remote-code folder says what it needs (compat.py)
 from .compat import require_supported_transformers  # noqa: F401
 
-import os
 from typing import Any
 
 from tokenizers import Tokenizer
-from transformers import PreTrainedTokenizer
 
 from .bpe import BPETokenizer
-from .byte_level_backend import (
-    base_init_kwargs,
-    build_byte_level_bpe,
-    check_fast_pattern,
-    save_tokenizer_json,
-)
+from .byte_level_backend import base_init_kwargs, build_byte_level_bpe, check_fast_pattern
 from .byte_unicode import token_to_unicode, unicode_to_token
-from .gpt2_files import MERGES_FILE, VOCAB_FILE, load_merges_txt, load_vocab_json, write_gpt2_files
-from .pretokenize import EOS_TOKEN, split_on_special_tokens
+from .gpt2_files import MERGES_FILE, VOCAB_FILE, load_merges_txt, load_vocab_json
+from .pretokenize import EOS_TOKEN, pattern_name, split_on_special_tokens
+from .tokenization_tinylm_base import TinyLMCoreTokenizer
 # siblings the imports above reach, named so that transformers < 5.10 copies them too (compat.py)
 from .atomic_files import FILE_MODE  # noqa: F401
 from .bpe_merge import OFFSET_BITS  # noqa: F401
 from .encode_cache import CACHE_LIMIT  # noqa: F401
+from .grouping import group_by_size  # noqa: F401
 
 VOCAB_FILES_NAMES = {"vocab_file": VOCAB_FILE, "merges_file": MERGES_FILE}
 
 
-class TinyLMTokenizer(PreTrainedTokenizer):
+class TinyLMTokenizer(TinyLMCoreTokenizer):
     """Byte-level BPE tokenizer (GPT-2 file format) backed by tinylm's hand-written `BPETokenizer`.
 
     Args:
@@ -52,7 +47,6 @@ class TinyLMTokenizer(PreTrainedTokenizer):
     """
 
     vocab_files_names = VOCAB_FILES_NAMES
-    model_input_names = ["input_ids", "attention_mask"]
 
     def __init__(
         self,
@@ -79,38 +73,47 @@ class TinyLMTokenizer(PreTrainedTokenizer):
         if vocab is None:
             vocab = load_vocab_json(vocab_file)
             merges = load_merges_txt(merges_file)
-        self.bpe = BPETokenizer(vocab, merges, pattern=pattern)
-        self.encoder: dict[str, int] = {token_to_unicode(tok): i for i, tok in self.bpe.vocab.items()}
-        self.decoder: dict[int, str] = {i: s for s, i in self.encoder.items()}
+        bpe = BPETokenizer(vocab, merges, pattern=pattern)
+        self._use_core(bpe, {token_to_unicode(token): i for i, token in bpe.vocab.items()})
         self.errors = errors
         self.pattern = pattern
         self.add_prefix_space = add_prefix_space
         super().__init__(**base_init_kwargs(errors, unk_token, bos_token, eos_token, pad_token, pattern, kwargs,
                                             add_prefix_space))
 
+    @classmethod
+    def from_core(
+        cls, core: BPETokenizer, *, pad_token: str | None = None, mask_token: str | None = None, **kwargs: Any
+    ) -> TinyLMTokenizer:
+        """A TinyLMTokenizer over a `BPETokenizer` in memory, its special tokens registered as special.
+
+        `EOS_TOKEN` (else the core's first special token) becomes eos, bos and unk, and pad unless
+        `pad_token` is given; `mask_token` becomes the mask token; the other special tokens become extra
+        special tokens.
+        """
+        if not core.special_tokens:
+            raise ValueError(f'at least one special token is needed to serve as eos/pad, e.g. "{EOS_TOKEN}"')
+        eos = EOS_TOKEN if EOS_TOKEN in core.special_tokens else core.special_tokens[0]
+        named = {"pad_token": pad_token or eos} | ({"mask_token": mask_token} if mask_token else {})
+        extra = [s for s in core.special_tokens if s not in (eos, *named.values())]
+        return cls(vocab=core.vocab, merges=core.merges, unk_token=eos, bos_token=eos, eos_token=eos,
+                   pattern=pattern_name(core.pattern), extra_special_tokens=extra, **named, **kwargs)
+
     # ------------------------------------------------------------------------------ vocabulary
     @property
-    def vocab_size(self) -> int:
-        """Size of the base vocabulary (vocab.json), without tokens added later."""
-        return len(self.encoder)
+    def bpe(self) -> BPETokenizer:
+        """The core tokenizer (`self.core`)."""
+        return self.core
 
-    def get_vocab(self) -> dict[str, int]:
-        """Token string -> id, base vocabulary plus added tokens."""
-        vocab = dict(self.encoder)
-        vocab.update(self._added_tokens_encoder)
-        return vocab
+    @property
+    def encoder(self) -> dict[str, int]:
+        """Token string (GPT-2's byte-to-unicode form) -> id: vocab.json (GPT-2's name for it)."""
+        return self._vocab
 
-    def _convert_token_to_id(self, token: str) -> int:
-        index = self.encoder.get(token)
-        if index is None:
-            return self.encoder.get(str(self.unk_token)) if self.unk_token is not None else None
-        return index
-
-    def _convert_id_to_token(self, index: int) -> str:
-        token = self.decoder.get(index)
-        if token is None:
-            raise ValueError(f"token id {index} is not in the vocabulary (size {len(self)})")
-        return token
+    @property
+    def decoder(self) -> dict[int, str]:
+        """Id -> token string."""
+        return self._tokens
 
     # ------------------------------------------------------------------------- encode / decode
     def tokenize(self, text: str, **kwargs: Any) -> list[str]:
@@ -170,18 +173,8 @@ class TinyLMTokenizer(PreTrainedTokenizer):
         return data.decode("utf-8", errors=self.errors)
 
     # ----------------------------------------------------------------------------------- files
-    def save_vocabulary(self, save_directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
-        """Write vocab.json + merges.txt (GPT-2 format) and, for the gpt2 pattern, tokenizer.json."""
-        if not os.path.isdir(save_directory):
-            raise FileNotFoundError(f"save_vocabulary needs an existing directory, got {save_directory!r}")
-        prefix = f"{filename_prefix}-" if filename_prefix else ""
-        paths = list(write_gpt2_files(self.encoder, self._unicode_merges(), save_directory, prefix=prefix))
-        if self._fast_compatible():
-            backend = self.to_backend_tokenizer()
-            paths.append(save_tokenizer_json(backend, os.path.join(save_directory, prefix + "tokenizer.json")))
-        return tuple(paths)
-
-    def _fast_compatible(self) -> bool:
+    def has_backend_twin(self) -> bool:
+        """Only the gpt2 pattern can be mirrored by `tokenizer.json` (see `check_fast_pattern`)."""
         try:
             check_fast_pattern(self.pattern)
         except ValueError:

@@ -18,11 +18,11 @@ import os
 from typing import Any
 
 from tokenizers import models
-from transformers import PreTrainedTokenizerFast
 
 from .byte_level_backend import base_init_kwargs, build_byte_level_bpe, check_fast_pattern
-from .gpt2_files import read_merges_txt, read_vocab_json, write_gpt2_files
+from .gpt2_files import MERGES_FILE, VOCAB_FILE, read_merges_txt, read_vocab_json, write_gpt2_files
 from .pretokenize import EOS_TOKEN
+from .tokenization_tinylm_base import TOKENIZER_FILE, TinyLMCoreTokenizerFast, drop_folder_kwargs
 # siblings the imports above reach, named so that transformers < 5.10 copies them too (compat.py)
 from .atomic_files import FILE_MODE  # noqa: F401
 from .byte_unicode import bytes_to_unicode  # noqa: F401
@@ -50,16 +50,14 @@ def _check_same_as_gpt2_files(
                          "re-save the tokenizer")
 
 
-class TinyLMTokenizerFast(PreTrainedTokenizerFast):
+class TinyLMTokenizerFast(TinyLMCoreTokenizerFast):
     """Fast twin of `TinyLMTokenizer`: ids equal on the same folder, special tokens included.
 
     Built from `vocab` + `merges` (what transformers 5 extracts from `tokenizer.json` when loading a
     folder) or from `vocab_file` + `merges_file`.
     """
 
-    vocab_files_names = {"vocab_file": "vocab.json", "merges_file": "merges.txt", "tokenizer_file": "tokenizer.json"}
-    model_input_names = ["input_ids", "attention_mask"]
-    slow_tokenizer_class = None
+    vocab_files_names = {"vocab_file": VOCAB_FILE, "merges_file": MERGES_FILE, "tokenizer_file": TOKENIZER_FILE}
     model = models.BPE
 
     def __init__(
@@ -84,10 +82,7 @@ class TinyLMTokenizerFast(PreTrainedTokenizerFast):
         merges = merges if merges is not None else merges_file
         if vocab is None or merges is None:
             raise ValueError("TinyLMTokenizerFast needs `vocab` and `merges` (or `vocab_file` and `merges_file`)")
-        kwargs.pop("tokenizer_object", None)
-        kwargs.pop("tokenizer_file", None)
-        # The slow class's remote-code pointer: this class does not copy that code when it saves.
-        kwargs.pop("auto_map", None)
+        drop_folder_kwargs(kwargs)
         # A folder saved by the slow class records backend "custom"; this class always runs on `tokenizers`
         # (processors and pipelines read `backend` to pick the fast code paths).
         kwargs["backend"] = "tokenizers"
@@ -109,17 +104,7 @@ class TinyLMTokenizerFast(PreTrainedTokenizerFast):
                 raise ValueError(f"token id {index} is not in the vocabulary (size {size})")
         return super()._decode(token_ids, *args, **kwargs)
 
-    def _save_pretrained(
-        self,
-        save_directory: str | os.PathLike,
-        file_names: tuple[str, ...],
-        legacy_format: bool | None = None,
-        filename_prefix: str | None = None,
-    ) -> tuple[str, ...]:
-        """Write tokenizer.json and also vocab.json + merges.txt, so the folder loads with TinyLMTokenizer."""
-        file_names = super()._save_pretrained(save_directory, file_names, legacy_format, filename_prefix)
+    def save_core_files(self, save_directory: str | os.PathLike, prefix: str) -> tuple[str, ...]:
+        """vocab.json + merges.txt of the backend's model, so the folder loads with TinyLMTokenizer."""
         model = json.loads(self.backend_tokenizer.to_str())["model"]
-        prefix = f"{filename_prefix}-" if filename_prefix else ""
-        return file_names + write_gpt2_files(
-            model["vocab"], _read_merges(model["merges"]), save_directory, prefix=prefix
-        )
+        return write_gpt2_files(model["vocab"], _read_merges(model["merges"]), save_directory, prefix=prefix)

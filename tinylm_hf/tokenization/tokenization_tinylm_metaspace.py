@@ -19,19 +19,14 @@ import os
 from typing import Any
 
 from tokenizers import Tokenizer
-from transformers import PreTrainedTokenizer, PreTrainedTokenizerFast
 
-from .byte_level_backend import save_tokenizer_json
-from .metaspace import decode_pieces
+from .metaspace import BOS_PIECE, EOS_PIECE, MODEL_FILE, UNK_PIECE, decode_pieces
 from .metaspace_backend import build_metaspace_backend
 from .metaspace_tokenizer import MetaspaceTokenizer
+from .tokenization_tinylm_base import TOKENIZER_FILE, TinyLMCoreTokenizer, TinyLMCoreTokenizerFast, drop_folder_kwargs
 # siblings the imports above reach, named so that transformers < 5.10 copies them too (compat.py)
 from .atomic_files import FILE_MODE  # noqa: F401
 from .encode_cache import CACHE_LIMIT  # noqa: F401
-from .pretokenize import GPT2_PATTERN  # noqa: F401
-
-MODEL_FILE = "tokenizer.model"
-TOKENIZER_FILE = "tokenizer.json"
 
 
 def _special_kwargs(core: MetaspaceTokenizer, unk_token, bos_token, eos_token, pad_token, kwargs: dict) -> dict:
@@ -44,87 +39,68 @@ def _special_kwargs(core: MetaspaceTokenizer, unk_token, bos_token, eos_token, p
     return {"unk_token": unk_token, "bos_token": bos_token, "eos_token": eos_token, "pad_token": pad_token, **kwargs}
 
 
-class TinyLMMetaspaceTokenizer(PreTrainedTokenizer):
-    """A sentencepiece-style tokenizer (file: `tokenizer.model`) run by tinylm's own code."""
+class TinyLMMetaspaceTokenizer(TinyLMCoreTokenizer):
+    """A sentencepiece-style tokenizer (file: `tokenizer.model`, or a `core` in memory) run by tinylm's own code."""
 
     vocab_files_names = {"vocab_file": MODEL_FILE}
-    model_input_names = ["input_ids", "attention_mask"]
     core_class: type[MetaspaceTokenizer] = MetaspaceTokenizer
 
     def __init__(
         self,
-        vocab_file: str,
-        unk_token: str | None = "<unk>",
-        bos_token: str | None = "<s>",
-        eos_token: str | None = "</s>",
+        vocab_file: str | None = None,
+        unk_token: str | None = UNK_PIECE,
+        bos_token: str | None = BOS_PIECE,
+        eos_token: str | None = EOS_PIECE,
         pad_token: str | None = None,
+        *,
+        core: MetaspaceTokenizer | None = None,
         **kwargs: Any,
     ) -> None:
         # The base __init__ calls get_vocab(), so the core must exist before it.
+        if core is None:
+            if vocab_file is None:
+                raise ValueError(f"{type(self).__name__} needs vocab_file (a {MODEL_FILE}) or core (in memory)")
+            core = self.core_class.from_sentencepiece(vocab_file)
+        elif not isinstance(core, self.core_class):
+            raise TypeError(f"{type(self).__name__} runs a {self.core_class.__name__}, got {type(core).__name__}")
         self.vocab_file = vocab_file
-        self.core = self.core_class.from_sentencepiece(vocab_file)
+        self._use_core(core, core.piece_to_id)
         super().__init__(**_special_kwargs(self.core, unk_token, bos_token, eos_token, pad_token, kwargs))
 
-    @property
-    def vocab_size(self) -> int:
-        return self.core.vocab_size
-
-    def get_vocab(self) -> dict[str, int]:
-        vocab = dict(self.core.piece_to_id)
-        vocab.update(self._added_tokens_encoder)
-        return vocab
+    def _unk_id(self) -> int:
+        return self.core.unk_id
 
     def _tokenize(self, text: str, **kwargs: Any) -> list[str]:
         pieces = self.core.pieces
         return [pieces[i] for i in self.core.encode(text)]
 
-    def _convert_token_to_id(self, token: str) -> int:
-        return self.core.piece_to_id.get(token, self.core.unk_id)
-
-    def _convert_id_to_token(self, index: int) -> str:
-        if not 0 <= index < self.core.vocab_size:
-            raise ValueError(f"token id {index} is not in the vocabulary (size {self.core.vocab_size})")
-        return self.core.pieces[index]
-
     def convert_tokens_to_string(self, tokens: list[str]) -> str:
         """Pieces back to text: `▁` to spaces, byte pieces to UTF-8, the dummy prefix dropped."""
         return decode_pieces(tokens, add_dummy_prefix=self.core.add_dummy_prefix)
-
-    def save_vocabulary(self, save_directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
-        """Write `tokenizer.model` (sentencepiece format) and its `tokenizer.json` twin."""
-        if not os.path.isdir(save_directory):
-            raise FileNotFoundError(f"save_vocabulary needs an existing directory, got {save_directory!r}")
-        prefix = f"{filename_prefix}-" if filename_prefix else ""
-        model_path = self.core.save(os.path.join(save_directory, prefix + MODEL_FILE))
-        json_path = save_tokenizer_json(self.to_backend_tokenizer(), os.path.join(save_directory, prefix + TOKENIZER_FILE))
-        return model_path, json_path
 
     def to_backend_tokenizer(self) -> Tokenizer:
         """The same pieces as a `tokenizers.Tokenizer` (what `tokenizer.json` holds)."""
         return build_metaspace_backend(self.core)
 
 
-class TinyLMMetaspaceTokenizerFast(PreTrainedTokenizerFast):
+class TinyLMMetaspaceTokenizerFast(TinyLMCoreTokenizerFast):
     """Fast twin: the `tokenizers` backend built from the same `tokenizer.model`; ids equal the slow class's."""
 
     vocab_files_names = {"vocab_file": MODEL_FILE, "tokenizer_file": TOKENIZER_FILE}
-    model_input_names = ["input_ids", "attention_mask"]
-    slow_tokenizer_class = None
     core_class: type[MetaspaceTokenizer] = MetaspaceTokenizer
 
     def __init__(
         self,
         vocab_file: str | None = None,
-        unk_token: str | None = "<unk>",
-        bos_token: str | None = "<s>",
-        eos_token: str | None = "</s>",
+        unk_token: str | None = UNK_PIECE,
+        bos_token: str | None = BOS_PIECE,
+        eos_token: str | None = EOS_PIECE,
         pad_token: str | None = None,
         **kwargs: Any,
     ) -> None:
         if vocab_file is None or not os.path.isfile(vocab_file):
             raise ValueError(f"{type(self).__name__} is built from {MODEL_FILE}; the folder has none (got {vocab_file!r})")
-        for key in ("tokenizer_object", "tokenizer_file", "vocab", "merges", "auto_map"):
-            kwargs.pop(key, None)
+        drop_folder_kwargs(kwargs, "vocab", "merges")
         self.vocab_file = vocab_file
         self.core = self.core_class.from_sentencepiece(vocab_file)
         super().__init__(
@@ -132,8 +108,6 @@ class TinyLMMetaspaceTokenizerFast(PreTrainedTokenizerFast):
             **_special_kwargs(self.core, unk_token, bos_token, eos_token, pad_token, kwargs),
         )
 
-    def _save_pretrained(self, save_directory, file_names, legacy_format=None, filename_prefix=None):
-        """Write tokenizer.json and also tokenizer.model, so the folder loads with the slow class."""
-        file_names = super()._save_pretrained(save_directory, file_names, legacy_format, filename_prefix)
-        prefix = f"{filename_prefix}-" if filename_prefix else ""
-        return file_names + (self.core.save(os.path.join(save_directory, prefix + MODEL_FILE)),)
+    def save_core_files(self, save_directory: str | os.PathLike, prefix: str) -> tuple[str]:
+        """tokenizer.model, so the folder loads with the slow class."""
+        return (self.core.save(save_directory, prefix=prefix),)

@@ -13,14 +13,23 @@ from __future__ import annotations
 # first: on an unsupported transformers, a remote-code folder says what it needs (compat.py)
 from .compat import require_supported_transformers  # noqa: F401
 
-import os
 from typing import Any
 
 from tokenizers import Tokenizer
-from transformers import PreTrainedTokenizer
 
-from .byte_level_backend import save_tokenizer_json
-from .wordpiece import WordPieceTokenizer, join_wordpieces, load_vocab_txt, write_vocab_txt
+from .tokenization_tinylm_base import TinyLMCoreTokenizer
+from .wordpiece import (
+    BERT_CLS,
+    BERT_MASK,
+    BERT_PAD,
+    BERT_SEP,
+    BERT_UNK,
+    CONTINUING_SUBWORD_PREFIX,
+    VOCAB_TXT,
+    WordPieceTokenizer,
+    join_wordpieces,
+    load_vocab_txt,
+)
 from .wordpiece_backend import build_bert_wordpiece, wordpiece_init_kwargs
 # siblings the imports above reach, named so that transformers < 5.10 copies them too (compat.py)
 from .atomic_files import FILE_MODE  # noqa: F401
@@ -28,16 +37,17 @@ from .bert_unicode import REMOVED  # noqa: F401
 from .encode_cache import CACHE_LIMIT  # noqa: F401
 from .pretokenize import GPT2_PATTERN  # noqa: F401
 
-VOCAB_FILES_NAMES = {"vocab_file": "vocab.txt"}
+VOCAB_FILES_NAMES = {"vocab_file": VOCAB_TXT}
 
 
-class TinyLMWordPieceTokenizer(PreTrainedTokenizer):
+class TinyLMWordPieceTokenizer(TinyLMCoreTokenizer):
     """BERT-style WordPiece tokenizer (`vocab.txt`) backed by tinylm's hand-written `WordPieceTokenizer`.
 
     Args:
         vocab_file: path to a BERT `vocab.txt`.
         do_lower_case: lower-case and strip accents before matching (BERT "uncased").
         max_input_chars_per_word: longer words become the unknown token.
+        core: a `WordPieceTokenizer` in memory instead of `vocab_file` (see `from_core`).
     """
 
     vocab_files_names = VOCAB_FILES_NAMES
@@ -45,49 +55,58 @@ class TinyLMWordPieceTokenizer(PreTrainedTokenizer):
 
     def __init__(
         self,
-        vocab_file: str,
+        vocab_file: str | None = None,
         do_lower_case: bool = False,
-        unk_token: str = "[UNK]",
-        sep_token: str | None = "[SEP]",
-        pad_token: str | None = "[PAD]",
-        cls_token: str | None = "[CLS]",
-        mask_token: str | None = "[MASK]",
+        unk_token: str = BERT_UNK,
+        sep_token: str | None = BERT_SEP,
+        pad_token: str | None = BERT_PAD,
+        cls_token: str | None = BERT_CLS,
+        mask_token: str | None = BERT_MASK,
         max_input_chars_per_word: int = 100,
+        *,
+        core: WordPieceTokenizer | None = None,
         **kwargs: Any,
     ) -> None:
         # The base __init__ calls get_vocab(), so the model must exist before it.
-        self.wordpiece = WordPieceTokenizer(
-            load_vocab_txt(vocab_file),
-            unk_token=str(unk_token),
-            lowercase=do_lower_case,
-            max_input_chars_per_word=max_input_chars_per_word,
-        )
+        if core is None:
+            if vocab_file is None:
+                raise ValueError("TinyLMWordPieceTokenizer needs vocab_file (a BERT vocab.txt) or core (in memory)")
+            core = WordPieceTokenizer(
+                load_vocab_txt(vocab_file),
+                unk_token=str(unk_token),
+                lowercase=do_lower_case,
+                max_input_chars_per_word=max_input_chars_per_word,
+            )
+        self._use_core(core, core.token_to_id)
         self.do_lower_case = do_lower_case
         self.max_input_chars_per_word = max_input_chars_per_word
         special = {"unk_token": unk_token, "sep_token": sep_token, "pad_token": pad_token,
                    "cls_token": cls_token, "mask_token": mask_token}  # fmt: skip
         super().__init__(**wordpiece_init_kwargs(do_lower_case, max_input_chars_per_word, special, kwargs))
 
+    @classmethod
+    def from_core(cls, core: WordPieceTokenizer, **kwargs: Any) -> TinyLMWordPieceTokenizer:
+        """A TinyLMWordPieceTokenizer over a `WordPieceTokenizer` in memory (its vocabulary and options).
+
+        The core's own special tokens are left to the Hugging Face side, which matches added tokens.
+        """
+        if core.prefix != CONTINUING_SUBWORD_PREFIX:
+            raise ValueError(f"the Hugging Face WordPiece classes use the {CONTINUING_SUBWORD_PREFIX!r} prefix, "
+                             f"this tokenizer {core.prefix!r}")
+        options = {"unk_token": core.unk_token, "lowercase": core.lowercase,
+                   "max_input_chars_per_word": core.max_input_chars_per_word}  # fmt: skip
+        own = WordPieceTokenizer(core.token_to_id, **options)
+        return cls(core=own, do_lower_case=core.lowercase, unk_token=core.unk_token,
+                   max_input_chars_per_word=core.max_input_chars_per_word, **kwargs)
+
     # ------------------------------------------------------------------------------ vocabulary
     @property
-    def vocab_size(self) -> int:
-        """Size of the base vocabulary (vocab.txt), without tokens added later."""
-        return len(self.wordpiece.vocab)
+    def wordpiece(self) -> WordPieceTokenizer:
+        """The core tokenizer (`self.core`)."""
+        return self.core
 
-    def get_vocab(self) -> dict[str, int]:
-        """Token string -> id, base vocabulary plus added tokens."""
-        vocab = dict(self.wordpiece.token_to_id)
-        vocab.update(self._added_tokens_encoder)
-        return vocab
-
-    def _convert_token_to_id(self, token: str) -> int:
-        return self.wordpiece.token_to_id.get(token, self.wordpiece.unk_id)
-
-    def _convert_id_to_token(self, index: int) -> str:
-        token = self.wordpiece.vocab.get(index)
-        if token is None:
-            raise ValueError(f"token id {index} is not in the vocabulary (size {len(self)})")
-        return token
+    def _unk_id(self) -> int:
+        return self.core.unk_id
 
     # ------------------------------------------------------------------------- encode / decode
     def _tokenize(self, text: str, **kwargs: Any) -> list[str]:
@@ -99,16 +118,6 @@ class TinyLMWordPieceTokenizer(PreTrainedTokenizer):
         return join_wordpieces(tokens, self.wordpiece.prefix)
 
     # ----------------------------------------------------------------------------------- files
-    def save_vocabulary(self, save_directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
-        """Write vocab.txt and tokenizer.json (the same tokenizer for `tokenizers`)."""
-        if not os.path.isdir(save_directory):
-            raise FileNotFoundError(f"save_vocabulary needs an existing directory, got {save_directory!r}")
-        prefix = f"{filename_prefix}-" if filename_prefix else ""
-        vocab = self.wordpiece.vocab
-        vocab_path = write_vocab_txt([vocab[i] for i in range(len(vocab))], os.path.join(save_directory, prefix + "vocab.txt"))
-        json_path = save_tokenizer_json(self.to_backend_tokenizer(), os.path.join(save_directory, prefix + "tokenizer.json"))
-        return str(vocab_path), json_path
-
     def to_backend_tokenizer(self) -> Tokenizer:
         """The same vocabulary, normaliser, template and added tokens as a `tokenizers.Tokenizer`."""
         return build_bert_wordpiece(

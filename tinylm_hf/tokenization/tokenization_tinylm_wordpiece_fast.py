@@ -16,9 +16,9 @@ import os
 from typing import Any
 
 from tokenizers import models
-from transformers import PreTrainedTokenizerFast
 
-from .wordpiece import load_vocab_txt, write_vocab_txt
+from .tokenization_tinylm_base import TOKENIZER_FILE, TinyLMCoreTokenizerFast, drop_folder_kwargs
+from .wordpiece import BERT_CLS, BERT_MASK, BERT_PAD, BERT_SEP, BERT_UNK, VOCAB_TXT, load_vocab_txt, write_vocab_txt
 from .wordpiece_backend import build_bert_wordpiece, wordpiece_init_kwargs
 # siblings the imports above reach, named so that transformers < 5.10 copies them too (compat.py)
 from .atomic_files import FILE_MODE  # noqa: F401
@@ -27,13 +27,12 @@ from .encode_cache import CACHE_LIMIT  # noqa: F401
 from .pretokenize import GPT2_PATTERN  # noqa: F401
 
 
-class TinyLMWordPieceTokenizerFast(PreTrainedTokenizerFast):
+class TinyLMWordPieceTokenizerFast(TinyLMCoreTokenizerFast):
     """Fast twin of `TinyLMWordPieceTokenizer`, built from `vocab` (token -> id, what transformers 5
     extracts from `tokenizer.json`) or from `vocab_file` (a BERT `vocab.txt`)."""
 
-    vocab_files_names = {"vocab_file": "vocab.txt", "tokenizer_file": "tokenizer.json"}
+    vocab_files_names = {"vocab_file": VOCAB_TXT, "tokenizer_file": TOKENIZER_FILE}
     model_input_names = ["input_ids", "token_type_ids", "attention_mask"]
-    slow_tokenizer_class = None
     model = models.WordPiece
 
     def __init__(
@@ -41,11 +40,11 @@ class TinyLMWordPieceTokenizerFast(PreTrainedTokenizerFast):
         vocab: dict[str, int] | str | None = None,
         vocab_file: str | None = None,
         do_lower_case: bool = False,
-        unk_token: str = "[UNK]",
-        sep_token: str | None = "[SEP]",
-        pad_token: str | None = "[PAD]",
-        cls_token: str | None = "[CLS]",
-        mask_token: str | None = "[MASK]",
+        unk_token: str = BERT_UNK,
+        sep_token: str | None = BERT_SEP,
+        pad_token: str | None = BERT_PAD,
+        cls_token: str | None = BERT_CLS,
+        mask_token: str | None = BERT_MASK,
         max_input_chars_per_word: int = 100,
         **kwargs: Any,
     ) -> None:
@@ -54,8 +53,7 @@ class TinyLMWordPieceTokenizerFast(PreTrainedTokenizerFast):
             raise ValueError("TinyLMWordPieceTokenizerFast needs `vocab` (token -> id) or `vocab_file` (vocab.txt)")
         if isinstance(vocab, (str, os.PathLike)):
             vocab = {token: i for i, token in enumerate(load_vocab_txt(vocab))}
-        for name in ("tokenizer_object", "tokenizer_file", "auto_map"):
-            kwargs.pop(name, None)  # auto_map: the slow class's remote-code pointer, not this class's code
+        drop_folder_kwargs(kwargs)
         backend = build_bert_wordpiece(
             vocab,
             lowercase=do_lower_case,
@@ -72,16 +70,8 @@ class TinyLMWordPieceTokenizerFast(PreTrainedTokenizerFast):
             **wordpiece_init_kwargs(do_lower_case, max_input_chars_per_word, special, kwargs),
         )
 
-    def _save_pretrained(
-        self,
-        save_directory: str | os.PathLike,
-        file_names: tuple[str, ...],
-        legacy_format: bool | None = None,
-        filename_prefix: str | None = None,
-    ) -> tuple[str, ...]:
-        """Write tokenizer.json and also vocab.txt, so the folder loads with TinyLMWordPieceTokenizer."""
-        file_names = super()._save_pretrained(save_directory, file_names, legacy_format, filename_prefix)
+    def save_core_files(self, save_directory: str | os.PathLike, prefix: str) -> tuple[str]:
+        """vocab.txt of the backend's model, so the folder loads with TinyLMWordPieceTokenizer."""
         vocab = json.loads(self.backend_tokenizer.to_str())["model"]["vocab"]
-        prefix = f"{filename_prefix}-" if filename_prefix else ""
         tokens = [token for token, _ in sorted(vocab.items(), key=lambda item: item[1])]
-        return file_names + (str(write_vocab_txt(tokens, os.path.join(save_directory, prefix + "vocab.txt"))),)
+        return (str(write_vocab_txt(tokens, os.path.join(save_directory, prefix + VOCAB_TXT))),)

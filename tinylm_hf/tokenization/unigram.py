@@ -11,6 +11,7 @@ This file imports only same-folder siblings: transformers copies it flat for `tr
 
 from __future__ import annotations
 
+from .metaspace import UNK_PIECE
 from .metaspace_tokenizer import MetaspaceTokenizer
 
 # sentencepiece's kUnkPenalty: an unknown character scores this much below the worst piece.
@@ -28,7 +29,7 @@ class UnigramTokenizer(MetaspaceTokenizer):
 
     model_type = "unigram"
 
-    def __init__(self, pieces, *, unk_token: str = "<unk>", byte_fallback: bool = False, **kwargs) -> None:
+    def __init__(self, pieces, *, unk_token: str = UNK_PIECE, byte_fallback: bool = False, **kwargs) -> None:
         super().__init__(pieces, unk_token=unk_token, byte_fallback=byte_fallback, **kwargs)
         self._score = {p: self.scores[i] for p, i in self.normal.items()}
         self.max_piece_length = max(map(len, self._score), default=1)

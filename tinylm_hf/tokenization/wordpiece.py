@@ -30,6 +30,10 @@ from .bert_unicode import LOWERCASE_EXTRA, NFD_KEPT, NONSPACING_MARKS, PUNCTUATI
 from .pretokenize import check_special_tokens, split_on_special_tokens
 
 CONTINUING_SUBWORD_PREFIX = "##"
+VOCAB_TXT = "vocab.txt"  # BERT's vocabulary file: one token a line, line number = id
+# BERT's special tokens: padding, an uncovered word, a text's start and its end (separator), the mask.
+BERT_PAD, BERT_UNK, BERT_CLS, BERT_SEP, BERT_MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
+BERT_SPECIAL_TOKENS = (BERT_PAD, BERT_UNK, BERT_CLS, BERT_SEP, BERT_MASK)
 # CJK ideograph blocks that BERT isolates (as in `tokenizers`' BertNormalizer).
 CJK_RANGES = (
     (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0x20000, 0x2A6DF),
@@ -135,7 +139,7 @@ class WordPieceTokenizer:
         self,
         vocab: Sequence[str] | Mapping[str, int],
         *,
-        unk_token: str = "[UNK]",
+        unk_token: str = BERT_UNK,
         lowercase: bool = False,
         max_input_chars_per_word: int = 100,
         continuing_subword_prefix: str = CONTINUING_SUBWORD_PREFIX,
@@ -208,14 +212,30 @@ class WordPieceTokenizer:
             raise ValueError(f"token id {exc.args[0]!r} is not in the vocabulary (size {len(self.vocab)})") from None
         return join_wordpieces(tokens, self.prefix)
 
+    # ------------------------------------------------------------------------------------ files
+    files = (VOCAB_TXT,)  # what `save` writes into a folder
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike, **kwargs) -> WordPieceTokenizer:
+        """Load the `vocab.txt` that `save` wrote into `directory`."""
+        return cls.from_file(Path(directory) / VOCAB_TXT, **kwargs)
+
     @classmethod
     def from_file(cls, vocab_path: str | os.PathLike, **kwargs) -> WordPieceTokenizer:
         """Load a BERT `vocab.txt` (one token a line, line number = id)."""
         return cls(load_vocab_txt(vocab_path), **kwargs)
 
-    def save(self, vocab_path: str | os.PathLike) -> Path:
-        """Write the vocabulary as a BERT `vocab.txt` (atomically)."""
-        return write_vocab_txt([self.vocab[i] for i in range(len(self.vocab))], vocab_path)
+    def save(self, directory: str | os.PathLike, *, prefix: str = "") -> Path:
+        """Write the vocabulary as a BERT `vocab.txt` (named after `prefix`) into `directory` (created), atomically.
+
+        A path ending in `.txt` that is not a folder is the file to write itself (as this method was first
+        called).
+        """
+        path = Path(directory)
+        if path.is_dir() or path.suffix != ".txt":
+            path.mkdir(parents=True, exist_ok=True)
+            path = path / f"{prefix}{VOCAB_TXT}"
+        return write_vocab_txt([self.vocab[i] for i in range(len(self.vocab))], path)
 
 
 def _vocab_mapping(vocab: Sequence[str] | Mapping[str, int]) -> dict[str, int]:

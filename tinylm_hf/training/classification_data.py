@@ -89,7 +89,7 @@ class ClassificationData(RunData):
 
 def open_classification_data(config: TrainConfig) -> ClassificationData:
     """Check the folder to fine-tune, then read, label, split and tokenize the labelled files of a seq_cls run."""
-    from ..corpus.prepare import load_tokenizer
+    from ..tokenizer_loading import load_tokenizer
     from ..corpus.token_files import tokenizer_fingerprint
 
     model_config = check_base_folder(config.init_from)

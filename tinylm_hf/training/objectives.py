@@ -108,7 +108,7 @@ class CausalLM(Objective):
         tokenizer_dir = data_tokenizer_dir(config, data)
         if not (main and config.sample_tokens and tokenizer_dir and Path(tokenizer_dir).is_dir()):
             return cls(config, data)
-        from ..corpus.prepare import load_tokenizer
+        from ..tokenizer_loading import load_tokenizer
 
         return cls(config, data, load_tokenizer(tokenizer_dir))
 
@@ -153,7 +153,7 @@ class MaskedLM(Objective):
     @classmethod
     def open(cls, config: TrainConfig, data: TrainingData, *, main: bool) -> MaskedLM:
         """The collator for `config.masking` (the data's tokenizer decides words and the mask token)."""
-        from ..corpus.prepare import load_tokenizer
+        from ..tokenizer_loading import load_tokenizer
 
         tokenizer_dir = data_tokenizer_dir(config, data)
         if not tokenizer_dir or not Path(tokenizer_dir).is_dir():

@@ -188,7 +188,7 @@ def load_chat_tokenizer(config: TrainConfig) -> tuple[Any, str, bool]:
     may gain chat tokens here (the model's embeddings then grow to fit): a separate `tokenizer_dir` must
     already have them, since it is what the run publishes.
     """
-    from ..corpus.prepare import load_tokenizer
+    from ..tokenizer_loading import load_tokenizer
 
     folder = config.tokenizer_dir or config.init_from
     if not folder:

@@ -15,7 +15,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from .metaspace import SPACE_SYMBOL, script_of
+from ..tokenization.metaspace import SPACE_SYMBOL
+from .piece_rules import script_of
 
 _SPACE = ord(SPACE_SYMBOL)
 

@@ -1,6 +1,6 @@
 """WordPiece training: merge the pair with the best likelihood score, with incremental updates.
 
-Words are BERT words (`word_counts.count_words(..., algorithm="wordpiece")`). A word starts as its
+Words are BERT words (`word_splitting.BERT_WORDS`). A word starts as its
 characters, every character after the first carrying the continuing-subword prefix ("##"):
 "hug" -> h ##u ##g. Each step merges the pair (a, b) with the greatest score
 
@@ -11,7 +11,7 @@ ties broken to the lexicographically greatest (a, b) (Python string order); a + 
 Vocabulary ids: the special tokens in the given order, the alphabet (first characters sorted by code
 point, then "##" characters sorted), then one id per new token in merge order.
 
-Bookkeeping is the BPE trainer's (`bpe_train.merge_words`: words as id lists, a pair -> words index,
+Bookkeeping is the BPE trainer's (`pair_merges.merge_words`: words as id lists, a pair -> words index,
 a max-heap with stale entries skipped). One difference: merging (a, b) lowers freq(a) and freq(b),
 which *raises* the score of every other pair holding a or b, so those pairs are pushed again (a
 token -> pairs index finds them). Scores compare exactly (integer cross-multiplication on ties of
@@ -25,12 +25,11 @@ import os
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
-from .bpe_train import PAIR_MASK, PAIR_SHIFT, merge_words, progress_bar
-from .pretokenize import check_special_tokens
-from .word_counts import WordCounts, count_words, iter_texts
-from .wordpiece import CONTINUING_SUBWORD_PREFIX
+from ..tokenization.pretokenize import check_special_tokens
+from ..tokenization.wordpiece import BERT_SPECIAL_TOKENS, CONTINUING_SUBWORD_PREFIX, WordPieceTokenizer
+from .pair_merges import PAIR_MASK, PAIR_SHIFT, merge_words, progress_bar
+from .word_splitting import BERT_WORDS, WordCounts, count_split_words, iter_texts
 
-BERT_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 # Inverting code points (c -> MAX - c, 3 bytes each) plus a terminator above every inverted code
 # point turns "greatest (a, b)" into "smallest bytes", which is what a min-heap pops first.
 _MAX_CODE = 0xFFFFFF
@@ -60,7 +59,7 @@ def train_wordpiece(
         raise FileNotFoundError(f"training file not found: {path!r}")
     if os.path.getsize(path) == 0:
         raise ValueError(f"training file {path!r} is empty")
-    counts = count_words(path, algorithm="wordpiece", special_tokens=specials, lowercase=lowercase)
+    counts = count_split_words(path, BERT_WORDS, special_tokens=specials, lowercase=lowercase)
     if not counts:
         raise ValueError(f"training file {path!r} holds no words outside the special tokens")
     return _train(counts, vocab_size, specials, continuing_subword_prefix, progress)
@@ -82,7 +81,7 @@ def train_wordpiece_from_iterator(
     """
     specials = check_special_tokens(special_tokens)
     _check_vocab_size(vocab_size, specials)
-    counts = count_words(iter_texts(iterator), algorithm="wordpiece", special_tokens=specials, lowercase=lowercase)
+    counts = count_split_words(iter_texts(iterator), BERT_WORDS, special_tokens=specials, lowercase=lowercase)
     if not counts:
         raise ValueError("the iterator gave no words outside the special tokens")
     return _train(counts, vocab_size, specials, continuing_subword_prefix, progress)
@@ -121,6 +120,17 @@ def train_wordpiece_from_counts(
     if not kept:
         raise ValueError("counts hold no word with a positive count")
     return _train(kept, vocab_size, specials, continuing_subword_prefix, progress)
+
+
+def train_wordpiece_tokenizer(counts: WordCounts, vocab_size: int, special_tokens: Sequence[str], *,
+                              byte_fallback: bool | None = None, progress: bool = False) -> WordPieceTokenizer:
+    """The WordPiece family's trainer: a `WordPieceTokenizer` learned from BERT word counts (`count_words`).
+
+    It lower-cases as the counts did; a word it cannot cover becomes `[UNK]`, so `byte_fallback` is no
+    option here (it is ignored).
+    """
+    vocab = train_wordpiece_from_counts(counts, vocab_size, special_tokens, progress=progress)
+    return WordPieceTokenizer(vocab, lowercase=bool(counts.lowercase), special_tokens=special_tokens)
 
 
 def _check_vocab_size(vocab_size: int, specials: list[str]) -> None:

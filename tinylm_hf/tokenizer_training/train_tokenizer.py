@@ -4,41 +4,25 @@
 Every source goes through word counts (`count_words`): files (counted in parallel for BPE), an
 iterable of texts such as a `datasets` column (counted one text at a time), or counts summed over
 shards counted elsewhere (`sum_word_counts`). Each trainer's `*_from_counts` gives exactly what it
-gives on the concatenated text.
+gives on the concatenated text. The family's trainer (`families.FAMILIES`) returns its core tokenizer,
+which its Hugging Face class then runs (`from_core`), all in memory.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .bpe import BPETokenizer
-from .bpe_train import train_bpe_from_counts
-from .metaspace import BOS_TOKEN
-from .metaspace import EOS_TOKEN as SENTENCEPIECE_EOS_TOKEN
-from .pretokenize import EOS_TOKEN, check_special_tokens
-from .sentencepiece_bpe import SentencePieceBPETokenizer
-from .sentencepiece_bpe_train import train_sentencepiece_bpe_from_counts
-from .tokenization_tinylm import TinyLMTokenizer
-from .tokenization_tinylm_sentencepiece_bpe import TinyLMSentencePieceBPETokenizer
-from .tokenization_tinylm_unigram import TinyLMUnigramTokenizer
-from .tokenization_tinylm_wordpiece import TinyLMWordPieceTokenizer
-from .unigram import UnigramTokenizer
-from .unigram_train import train_unigram_from_counts
+from ..tokenization.bpe import BPETokenizer
+from ..tokenization.pretokenize import check_special_tokens
+from ..tokenization.tokenization_tinylm import TinyLMTokenizer
+from .families import get_family
 from .word_counts import WordCounts, count_words, make_word_counts
-from .wordpiece import write_vocab_txt
-from .wordpiece_train import BERT_SPECIAL_TOKENS, train_wordpiece_from_counts
 
-PAD_TOKEN = "<|pad|>"
+PAD_TOKEN = "<|pad|>"  # becomes the pad token when given
 MASK_TOKEN = "<|mask|>"  # becomes the mask token (masked-LM pretraining) when given
-CONTROL_TOKENS = (BOS_TOKEN, SENTENCEPIECE_EOS_TOKEN)  # sentencepiece's <s>, </s>: ids 1 and 2
-ALGORITHMS = ("bpe", "wordpiece", "unigram", "sentencepiece-bpe")
-DEFAULT_SPECIAL_TOKENS = {"bpe": (EOS_TOKEN,), "wordpiece": BERT_SPECIAL_TOKENS, "unigram": (), "sentencepiece-bpe": ()}
-# sentencepiece's defaults (llama.cpp's Unigram tokenizer has no byte fallback either)
-DEFAULT_BYTE_FALLBACK = {"unigram": False, "sentencepiece-bpe": True}
 
 
 def build_hf_tokenizer(
@@ -51,19 +35,11 @@ def build_hf_tokenizer(
     """A `TinyLMTokenizer` over trained `vocab`/`merges`, with every special token registered as special.
 
     `EOS_TOKEN` (else the first special token) becomes eos, bos and unk; `PAD_TOKEN` becomes pad when
-    given, else pad is eos; `MASK_TOKEN` becomes the mask token when given.
+    given, else pad is eos; `MASK_TOKEN` becomes the mask token when given (`TinyLMTokenizer.from_core`).
     """
     special_tokens = check_special_tokens(special_tokens)
-    if not special_tokens:
-        raise ValueError(f'at least one special token is needed to serve as eos/pad, e.g. "{EOS_TOKEN}"')
-    eos = EOS_TOKEN if EOS_TOKEN in special_tokens else special_tokens[0]
-    named = {"pad_token": eos} | named_special_tokens(special_tokens)
-    extra = [s for s in special_tokens if s not in (eos, *named.values())]
-    bpe = BPETokenizer(vocab, merges, special_tokens, pattern=pattern)  # gives missing specials their ids
-    return TinyLMTokenizer(
-        vocab=bpe.vocab, merges=bpe.merges, unk_token=eos, bos_token=eos, eos_token=eos,
-        pattern=pattern, extra_special_tokens=extra, **named,
-    )
+    core = BPETokenizer(vocab, merges, special_tokens, pattern=pattern)  # gives missing specials their ids
+    return TinyLMTokenizer.from_core(core, **named_special_tokens(special_tokens))
 
 
 def named_special_tokens(special_tokens: Sequence[str]) -> dict[str, str]:
@@ -125,41 +101,19 @@ def train_tokenizer(
     Args:
         inputs: a list of text files, an iterator of texts (e.g. a `datasets` column), or `WordCounts`
             (e.g. `sum_word_counts([...])` over shards counted with `count_words`).
-        special_tokens: default `<|endoftext|>` for bpe, BERT's five for wordpiece, none for the
-            sentencepiece-style algorithms (they always have `<unk>`, `<s>`, `</s>`).
+        special_tokens: default the family's: `<|endoftext|>` for bpe, BERT's five for wordpiece, none for
+            the sentencepiece-style algorithms (they always have `<unk>`, `<s>`, `</s>`).
         pattern: the pre-tokenization regex of bpe ("gpt2", "gpt4" or a regex).
         lowercase: lower-case and strip accents (wordpiece, as BERT's uncased models).
         byte_fallback: sentencepiece-bpe and unigram: characters no piece covers become `<0x..>` byte
-            tokens, not `<unk>` (default: `DEFAULT_BYTE_FALLBACK`, on for sentencepiece-bpe and off for
-            unigram, as sentencepiece).
+            tokens, not `<unk>` (default: the family's, on for sentencepiece-bpe and off for unigram, as
+            sentencepiece).
         num_workers: processes counting each large file (bpe; default: the CPU count).
     """
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"unknown algorithm {algorithm!r}: choose one of {', '.join(ALGORITHMS)}")
-    specials = check_special_tokens(list(DEFAULT_SPECIAL_TOKENS[algorithm] if special_tokens is None else special_tokens))
+    family = get_family(algorithm)
+    specials = check_special_tokens(list(family.special_tokens if special_tokens is None else special_tokens))
     record = collect_word_counts(inputs, algorithm=algorithm, special_tokens=specials, pattern=pattern,
                                  lowercase=lowercase, num_workers=num_workers)
-    counts = record.counts
-    if byte_fallback is None:
-        byte_fallback = DEFAULT_BYTE_FALLBACK.get(algorithm, False)
-    if algorithm == "bpe":
-        vocab, merges = train_bpe_from_counts(counts, vocab_size, specials, progress=progress)
-        return build_hf_tokenizer(vocab, merges, specials, pattern=pattern)
-    with tempfile.TemporaryDirectory() as tmp:  # the other classes load from their own file format
-        if algorithm == "wordpiece":
-            vocab = train_wordpiece_from_counts(counts, vocab_size, specials, progress=progress)
-            write_vocab_txt(vocab, Path(tmp) / "vocab.txt")
-            return TinyLMWordPieceTokenizer(str(Path(tmp) / "vocab.txt"), do_lower_case=lowercase,
-                                            **named_special_tokens(specials))
-        model_file = str(Path(tmp) / "tokenizer.model")
-        if algorithm == "unigram":
-            pieces = train_unigram_from_counts(counts, vocab_size, specials, byte_fallback=byte_fallback,
-                                               progress=progress)
-            UnigramTokenizer(pieces, byte_fallback=byte_fallback, special_tokens=[*CONTROL_TOKENS, *specials]
-                             ).save(model_file)
-            return TinyLMUnigramTokenizer(model_file, **named_special_tokens(specials))
-        pieces = train_sentencepiece_bpe_from_counts(counts, vocab_size, specials, byte_fallback=byte_fallback,
-                                                     progress=progress)
-        SentencePieceBPETokenizer(pieces, byte_fallback=byte_fallback, special_tokens=[*CONTROL_TOKENS, *specials]
-                                  ).save(model_file)
-        return TinyLMSentencePieceBPETokenizer(model_file, **named_special_tokens(specials))
+    byte_fallback = family.byte_fallback if byte_fallback is None else byte_fallback
+    core = family.train(record, vocab_size, specials, byte_fallback=byte_fallback, progress=progress)
+    return family.slow.from_core(core, **named_special_tokens(specials))

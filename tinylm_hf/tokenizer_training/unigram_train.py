@@ -30,7 +30,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .metaspace import MAX_PIECE_LENGTH, UNMERGEABLE_CHARS
+from ..tokenization.process_pool import resolve_workers
+from ..tokenization.unigram import UnigramTokenizer
 from .metaspace_train import (
     check_vocab_size,
     check_word_counts,
@@ -39,9 +40,11 @@ from .metaspace_train import (
     meta_pieces,
     read_line_chunks,
     require_words,
+    train_metaspace_tokenizer,
 )
-from .process_pool import resolve_workers
+from .piece_rules import MAX_PIECE_LENGTH, UNMERGEABLE_CHARS
 from .unigram_seeds import piece_nodes, seed_pieces, word_nodes
+from .word_splitting import WordCounts
 
 # Most seed pieces kept (sentencepiece's seed_sentencepiece_size).
 SEED_SIZE = 1_000_000
@@ -51,6 +54,8 @@ MIN_EXPECTED = 0.5
 OVERSIZE = 1.1
 # Words per lattice part at least: below this one thread does the whole E step.
 MIN_WORDS_PER_PART = 5_000
+# sentencepiece's default (llama.cpp's Unigram tokenizer has no byte fallback either).
+UNIGRAM_BYTE_FALLBACK = False
 
 
 def train_unigram(
@@ -62,7 +67,7 @@ def train_unigram(
     shrinking_factor: float = 0.75,
     num_sub_iterations: int = 2,
     progress: bool = True,
-    byte_fallback: bool = False,
+    byte_fallback: bool = UNIGRAM_BYTE_FALLBACK,
 ) -> list[tuple[str, float]]:
     """Train a Unigram model on a UTF-8 text file; return (piece, log-probability) in id order.
 
@@ -85,7 +90,7 @@ def train_unigram_from_iterator(
     shrinking_factor: float = 0.75,
     num_sub_iterations: int = 2,
     progress: bool = True,
-    byte_fallback: bool = False,
+    byte_fallback: bool = UNIGRAM_BYTE_FALLBACK,
 ) -> list[tuple[str, float]]:
     """Train on an iterable of strings; memory holds one string plus the counts of distinct words."""
     counts = count_metaspace_words(iterator)
@@ -103,13 +108,24 @@ def train_unigram_from_counts(
     shrinking_factor: float = 0.75,
     num_sub_iterations: int = 2,
     progress: bool = False,
-    byte_fallback: bool = False,
+    byte_fallback: bool = UNIGRAM_BYTE_FALLBACK,
 ) -> list[tuple[str, float]]:
     """Train on word counts (metaspace words -> count, e.g. summed over shards)."""
     words = check_word_counts(counts)
     require_words(words, "counts")
     return _train(words, vocab_size, special_tokens, max_piece_length, shrinking_factor, num_sub_iterations,
                   byte_fallback, progress)
+
+
+def train_unigram_tokenizer(counts: WordCounts, vocab_size: int, special_tokens: Sequence[str], *,
+                            byte_fallback: bool | None = None, progress: bool = False) -> UnigramTokenizer:
+    """The Unigram family's trainer: a `UnigramTokenizer` from sentencepiece word counts.
+
+    `byte_fallback` defaults to `UNIGRAM_BYTE_FALLBACK`.
+    """
+    fallback = UNIGRAM_BYTE_FALLBACK if byte_fallback is None else byte_fallback
+    return train_metaspace_tokenizer(UnigramTokenizer, train_unigram_from_counts, counts.counts, vocab_size,
+                                     special_tokens, byte_fallback=fallback, progress=progress)
 
 
 def _check_options(max_piece_length: int, shrinking_factor: float, num_sub_iterations: int) -> None:

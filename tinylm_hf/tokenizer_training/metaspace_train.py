@@ -1,6 +1,7 @@
 """What the sentencepiece-style trainers (Unigram, SentencePiece BPE) share before their algorithms.
 
-Word counting from a file, an iterable of strings or given counts (bounded memory: only the Counter
+The words sentencepiece trains on (`split_metaspace_words`: each line with the dummy prefix, cut before
+each `▁`); word counting from a file, an iterable of strings or given counts (bounded memory: only the Counter
 of distinct words grows), the id layout sentencepiece uses (`<unk>`, `<s>`, `</s>`, then special
 tokens, then byte pieces), the alphabet of characters in sentencepiece's order, and the vocabulary
 size check.
@@ -9,16 +10,46 @@ size check.
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
+import regex
 
-from .metaspace import BYTE_PIECES, META_TOKENS, SPACE_SYMBOL, UNMERGEABLE_CHARS, split_words
-from .pretokenize import check_special_tokens
+from ..tokenization.metaspace import BOS_PIECE, BYTE_PIECES, EOS_PIECE, SPACE_SYMBOL, UNK_PIECE, float32_score
+from ..tokenization.metaspace_tokenizer import MetaspaceTokenizer
+from ..tokenization.pretokenize import check_special_tokens
+from .piece_rules import UNMERGEABLE_CHARS
 
 # Bytes of text counted at a time when reading a file (whole lines).
 READ_CHUNK_BYTES = 1 << 20
+# sentencepiece's defaults: ids 0, 1, 2.
+META_PIECES = (UNK_PIECE, BOS_PIECE, EOS_PIECE)
+
+_WORD = regex.compile(f"{SPACE_SYMBOL}[^{SPACE_SYMBOL}]*|[^{SPACE_SYMBOL}]+")
+_LINE_WORD = re.compile(f"{SPACE_SYMBOL}[^{SPACE_SYMBOL}\n]*")
+
+
+def split_words(metaspace_text: str) -> list[str]:
+    """Cut metaspace text before every `▁`: `▁a▁▁b` -> [`▁a`, `▁`, `▁b`] (sentencepiece's SplitIntoWords)."""
+    return _WORD.findall(metaspace_text)
+
+
+def split_metaspace_words(text: str) -> list[str]:
+    """The words sentencepiece trains on: each line gets the dummy prefix and is cut before each `▁`.
+
+    Lines are split at "\\n" only (as sentencepiece reads a file); empty lines give nothing.
+
+    >>> split_metaspace_words("The cat  sat.\\nIt ran")
+    ['▁The', '▁cat', '▁', '▁sat.', '▁It', '▁ran']
+    """
+    if "\n\n" in text or text.startswith("\n") or text.endswith("\n"):
+        text = "\n".join(line for line in text.split("\n") if line)
+    if not text:
+        return []
+    # Every line starts with the dummy prefix, so every word starts with "▁".
+    return _LINE_WORD.findall(SPACE_SYMBOL + text.replace(" ", SPACE_SYMBOL).replace("\n", "\n" + SPACE_SYMBOL))
 
 
 def read_line_chunks(path: str | os.PathLike) -> Iterator[str]:
@@ -94,7 +125,7 @@ def require_words(counts: Counter[str], source: str) -> None:
 def meta_pieces(special_tokens: Sequence[str] | None, *, byte_fallback: bool) -> list[str]:
     """sentencepiece's fixed ids: `<unk>`, `<s>`, `</s>`, the special tokens, then 256 byte pieces."""
     specials = check_special_tokens(special_tokens)
-    pieces = list(META_TOKENS) + [t for t in specials if t not in META_TOKENS]
+    pieces = list(META_PIECES) + [t for t in specials if t not in META_PIECES]
     if byte_fallback:
         pieces += [p for p in BYTE_PIECES if p not in pieces]
     return pieces
@@ -133,3 +164,20 @@ def check_vocab_size(vocab_size: int, num_meta: int, num_chars: int) -> None:
             f"there are {num_meta} fixed pieces (<unk>, <s>, </s>, special tokens, byte pieces); "
             f"use vocab_size >= {minimum}"
         )
+
+
+def train_metaspace_tokenizer(
+    core_class: type[MetaspaceTokenizer],
+    train_from_counts: Callable[..., list[tuple[str, float]]],
+    counts: Mapping[str, int],
+    vocab_size: int,
+    special_tokens: Sequence[str],
+    *,
+    byte_fallback: bool,
+    progress: bool,
+) -> MetaspaceTokenizer:
+    """`train_from_counts`' pieces as a `core_class` tokenizer, exactly as its `.model` file will hold them:
+    scores as float32, `<s>`, `</s>` and `special_tokens` as control pieces (ids, never produced from text)."""
+    pieces = train_from_counts(counts, vocab_size, special_tokens, byte_fallback=byte_fallback, progress=progress)
+    stored = [(piece, float32_score(score)) for piece, score in pieces]
+    return core_class(stored, byte_fallback=byte_fallback, special_tokens=[BOS_PIECE, EOS_PIECE, *special_tokens])

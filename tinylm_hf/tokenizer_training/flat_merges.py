@@ -6,16 +6,17 @@ maps a pair to the positions of its left symbol (arrays, entries may go stale: t
 when used). Merging a pair replaces every occurrence, left to right within a word (in a run
 `a a a` of pair (a, a) only the first two join), with a handful of array operations whatever the
 number of occurrences, and returns the count changes of the neighbouring pairs in one batch.
-The result equals `bpe_train.merge_words` on the same words.
+The result equals `pair_merges.merge_words` on the same words.
 """
 
 from __future__ import annotations
 
 from array import array
+
 import numpy as np
 
-SHIFT = 32
-MASK = (1 << SHIFT) - 1
+from .pair_merges import PAIR_MASK, PAIR_SHIFT
+
 # Merges with fewer candidate positions than this run a plain Python loop (numpy's per-call cost
 # dominates small batches); both paths give the same counts.
 NUMPY_MIN_POSITIONS = 64
@@ -44,7 +45,7 @@ class FlatWords:
         self.symbol, self.next, self.prev = (np.frombuffer(a, dtype=np.int64) for a in self.lists[:3])
         self._marks = np.zeros(size, dtype=bool)  # scratch flags, all False between merges
         left = np.flatnonzero(self.next >= 0)
-        codes = (self.symbol[left] << SHIFT) | self.symbol[left + 1]
+        codes = (self.symbol[left] << PAIR_SHIFT) | self.symbol[left + 1]
         order = np.argsort(codes, kind="stable")
         codes, left = codes[order], left[order]
         pairs, starts = np.unique(codes, return_index=True)
@@ -61,7 +62,7 @@ class FlatWords:
         Returns the pairs holding `new_id` (their counts final for this merge) and the number of
         occurrences replaced, weighted by word count.
         """
-        left_id, right_id = pair >> SHIFT, pair & MASK
+        left_id, right_id = pair >> PAIR_SHIFT, pair & PAIR_MASK
         chunks = self.where.pop(pair, [])
         if sum(map(len, chunks)) < NUMPY_MIN_POSITIONS:
             found = [p for chunk in chunks for p in (chunk if isinstance(chunk, list) else chunk.tolist())]
@@ -90,8 +91,8 @@ class FlatWords:
         has_before = before >= 0
         old_left = has_before & ~is_q[np.maximum(before, 0)]
         has_beyond = beyond >= 0
-        gone = np.concatenate([(symbol[before[old_left]] << SHIFT) | left_id,
-                               (right_id << SHIFT) | symbol[beyond[has_beyond]]])
+        gone = np.concatenate([(symbol[before[old_left]] << PAIR_SHIFT) | left_id,
+                               (right_id << PAIR_SHIFT) | symbol[beyond[has_beyond]]])
         gone_w = np.concatenate([w[old_left], w[has_beyond]])
         is_q[q] = False
         # 3. Merge: the left position takes new_id, the right one dies; relink.
@@ -105,8 +106,8 @@ class FlatWords:
         is_at[at] = True
         new_left = (left_of >= 0) & ~is_at[np.maximum(left_of, 0)]
         is_at[at] = False
-        made = np.concatenate([(new_id << SHIFT) | symbol[beyond[has_beyond]],
-                               (symbol[left_of[new_left]] << SHIFT) | new_id])
+        made = np.concatenate([(new_id << PAIR_SHIFT) | symbol[beyond[has_beyond]],
+                               (symbol[left_of[new_left]] << PAIR_SHIFT) | new_id])
         made_at = np.concatenate([at[has_beyond], left_of[new_left]])
         made_w = np.concatenate([w[has_beyond], w[new_left]])
         self._apply(gone, gone_w, made, made_w)
@@ -144,11 +145,11 @@ class FlatWords:
 
     def _merge_few(self, pair: int, new_id: int, found: list[int]) -> tuple[list[int], int]:
         """`merge` one occurrence at a time, left to right (a stale or overlapped one fails the check)."""
-        left_id, right_id = pair >> SHIFT, pair & MASK
+        left_id, right_id = pair >> PAIR_SHIFT, pair & PAIR_MASK
         symbol, nxt, prv, weight = self.lists
         counts = self.pair_counts
         get = counts.get
-        new_left, right_left = new_id << SHIFT, right_id << SHIFT
+        new_left, right_left = new_id << PAIR_SHIFT, right_id << PAIR_SHIFT
         new_pairs: dict[int, list[int]] = {}  # new pair -> its positions
         replaced = 0
         for at in found:
@@ -159,7 +160,7 @@ class FlatWords:
             replaced += w
             before, beyond = prv[at], nxt[q]
             if before >= 0:
-                old = symbol[before] << SHIFT
+                old = symbol[before] << PAIR_SHIFT
                 gone = old | left_id
                 counts[gone] = get(gone, 0) - w
                 made = old | new_id

@@ -16,10 +16,10 @@ from collections.abc import Iterable
 from functools import partial
 from itertools import count, islice
 
+from .pair_merges import PAIR_MASK, PAIR_SHIFT
+
 # Words of at least this many bytes go to the arena.
 LONG_WORD_BYTES = 256
-# A pair (a, b) of token ids is stored as the int (a << PAIR_SHIFT) | b (as in bpe_train).
-PAIR_SHIFT = 32
 _GAP = -1  # id of a dead position, and of the separator after each word
 
 
@@ -51,12 +51,12 @@ class LongWordArena:
     def merge(self, pair: int, new_id: int, pair_counts: defaultdict[int, int]) -> set[int]:
         """Replace every occurrence of `pair` (left to right) by `new_id`; update neighbour counts.
 
-        Returns the new pairs (those holding new_id), as `bpe_train._merge_words` does.
+        Returns the new pairs (those holding new_id), as `pair_merges.merge_words` does.
         """
         where = self.positions.pop(pair, None)
         if where is None:
             return set()
-        left, right = pair >> PAIR_SHIFT, pair & ((1 << PAIR_SHIFT) - 1)
+        left, right = pair >> PAIR_SHIFT, pair & PAIR_MASK
         # Overlapping occurrences ("a a a" for (a, a)) must merge leftmost first.
         order = sorted(where) if left == right else where
         ids, nxt, prv, freq = self.ids, self.next, self.prev, self.freq

@@ -1,0 +1,72 @@
+"""families: one table of the tokenizer families, each trainer returning its core tokenizer, each core saving and
+loading a folder, and each Hugging Face class running its core."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from transformers import AutoTokenizer
+
+from conftest import PACKAGE_DATA
+from tinylm_hf.tokenizer_training.families import FAMILIES, get_family
+from tinylm_hf.tokenizer_training.word_counts import count_words, make_word_counts
+
+NAMES = list(FAMILIES)
+VOCAB_SIZES = {"bpe": 400, "wordpiece": 500, "unigram": 300, "sentencepiece-bpe": 400}
+SAMPLE = "Once upon a time, Lily found a shiny red ball. She was very happy!"
+
+
+@pytest.fixture(scope="module")
+def cores() -> dict[str, object]:
+    """Each family's core tokenizer, trained by the family's trainer on a slice of the bundled stories."""
+    text = (PACKAGE_DATA / "tinystories_valid_small.txt").read_text(encoding="utf-8")[:60_000]
+    trained = {}
+    for name, family in FAMILIES.items():
+        specials = list(family.special_tokens)
+        counts = make_word_counts(count_words([text], algorithm=name, special_tokens=specials), algorithm=name,
+                                  special_tokens=specials)
+        trained[name] = family.train(counts, VOCAB_SIZES[name], specials, byte_fallback=family.byte_fallback)
+    return trained
+
+
+def test_the_table_holds_the_four_families_in_order() -> None:
+    assert NAMES == ["bpe", "wordpiece", "unigram", "sentencepiece-bpe"]
+
+
+def test_an_unknown_family_is_refused_naming_the_known_ones() -> None:
+    with pytest.raises(ValueError, match="unknown algorithm 'bpee': choose one of 'bpe', 'sentencepiece-bpe', "
+                                         "'unigram', 'wordpiece'"):
+        get_family("bpee")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_trainer_returns_the_core_tokenizer(cores, name: str) -> None:
+    core = cores[name]
+    assert type(core) is FAMILIES[name].core
+    assert core.decode(core.encode(SAMPLE)) == SAMPLE
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_core_saves_its_files_into_a_folder_and_loads_them_back(cores, name: str, tmp_path: Path) -> None:
+    core, family = cores[name], FAMILIES[name]
+    core.save(tmp_path / "core")
+    assert sorted(path.name for path in (tmp_path / "core").iterdir()) == sorted(family.core.files)
+    loaded = family.core.load(tmp_path / "core")
+    assert loaded.encode(SAMPLE) == core.encode(SAMPLE)
+
+
+@pytest.mark.contract  # run again on every dependency floor (.ci/run)
+@pytest.mark.parametrize("name", NAMES)
+def test_the_slow_class_runs_the_core_and_saves_the_family_files(cores, name: str, tmp_path: Path) -> None:
+    core, family = cores[name], FAMILIES[name]
+    tokenizer = family.slow.from_core(core)
+    ids = tokenizer(SAMPLE, add_special_tokens=False)["input_ids"]
+    assert ids == core.encode(SAMPLE)
+    tokenizer.save_pretrained(tmp_path)
+    assert set(family.files) <= {path.name for path in tmp_path.iterdir()}
+    reloaded = AutoTokenizer.from_pretrained(tmp_path)  # registration reads the table
+    fast = family.fast.from_pretrained(tmp_path)
+    assert type(reloaded) is family.slow
+    assert reloaded(SAMPLE, add_special_tokens=False)["input_ids"] == ids
+    assert fast(SAMPLE, add_special_tokens=False)["input_ids"] == ids

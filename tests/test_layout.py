@@ -1,0 +1,168 @@
+"""The library's layout rules, read from its source: no import cycles, runtime tokenizer code apart from
+training code, and short functions."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO_ROOT
+
+PACKAGE = REPO_ROOT / "tinylm_hf"
+MAX_FUNCTION_LINES = 80
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO_ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _is_type_checking_block(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+
+
+def _imported_names(path: Path) -> list[str]:
+    """Every module `path` imports, wherever the import stands (in functions too), as dotted names.
+
+    `from x import y` imports the module `x.y` when there is one, else `x`; `importlib.import_module` with
+    a literal name counts too. Imports under `if TYPE_CHECKING:` never run and are left out.
+    """
+    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+    names: list[str] = []
+    todo: list[ast.AST] = [ast.parse(path.read_text(encoding="utf-8"))]
+    while todo:
+        node = todo.pop()
+        if _is_type_checking_block(node):
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            names += [f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base for alias in node.names]
+        elif isinstance(node, ast.Call) and ast.unparse(node.func).endswith("import_module") and node.args:
+            target = node.args[0]
+            if isinstance(target, ast.Constant) and isinstance(target.value, str):
+                names.append(package + target.value if target.value.startswith(".") else target.value)
+    return names
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the tinylm_hf modules it imports.
+
+    A module's implicit import of the packages above it is Python's doing, not the module's, and is
+    left out (otherwise every module would sit in a cycle with the re-exporting `tinylm_hf/__init__`).
+    """
+    return {
+        name: {target for target in _imported_names(path) if target in MODULES and target != name}
+        for name, path in MODULES.items()
+    }
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    cycles.append(sorted(component))
+    return cycles
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert find_cycles(graph) == [["a", "b", "c"]]
+
+
+def test_the_graph_sees_lazy_and_relative_imports() -> None:
+    graph = import_graph()
+    assert "tinylm_hf.tokenization.parallel_encode" in graph["tinylm_hf.tokenization.bpe"]  # import_module
+    assert "tinylm_hf.tokenization.pretokenize" in graph["tinylm_hf.tokenizer_training.bpe_train"]
+
+
+def test_no_import_cycles() -> None:
+    assert find_cycles(import_graph()) == []
+
+
+def test_runtime_tokenizer_modules_never_import_training_code() -> None:
+    """What a saved folder carries (the flat tokenization package) must not reach tokenizer_training.
+
+    The package `__init__` is the one exception: it forwards the training names it used to export.
+    """
+    graph = import_graph()
+    runtime = [name for name in graph if name.startswith("tinylm_hf.tokenization.")]
+    reached = {name: sorted(t for t in graph[name] if t.startswith("tinylm_hf.tokenizer_training")) for name in runtime}
+    assert {name: targets for name, targets in reached.items() if targets} == {}
+
+
+def functions() -> list[tuple[str, int]]:
+    """(`path::qualified name`, lines from `def` to its last line) of every function in the library."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        where = path.relative_to(REPO_ROOT).as_posix()
+        todo: list[tuple[ast.AST, str]] = [(ast.parse(path.read_text(encoding="utf-8")), "")]
+        while todo:
+            node, prefix = todo.pop()
+            for child in ast.iter_child_nodes(node):
+                name = getattr(child, "name", None)
+                inner = f"{prefix}{name}." if name else prefix
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    found.append((f"{where}::{prefix}{child.name}", child.end_lineno - child.lineno + 1))
+                todo.append((child, inner))
+    return sorted(found)
+
+
+# tinylm_hf/training/loop.py is being rewritten on another branch (issue 21, the training loop, into a loop of
+# named calls); its long function is known and allowed here until that rewrite lands: then remove this set.
+BEING_REWRITTEN = {"tinylm_hf/training/loop.py::_train"}
+FUNCTIONS = functions()
+
+
+@pytest.mark.parametrize(
+    "name, lines",
+    [pytest.param(name, lines, marks=pytest.mark.xfail(strict=True, reason="the loop rewrite shortens it"))
+     if name in BEING_REWRITTEN else (name, lines) for name, lines in FUNCTIONS],
+    ids=[name for name, _ in FUNCTIONS],
+)
+def test_no_function_is_over_80_lines(name: str, lines: int) -> None:
+    assert lines <= MAX_FUNCTION_LINES, f"{name} is {lines} lines long; split it into named steps"

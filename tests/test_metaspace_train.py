@@ -1,0 +1,25 @@
+"""metaspace_train: the words sentencepiece trains on, and counting them fast."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tinylm_hf.tokenization.metaspace import to_metaspace
+from tinylm_hf.tokenizer_training.metaspace_train import count_metaspace_words, split_metaspace_words, split_words
+
+TEXT = st.text(alphabet=st.sampled_from(list("ab ▁\n\t1,é\u0301漢")), max_size=40)
+
+
+def test_words_are_cut_before_each_space_symbol_line_by_line():
+    assert split_metaspace_words("The cat  sat.\n\nIt ran ") == ["▁The", "▁cat", "▁", "▁sat.", "▁It", "▁ran", "▁"]
+
+
+@given(TEXT)
+@settings(max_examples=100, deadline=None)
+def test_fast_word_counting_equals_the_word_split(text):
+    per_line = [w for line in text.split("\n") if line for w in split_words(to_metaspace(line))]
+    assert split_metaspace_words(text) == per_line
+    assert count_metaspace_words([text]) == Counter(per_line)

@@ -1,0 +1,130 @@
+"""What TinyLM's Hugging Face tokenizer classes share, whatever the family.
+
+A slow class runs a hand-written core tokenizer (`self.core`: `BPETokenizer`, `WordPieceTokenizer`, ...)
+that owns the vocabulary and its files. It saves the core's files (`core.save`) and `tokenizer.json`,
+its `tokenizers` twin, so any fast-tokenizer consumer loads the folder too. A fast class runs that twin
+and also writes the core's files, so the slow class loads what it saved.
+
+This file imports only same-folder siblings: transformers copies it flat for `trust_remote_code`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from tokenizers import Tokenizer
+from transformers import PreTrainedTokenizer, PreTrainedTokenizerFast
+
+from .atomic_files import write_text_atomic
+
+TOKENIZER_FILE = "tokenizer.json"  # the `tokenizers` twin, in every folder a TinyLM tokenizer saves
+# Arguments `from_pretrained` hands every tokenizer class that a TinyLM fast class builds for itself
+# (auto_map: the slow class's remote-code pointer; this class does not copy that code when it saves).
+FOLDER_KWARGS = ("tokenizer_object", "tokenizer_file", "auto_map")
+
+
+def save_tokenizer_json(tokenizer: Tokenizer, path: str | os.PathLike) -> str:
+    """Write `tokenizer.json` atomically; returns the path as a string."""
+    return str(write_text_atomic(path, tokenizer.to_str(pretty=True)))
+
+
+def file_prefix(filename_prefix: str | None) -> str:
+    """What `save_pretrained(filename_prefix=...)` puts before each file name."""
+    return f"{filename_prefix}-" if filename_prefix else ""
+
+
+class TinyLMCoreTokenizer(PreTrainedTokenizer):
+    """A slow tokenizer run by a core tokenizer, whose base vocabulary is `self._vocab` (token string -> id).
+
+    A subclass builds its core (from its files, or takes one given: `from_core`) and calls `_use_core`
+    before `super().__init__()` (the base `__init__` calls `get_vocab()`), and names its `tokenizers`
+    twin (`to_backend_tokenizer`).
+    """
+
+    model_input_names = ["input_ids", "attention_mask"]
+
+    @classmethod
+    def from_core(cls, core: Any, **kwargs: Any) -> TinyLMCoreTokenizer:
+        """This class over a core tokenizer in memory (a trainer's result); `kwargs` as for `__init__`."""
+        return cls(core=core, **kwargs)
+
+    def _use_core(self, core: Any, vocab: dict[str, int]) -> None:
+        """Run `core`, whose base vocabulary as token strings is `vocab`."""
+        self.core = core
+        self._vocab = vocab
+        self._tokens = {index: token for token, index in vocab.items()}
+
+    @property
+    def vocab_size(self) -> int:
+        """Size of the base vocabulary (the core's), without tokens added later."""
+        return len(self._vocab)
+
+    def get_vocab(self) -> dict[str, int]:
+        """Token string -> id, base vocabulary plus added tokens."""
+        vocab = dict(self._vocab)
+        vocab.update(self._added_tokens_encoder)
+        return vocab
+
+    def _convert_token_to_id(self, token: str) -> int | None:
+        index = self._vocab.get(token)
+        return self._unk_id() if index is None else index
+
+    def _unk_id(self) -> int | None:
+        """The id a token outside the vocabulary gets: the unknown token's."""
+        return self._vocab.get(str(self.unk_token)) if self.unk_token is not None else None
+
+    def _convert_id_to_token(self, index: int) -> str:
+        token = self._tokens.get(index)
+        if token is None:
+            raise ValueError(f"token id {index} is not in the vocabulary (size {len(self)})")
+        return token
+
+    def save_vocabulary(self, save_directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
+        """Write the core's files and, when the twin can mirror this tokenizer, `tokenizer.json`."""
+        if not os.path.isdir(save_directory):
+            raise FileNotFoundError(f"save_vocabulary needs an existing directory, got {save_directory!r}")
+        prefix = file_prefix(filename_prefix)
+        written = self.core.save(save_directory, prefix=prefix)
+        paths = [str(path) for path in (written if isinstance(written, tuple) else (written,))]
+        if self.has_backend_twin():
+            twin = os.path.join(save_directory, prefix + TOKENIZER_FILE)
+            paths.append(save_tokenizer_json(self.to_backend_tokenizer(), twin))
+        return tuple(paths)
+
+    def has_backend_twin(self) -> bool:
+        """Whether `to_backend_tokenizer` can mirror this tokenizer (then `tokenizer.json` is saved too)."""
+        return True
+
+    def to_backend_tokenizer(self) -> Tokenizer:
+        """The same tokenizer as a `tokenizers.Tokenizer` (what `tokenizer.json` holds)."""
+        raise NotImplementedError
+
+
+class TinyLMCoreTokenizerFast(PreTrainedTokenizerFast):
+    """A fast tokenizer that also saves its slow twin's files (`save_core_files`)."""
+
+    model_input_names = ["input_ids", "attention_mask"]
+    slow_tokenizer_class = None
+
+    def _save_pretrained(
+        self,
+        save_directory: str | os.PathLike,
+        file_names: tuple[str, ...],
+        legacy_format: bool | None = None,
+        filename_prefix: str | None = None,
+    ) -> tuple[str, ...]:
+        """Write tokenizer.json and also the slow class's files, so the folder loads with either class."""
+        file_names = super()._save_pretrained(save_directory, file_names, legacy_format, filename_prefix)
+        written = self.save_core_files(save_directory, file_prefix(filename_prefix))
+        return file_names + tuple(str(path) for path in written)
+
+    def save_core_files(self, save_directory: str | os.PathLike, prefix: str) -> tuple[str | os.PathLike, ...]:
+        """Write the files the slow class loads (its core's) into `save_directory`; return their paths."""
+        raise NotImplementedError
+
+
+def drop_folder_kwargs(kwargs: dict, *extra: str) -> None:
+    """Remove what `from_pretrained` passes that a TinyLM fast class rebuilds itself (`FOLDER_KWARGS`, `extra`)."""
+    for name in (*FOLDER_KWARGS, *extra):
+        kwargs.pop(name, None)

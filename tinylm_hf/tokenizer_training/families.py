@@ -1,0 +1,94 @@
+"""The tokenizer families, one entry each: the table that training, word counting, registration, the exports
+and the command line read.
+
+A family is a way of splitting text into words, a trainer that turns their counts into a hand-written
+core tokenizer (`encode` / `decode` / `save(dir)` / `load(dir)`), and the Hugging Face classes that run
+that core (slow) or its `tokenizers` twin (fast). Adding a family is adding an entry here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..tokenization.bpe import BPETokenizer
+from ..tokenization.pretokenize import EOS_TOKEN
+from ..tokenization.sentencepiece_bpe import SentencePieceBPETokenizer
+from ..tokenization.tokenization_tinylm import TinyLMTokenizer
+from ..tokenization.tokenization_tinylm_base import TOKENIZER_FILE
+from ..tokenization.tokenization_tinylm_fast import TinyLMTokenizerFast
+from ..tokenization.tokenization_tinylm_sentencepiece_bpe import TinyLMSentencePieceBPETokenizer
+from ..tokenization.tokenization_tinylm_sentencepiece_bpe_fast import TinyLMSentencePieceBPETokenizerFast
+from ..tokenization.tokenization_tinylm_unigram import TinyLMUnigramTokenizer
+from ..tokenization.tokenization_tinylm_unigram_fast import TinyLMUnigramTokenizerFast
+from ..tokenization.tokenization_tinylm_wordpiece import TinyLMWordPieceTokenizer
+from ..tokenization.tokenization_tinylm_wordpiece_fast import TinyLMWordPieceTokenizerFast
+from ..tokenization.unigram import UnigramTokenizer
+from ..tokenization.wordpiece import BERT_SPECIAL_TOKENS, WordPieceTokenizer
+from .bpe_train import train_bpe_tokenizer
+from .sentencepiece_bpe_train import SENTENCEPIECE_BPE_BYTE_FALLBACK, train_sentencepiece_bpe_tokenizer
+from .unigram_train import UNIGRAM_BYTE_FALLBACK, train_unigram_tokenizer
+from .word_splitting import BERT_WORDS, BPE_WORDS, METASPACE_WORDS, WordSplitter
+from .wordpiece_train import train_wordpiece_tokenizer
+
+# (counts: WordCounts, vocab_size, special_tokens, *, byte_fallback: bool | None, progress: bool) -> core tokenizer
+FamilyTrainer = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class TokenizerFamily:
+    """One tokenizer family: how it splits and trains, which classes run it, its files and defaults."""
+
+    name: str  # what `--algorithm`, `train_tokenizer(algorithm=)` and `count_words(algorithm=)` call it
+    title: str  # what it is, in a model card's words
+    words: WordSplitter  # how its trainer splits text into the words it counts
+    train: FamilyTrainer  # word counts -> its core tokenizer
+    core: type  # the hand-written tokenizer: encode / decode / save(dir) / load(dir)
+    slow: type  # the Hugging Face class over the core (what AutoTokenizer returns)
+    fast: type  # the same tokenizer run by `tokenizers`
+    special_tokens: tuple[str, ...]  # trained with these unless told otherwise
+    byte_fallback: bool | None  # its default; None where it is no option (every input is covered without it)
+    llama_cpp: str | None  # llama.cpp's tokenizer model in a GGUF file; None: llama.cpp has none for it
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """The files a saved tokenizer of this family holds besides tokenizer_config.json."""
+        return (*self.core.files, TOKENIZER_FILE)
+
+
+FAMILIES: dict[str, TokenizerFamily] = {
+    family.name: family
+    for family in (
+        TokenizerFamily(
+            name="bpe", title="byte-level BPE", words=BPE_WORDS, train=train_bpe_tokenizer, core=BPETokenizer,
+            slow=TinyLMTokenizer, fast=TinyLMTokenizerFast, special_tokens=(EOS_TOKEN,), byte_fallback=None,
+            llama_cpp="gpt2",
+        ),
+        TokenizerFamily(
+            name="wordpiece", title="WordPiece", words=BERT_WORDS, train=train_wordpiece_tokenizer,
+            core=WordPieceTokenizer, slow=TinyLMWordPieceTokenizer, fast=TinyLMWordPieceTokenizerFast,
+            special_tokens=BERT_SPECIAL_TOKENS, byte_fallback=None, llama_cpp=None,
+        ),
+        TokenizerFamily(
+            name="unigram", title="Unigram", words=METASPACE_WORDS, train=train_unigram_tokenizer,
+            core=UnigramTokenizer, slow=TinyLMUnigramTokenizer, fast=TinyLMUnigramTokenizerFast, special_tokens=(),
+            byte_fallback=UNIGRAM_BYTE_FALLBACK, llama_cpp="t5",
+        ),
+        TokenizerFamily(
+            name="sentencepiece-bpe", title="SentencePiece-style BPE", words=METASPACE_WORDS,
+            train=train_sentencepiece_bpe_tokenizer, core=SentencePieceBPETokenizer,
+            slow=TinyLMSentencePieceBPETokenizer, fast=TinyLMSentencePieceBPETokenizerFast, special_tokens=(),
+            byte_fallback=SENTENCEPIECE_BPE_BYTE_FALLBACK, llama_cpp="llama",
+        ),
+    )
+}
+
+
+def get_family(name: str) -> TokenizerFamily:
+    """The `FAMILIES` entry called `name`, or a ValueError listing the known ones."""
+    family = FAMILIES.get(name) if isinstance(name, str) else None
+    if family is None:
+        raise ValueError(f"unknown algorithm {name!r}: choose one of {', '.join(map(repr, sorted(FAMILIES)))}")
+    return family
+
