@@ -116,3 +116,21 @@ def test_byte_fallback_is_off_for_unigram_unless_asked(tmp_path, shards, capsys)
         main(["train-tokenizer", "--algorithm", "unigram", "--input", str(shards[0]), "--vocab-size", "500",
               "--out", str(tmp_path / "x"), "--byte-fallback", "--no-byte-fallback"])
     assert exit_info.value.code == 2 and "not allowed with argument --byte-fallback" in capsys.readouterr().err
+
+
+def test_wordpiece_score_flag_picks_the_merge_rule(tmp_path, shards):
+    from tinylm_hf.tokenizer_training.word_counts import count_words
+    from tinylm_hf.tokenizer_training.wordpiece_train import BERT_SPECIAL_TOKENS, train_wordpiece_from_counts
+
+    assert main(["train-tokenizer", "--algorithm", "wordpiece", "--wordpiece-score", "pmi", "--input", str(shards[0]),
+                 "--vocab-size", "500", "--out", str(tmp_path / "tok"), "--no-progress"]) == 0
+    counts = count_words(shards[0], algorithm="wordpiece", special_tokens=list(BERT_SPECIAL_TOKENS))
+    pmi = train_wordpiece_from_counts(counts, 500, list(BERT_SPECIAL_TOKENS), score="pmi")
+    loaded = AutoTokenizer.from_pretrained(tmp_path / "tok")
+    assert [token for token, _ in sorted(loaded.get_vocab().items(), key=lambda item: item[1])] == pmi
+
+
+def test_wordpiece_score_of_another_family_is_refused(tmp_path, shards, capsys):
+    code = main(["train-tokenizer", "--algorithm", "bpe", "--wordpiece-score", "likelihood", "--input",
+                 str(shards[0]), "--vocab-size", "300", "--out", str(tmp_path / "t")])
+    assert code == 2 and "applies to algorithm 'wordpiece' only" in capsys.readouterr().err

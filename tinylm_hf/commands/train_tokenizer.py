@@ -11,6 +11,7 @@ from ..fileio import check_output_folder, seal_folder
 from ..tokenizer_training import sum_word_counts, train_tokenizer
 from ..tokenizer_training.families import FAMILIES
 from ..tokenizer_training.train_tokenizer import MASK_TOKEN, PAD_TOKEN
+from ..tokenizer_training.wordpiece_train import WORDPIECE_SCORES
 
 HELP = "train a tokenizer (bpe, wordpiece, unigram, sentencepiece-bpe) and save a Hugging Face tokenizer folder"
 
@@ -39,6 +40,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                f"(default: {', '.join(f'{name} {on}' for name, on in defaults.items())})")
     fallback.add_argument("--no-byte-fallback", dest="byte_fallback", action="store_const", const=False,
                           help="map them to <unk> instead")
+    parser.add_argument("--wordpiece-score", choices=list(WORDPIECE_SCORES), default=None,
+                        help=f"wordpiece's merge rule (default: {FAMILIES['wordpiece'].score}, as tokenizers' "
+                             "WordPieceTrainer; likelihood: Schuster & Nakajima; pmi: freq(ab)/(freq(a)*freq(b)), "
+                             "which compresses 2-2.6x worse)")
     parser.add_argument("--out", required=True, help="output folder (created; must not be a file)")
     parser.add_argument("--num-workers", type=int, default=None, help="processes counting BPE pre-tokens (default: CPUs)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar over merges")
@@ -54,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         inputs = expand_inputs(args.input)
     tokenizer = train_tokenizer(inputs, args.vocab_size, args.special_tokens, algorithm=args.algorithm,
                                 pattern=args.pattern, lowercase=args.lowercase, byte_fallback=args.byte_fallback,
-                                num_workers=args.num_workers, progress=not args.no_progress)
+                                wordpiece_score=args.wordpiece_score, num_workers=args.num_workers, progress=not args.no_progress)
     saved = tokenizer.save_pretrained(args.out)
     seal_folder(args.out)
     written = sorted({Path(p).name for p in saved if Path(p).is_file()})  # save_pretrained also names files it skipped

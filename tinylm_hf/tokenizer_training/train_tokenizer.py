@@ -18,8 +18,9 @@ from typing import Any
 from ..tokenization.bpe import BPETokenizer
 from ..tokenization.pretokenize import check_special_tokens
 from ..tokenization.tokenization_tinylm import TinyLMTokenizer
-from .families import get_family
+from .families import TokenizerFamily, get_family
 from .word_counts import WordCounts, count_words, make_word_counts
+from .wordpiece_train import check_wordpiece_score
 
 PAD_TOKEN = "<|pad|>"  # becomes the pad token when given
 MASK_TOKEN = "<|mask|>"  # becomes the mask token (masked-LM pretraining) when given
@@ -93,6 +94,7 @@ def train_tokenizer(
     pattern: str = "gpt2",
     lowercase: bool = False,
     byte_fallback: bool | None = None,
+    wordpiece_score: str | None = None,
     num_workers: int | None = None,
     progress: bool = True,
 ) -> Any:
@@ -108,12 +110,25 @@ def train_tokenizer(
         byte_fallback: sentencepiece-bpe and unigram: characters no piece covers become `<0x..>` byte
             tokens, not `<unk>` (default: the family's, on for sentencepiece-bpe and off for unigram, as
             sentencepiece).
+        wordpiece_score: wordpiece's merge rule, "frequency" (default, as `tokenizers`), "likelihood"
+            (Schuster & Nakajima) or "pmi" (freq(ab) / (freq(a) * freq(b)), the course's rule).
         num_workers: processes counting each large file (bpe; default: the CPU count).
     """
     family = get_family(algorithm)
+    options = _score_option(family, wordpiece_score)
     specials = check_special_tokens(list(family.special_tokens if special_tokens is None else special_tokens))
     record = collect_word_counts(inputs, algorithm=algorithm, special_tokens=specials, pattern=pattern,
                                  lowercase=lowercase, num_workers=num_workers)
     byte_fallback = family.byte_fallback if byte_fallback is None else byte_fallback
-    core = family.train(record, vocab_size, specials, byte_fallback=byte_fallback, progress=progress)
+    core = family.train(record, vocab_size, specials, byte_fallback=byte_fallback, progress=progress, **options)
     return family.slow.from_core(core, **named_special_tokens(specials))
+
+
+def _score_option(family: TokenizerFamily, wordpiece_score: str | None) -> dict[str, str]:
+    """The `score=` a family's trainer takes (checked before counting), or nothing where it has no choice."""
+    if family.score is None:
+        if wordpiece_score is not None:
+            raise ValueError(f"a WordPiece score applies to algorithm 'wordpiece' only, not {family.name!r}: "
+                             "drop --wordpiece-score")
+        return {}
+    return {"score": check_wordpiece_score(family.score if wordpiece_score is None else wordpiece_score)}
