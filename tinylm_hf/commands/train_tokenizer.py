@@ -26,8 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--special-token", action="append", dest="special_tokens", default=None,
         help=f"special token (repeatable). Defaults: bpe {list(FAMILIES['bpe'].special_tokens)} (the first becomes "
-        f"eos/bos/unk; {PAD_TOKEN!r} becomes pad if given), wordpiece {list(FAMILIES['wordpiece'].special_tokens)}, "
-        "none for unigram and sentencepiece-bpe (they have <unk>, <s>, </s>). "
+        f"eos/bos/unk), wordpiece {list(FAMILIES['wordpiece'].special_tokens)}, unigram and sentencepiece-bpe "
+        f"{list(FAMILIES['unigram'].special_tokens)} (they also have <unk>, <s>, </s>). "
         f"In every family {MASK_TOKEN!r} becomes the mask token (masked-LM pretraining) and {PAD_TOKEN!r} pad",
     )
     parser.add_argument("--text-column", default="text", help="the text column with --dataset (default: text)")

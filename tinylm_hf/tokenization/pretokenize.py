@@ -21,8 +21,11 @@ GPT4_PATTERN = (
     r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
 )
 PATTERNS = {"gpt2": GPT2_PATTERN, "gpt4": GPT4_PATTERN}
-# The end-of-text token: document separator in corpora, and eos/bos/unk/pad of TinyLM's tokenizers.
+# The end-of-text token: document separator in corpora, and eos/bos/unk of TinyLM's byte-level BPE.
 EOS_TOKEN = "<|endoftext|>"
+# The pad token every family but WordPiece (which has BERT's [PAD]) is trained with unless told otherwise:
+# apart from the end of text, so that padding masked out of a loss never teaches a model not to end.
+PAD_TOKEN = "<|pad|>"
 
 
 def resolve_pattern(pattern: str) -> str:
