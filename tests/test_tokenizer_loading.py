@@ -114,3 +114,13 @@ def test_prepare_refuses_a_mixed_folder_with_exit_code_2(tmp_path: Path, capsys)
                  str(tmp_path / "data"), "--num-proc", "1"])
     assert code == 2 and "disagrees with vocab.json, merges.txt" in capsys.readouterr().err
     assert not (tmp_path / "data").exists()
+
+
+def test_an_added_token_on_an_id_of_the_vocabulary_is_refused(tmp_path: Path) -> None:
+    folder = save_bpe(tmp_path / "tok", [(b"a", b"b")])
+    config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    (entry,) = config["added_tokens_decoder"].values()
+    config["added_tokens_decoder"]["65"] = {**entry, "content": "<|x|>"}  # id 65 is "A"
+    (folder / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"added token '<\|x\|>' has id 65, which the vocabulary gives to 'A'"):
+        load_tokenizer(folder)
