@@ -93,9 +93,9 @@ def train_tokenizer(
     pattern: str = "gpt2",
     lowercase: bool = False,
     byte_fallback: bool | None = None,
-    wordpiece_score: str | None = None,
     num_workers: int | None = None,
     progress: bool = True,
+    wordpiece_score: str | None = None,
 ) -> Any:
     """Train `algorithm` on `inputs` and return its Hugging Face tokenizer (save it with `save_pretrained`).
 
@@ -111,9 +111,9 @@ def train_tokenizer(
         byte_fallback: sentencepiece-bpe and unigram: characters no piece covers (newlines among them)
             become `<0x..>` byte tokens, not `<unk>` (default: on for both; sentencepiece's Unigram
             default, and llama.cpp's Unigram tokenizer for export-gguf, need False).
+        num_workers: processes counting each large file (bpe; default: the CPU count).
         wordpiece_score: wordpiece's merge rule, "frequency" (default, as `tokenizers`), "likelihood"
             (Schuster & Nakajima) or "pmi" (freq(ab) / (freq(a) * freq(b)), the course's rule).
-        num_workers: processes counting each large file (bpe; default: the CPU count).
     """
     family = get_family(algorithm)
     options = _score_option(family, wordpiece_score)

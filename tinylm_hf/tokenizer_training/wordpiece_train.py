@@ -60,8 +60,8 @@ def train_wordpiece(
     *,
     lowercase: bool = False,
     continuing_subword_prefix: str = CONTINUING_SUBWORD_PREFIX,
-    score: str = DEFAULT_WORDPIECE_SCORE,
     progress: bool = True,
+    score: str = DEFAULT_WORDPIECE_SCORE,
 ) -> list[str]:
     """Train WordPiece on a UTF-8 text file; return the vocabulary in id order (a BERT vocab.txt).
 
@@ -90,8 +90,8 @@ def train_wordpiece_from_iterator(
     *,
     lowercase: bool = False,
     continuing_subword_prefix: str = CONTINUING_SUBWORD_PREFIX,
-    score: str = DEFAULT_WORDPIECE_SCORE,
     progress: bool = True,
+    score: str = DEFAULT_WORDPIECE_SCORE,
 ) -> list[str]:
     """Train WordPiece on an iterable of texts (a list, a generator, a `datasets` column).
 
@@ -113,8 +113,8 @@ def train_wordpiece_from_counts(
     special_tokens: Sequence[str] | None = BERT_SPECIAL_TOKENS,
     *,
     continuing_subword_prefix: str = CONTINUING_SUBWORD_PREFIX,
-    score: str = DEFAULT_WORDPIECE_SCORE,
     progress: bool = False,
+    score: str = DEFAULT_WORDPIECE_SCORE,
 ) -> list[str]:
     """Train WordPiece from word counts (`count_words(..., algorithm="wordpiece")`, summed shards).
 
