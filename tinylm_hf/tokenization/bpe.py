@@ -200,7 +200,7 @@ class BPETokenizer:
         texts = [item for item, text in zip(block, is_text) if text]
         lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
         cuts = np.concatenate([[0], np.cumsum(lengths)])  # where each text starts, and the end
-        ids, before = self._table.encode("".join(texts), cuts, self._pretoken_ids)
+        ids, before = self._table.encode("".join(texts), cuts, self._merge_words)
         if len(texts) == len(block):
             return ids.tolist()
         # A special token sits at the cut after the texts before it in the block.
@@ -218,14 +218,17 @@ class BPETokenizer:
         texts = [token.decode("utf-8", "replace") for token in self.vocab.values()]
         words = [text for text, token in zip(texts, self.vocab.values()) if text.isascii() or text.encode() == token]
         with _gc_paused():  # tens of thousands of new lists: collections would rescan the vocabulary
-            return PretokenTable(words, dict(zip(words, self._merge_words(words))), CACHE_LIMIT)
+            return PretokenTable(words, self._merge_words(words), CACHE_LIMIT)
 
-    def _merge_words(self, words: list[str]) -> list[list[int]]:
-        """The merge loop's ids of each word, all together (`BatchMerger`) when they are short enough."""
+    def _merge_words(self, words: list[str]) -> dict[str, list[int]]:
+        """word -> the merge loop's ids, for distinct words; many short ones merge together (`BatchMerger`)."""
         data = [word.encode("utf-8") for word in words]
-        if self._batch_merger is None or not all(0 < len(d) < MAX_WORD_BYTES for d in data):
-            return list(map(self._encode_bytes, data))
-        return self._batch_merger.encode_words(data)
+        limit = min(self.heap_min_bytes, MAX_WORD_BYTES)  # longer ones merge over a heap
+        batch = [i for i, d in enumerate(data) if 0 < len(d) < limit]
+        if self._batch_merger is None or len(batch) < BATCH_MIN_WORDS:
+            return dict(zip(words, map(self._encode_bytes, data)))
+        merged = dict(zip(batch, self._batch_merger.encode_words([data[i] for i in batch])))
+        return {word: merged[i] if i in merged else self._encode_bytes(data[i]) for i, word in enumerate(words)}
 
     def encode(self, text: str) -> list[int]:
         """Encode text; special tokens (longest match first) map to their own ids.

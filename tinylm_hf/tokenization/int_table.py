@@ -58,12 +58,16 @@ class IntTable:
 
     def get(self, keys: np.ndarray) -> np.ndarray:
         """The value of each key, `missing` where it is not stored."""
-        out = np.full(len(keys), self.missing, dtype=np.int64)
-        todo, slots = np.arange(len(keys)), self._slots(keys)
+        slots = self._slots(keys)
+        found = self._keys[slots]
+        hit = found == keys  # an EMPTY query meets an empty slot, whose value is `missing`
+        out = np.where(hit, self._values[slots], self.missing)
+        todo = np.flatnonzero(~hit & (found != EMPTY))  # the keys that must probe on
         mask = len(self._keys) - 1
+        slots = (slots[todo] + 1) & mask
         while len(todo):
             found = self._keys[slots]
-            hit = found == keys[todo]  # an EMPTY query meets an empty slot, whose value is `missing`
+            hit = found == keys[todo]
             out[todo[hit]] = self._values[slots[hit]]
             probe = ~hit & (found != EMPTY)
             todo, slots = todo[probe], (slots[probe] + 1) & mask

@@ -40,10 +40,19 @@ class _Powers:
     def get(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         if len(self.up) < n:
             size = max(n, 2 * len(self.up))
-            self.up, self.down = (np.concatenate([np.ones(1, dtype=np.uint64),
-                                                  np.cumprod(np.full(size - 1, base, dtype=np.uint64))])
-                                  for base in (HASH_BASE, _INVERSE_BASE))
+            self.up, self.down = _power_table(HASH_BASE, size), _power_table(_INVERSE_BASE, size)
         return self.up[:n], self.down[:n]
+
+
+def _power_table(base: int, size: int) -> np.ndarray:
+    """base**k mod 2**64 for k < size, by doubling: each step multiplies the known half by one power."""
+    powers = np.ones(size, dtype=np.uint64)
+    known = 1
+    while known < size:
+        step = min(known, size - known)
+        powers[known : known + step] = powers[:step] * np.uint64(pow(base, known, 1 << 64))
+        known += step
+    return powers
 
 
 _POWERS = _Powers()
@@ -55,6 +64,15 @@ def hash_spans(points: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.n
     prefix = np.zeros(len(points) + 1, dtype=np.uint64)
     np.cumsum(points * up[: len(points)], out=prefix[1:])
     return (prefix[ends] - prefix[starts]) * down[starts]
+
+
+def spans_match(points: np.ndarray, starts: np.ndarray, lengths: np.ndarray, others: np.ndarray,
+                others_starts: np.ndarray) -> np.ndarray:
+    """Whether each span of `points` (spans that tile it) equals the span of `others` of the same
+    length at `others_starts` (one vectorized comparison of every code point)."""
+    source = np.repeat(others_starts - starts, lengths) + np.arange(len(points))
+    differs = np.take(others, source, mode="clip") != points
+    return ~np.logical_or.reduceat(differs, starts)
 
 
 class PretokenTable:
@@ -111,11 +129,7 @@ class PretokenTable:
         entry = self._index.get(hashes.view(np.int64))
         found = entry >= 0
         found &= self._lengths[entry] == lengths  # entry -1 reads the last entry: rejected below if so
-        # Compare every code point of a found span with its entry's (the spans tile `points`).
-        shift = np.where(found, self._point_starts[entry], 0) - starts
-        source = np.repeat(shift, lengths) + np.arange(len(points))
-        differs = np.take(self._points, source, mode="clip") != points
-        found &= ~np.logical_or.reduceat(differs, starts)
+        found &= spans_match(points, starts, lengths, self._points, np.where(found, self._point_starts[entry], 0))
         return np.where(found, entry, -1)
 
     def encode(self, text: str, cuts: np.ndarray, encode_missing: EncodeMissing) -> tuple[np.ndarray, np.ndarray]:
