@@ -34,10 +34,10 @@ from .pretokenize import (
     GPT2_PATTERN,
     check_special_tokens,
     compile_special_pattern,
-    find_next_safe_cut,
     find_safe_cut,
     has_safe_cuts,
     resolve_pattern,
+    split_into_blocks,
 )
 
 # Pre-token cache entries before the cache is emptied (keeps memory bounded on endless streams;
@@ -190,7 +190,7 @@ class BPETokenizer:
     def _encode_parts(self, parts: Iterable[str | int]) -> list[int]:
         """Ids of texts (GPT-2's pattern) and special-token ids, in order, a block at a time."""
         ids: list[int] = []
-        for block in _blocks(parts, BLOCK_CHARS):
+        for block in split_into_blocks(parts, BLOCK_CHARS):
             ids += self._encode_block(block)
         return ids
 
@@ -415,40 +415,6 @@ def _gc_paused() -> Iterator[None]:
         yield
     finally:
         gc.enable()
-
-
-def _blocks(parts: Iterable[str | int], size: int) -> Iterator[list[str | int]]:
-    """Regroup texts and special-token ids into blocks of about `size` characters, in order.
-
-    A text longer than a block is cut at safe cuts (GPT-2's pattern: see `has_safe_cuts`), where
-    its pre-tokens do not change.
-    """
-    block: list[str | int] = []
-    chars = 0
-    for part in parts:
-        pieces = _cut_text(part, size) if isinstance(part, str) else (part,)
-        for piece in pieces:
-            block.append(piece)
-            chars += len(piece) if isinstance(piece, str) else 0
-            if chars >= size:
-                yield block
-                block, chars = [], 0
-    if block:
-        yield block
-
-
-def _cut_text(text: str, size: int) -> Iterator[str]:
-    """`text` in pieces of about `size` characters or more, cut at safe cuts."""
-    start = 0
-    while len(text) - start > size:
-        cut = find_safe_cut(text, start, start + size)
-        if cut <= start:
-            cut = find_next_safe_cut(text, start + size)
-        if cut <= start:
-            break
-        yield text[start:cut]
-        start = cut
-    yield text[start:]
 
 
 def _as_token_set(tokens: Collection[str], name: str) -> frozenset[str]:

@@ -84,6 +84,7 @@ class PretokenTable:
         self._clear()
         self._add(*_flatten_words(words), *_flatten_ids(words, ids))
         self._seed_state = self._state()
+        self._seed_size = len(self)
         self._index = copy.deepcopy(self._index)  # the seed's index stays as it is
 
     def _clear(self) -> None:
@@ -101,6 +102,11 @@ class PretokenTable:
 
     def __len__(self) -> int:
         return len(self._lengths)
+
+    @property
+    def learned(self) -> int:
+        """Entries added since the seed (at most `limit` after each `encode`)."""
+        return len(self) - self._seed_size
 
     def _add(self, points: np.ndarray, lengths: np.ndarray, hashes: np.ndarray, ids: np.ndarray,
              counts: np.ndarray) -> np.ndarray:
@@ -135,8 +141,6 @@ class PretokenTable:
     def encode(self, text: str, cuts: np.ndarray, encode_missing: EncodeMissing) -> tuple[np.ndarray, np.ndarray]:
         """The ids of the GPT-2 pre-tokens of `text` (independent texts joined, starting at `cuts`), and
         how many ids come before each cut. `encode_missing` gives the ids of pre-tokens not in the table."""
-        if len(self) > self.limit + len(self._seed_state[4]):
-            self._restore_seed()
         points, starts, ends = pretoken_bounds(text, cuts)
         lengths = ends - starts
         hashes = hash_spans(points, starts, ends)
@@ -148,7 +152,10 @@ class PretokenTable:
         before = np.zeros(len(counts) + 1, dtype=np.int64)
         np.cumsum(counts, out=before[1:])
         source = np.repeat(self._id_starts[entry] - before[:-1], counts) + np.arange(before[-1])
-        return self._ids[source], before[np.searchsorted(starts, cuts)]
+        ids = self._ids[source]
+        if self.learned > self.limit:  # bounded memory on endless streams: back to the seed
+            self._restore_seed()
+        return ids, before[np.searchsorted(starts, cuts)]
 
     def _learn(self, text: str, points: np.ndarray, starts: np.ndarray, ends: np.ndarray, hashes: np.ndarray,
                encode_missing: EncodeMissing) -> np.ndarray:

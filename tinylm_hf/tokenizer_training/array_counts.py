@@ -16,10 +16,23 @@ import numpy as np
 
 from ..tokenization.int_table import IntTable
 from ..tokenization.pretoken_table import hash_spans, spans_match
+from ..tokenization.pretokenize import split_into_blocks
 from ..tokenization.pretokenize_arrays import pretoken_bounds
+
+# Texts are counted a block of about this many characters at a time: the arrays of a block take
+# some 30 bytes a character, so the block, not the chunk, sets the memory.
+COUNT_BLOCK_CHARS = 1 << 18
 
 
 def count_gpt2_pretokens(texts: list[str]) -> Counter[str]:
+    """pre-token -> count over independent texts, a block of `COUNT_BLOCK_CHARS` at a time (see `count_gpt2_block`)."""
+    counts: Counter[str] = Counter()
+    for block in split_into_blocks(texts, COUNT_BLOCK_CHARS):
+        counts.update(count_gpt2_block(block))
+    return counts
+
+
+def count_gpt2_block(texts: list[str]) -> Counter[str]:
     """pre-token -> count over independent texts, equal to counting `regex.findall(GPT2_PATTERN, t)` for each.
 
     >>> sorted(count_gpt2_pretokens(["the cat", " the cat"]).items())
