@@ -8,7 +8,8 @@ BERT WordPiece `encode` on the same vocab.txt (ids checked equal).
 (1) Training: `train_bpe` vs `tokenizers`' BpeTrainer (ByteLevel pre-tokenizer with the GPT-2
 regex, same special token, same vocab size). Each trainer runs in a fresh subprocess; wall time is
 the training call alone, peak memory is the largest RSS of the subprocess plus the USS of its
-workers (sampled every 20 ms) and the subprocess's own ru_maxrss. Our side loads only the tokenization
+workers (sampled every 20 ms) and the subprocess's own high-water mark (VmHWM, which, unlike
+ru_maxrss, does not inherit the high-water mark of this script's process). Our side loads only the tokenization
 modules (not the whole package, whose torch import would dominate memory).
 
     python scripts/bench_tokenizer.py [--quick] [--data ../shared/data] [--only-wordpiece] [--hostile-mb 1]
@@ -42,9 +43,17 @@ TRAIN_ROWS = [
 ]
 QUICK_TRAIN_ROWS = [("tinystories_train_small.txt", 2_000)]
 
+# The child's own peak RSS. Not ru_maxrss: Linux carries the high-water mark of the process that
+# forked it across exec, so a child started after this script encoded 10 MB would report ours.
+PEAK_CODE = """
+def own_peak_kb():
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+"""
+
 # Runs in a fresh interpreter: load tinylm_hf.tokenizer_training.bpe_train without tinylm_hf/__init__.
-OURS_CHILD = """
-import json, resource, sys, time, types
+OURS_CHILD = PEAK_CODE + """
+import json, sys, time, types
 root, path, vocab_size, special = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 for name, sub in (("tinylm_hf", ""), ("tinylm_hf.tokenization", "/tokenization"),
                   ("tinylm_hf.tokenizer_training", "/tokenizer_training")):
@@ -56,11 +65,11 @@ start = time.perf_counter()
 vocab, merges = train_bpe(path, vocab_size, [special], progress=False)
 wall = time.perf_counter() - start
 print(json.dumps({"wall": wall, "vocab": len(vocab),
-                  "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+                  "maxrss_kb": own_peak_kb()}))
 """
 
-HF_CHILD = """
-import json, resource, sys, time
+HF_CHILD = PEAK_CODE + """
+import json, sys, time
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 path, vocab_size, special = sys.argv[2], int(sys.argv[3]), sys.argv[4]
 tokenizer = Tokenizer(models.BPE())
@@ -71,7 +80,7 @@ start = time.perf_counter()
 tokenizer.train([path], trainer)
 wall = time.perf_counter() - start
 print(json.dumps({"wall": wall, "vocab": tokenizer.get_vocab_size(),
-                  "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+                  "maxrss_kb": own_peak_kb()}))
 """
 
 
@@ -79,8 +88,8 @@ WP_TRAIN_ROWS = [("tinystories_train_small.txt", 8_000, None), ("pd_novels_heldo
 QUICK_WP_TRAIN_ROWS = [("tinystories_train_small.txt", 2_000, None)]
 
 # Rows: (file, vocab size, characters or None for the whole file).
-WP_OURS_CHILD = """
-import json, resource, sys, time, types
+WP_OURS_CHILD = PEAK_CODE + """
+import json, sys, time, types
 root, path, vocab_size = sys.argv[1], sys.argv[2], int(sys.argv[3])
 for name, sub in (("tinylm_hf", ""), ("tinylm_hf.tokenization", "/tokenization"),
                   ("tinylm_hf.tokenizer_training", "/tokenizer_training")):
@@ -92,11 +101,11 @@ start = time.perf_counter()
 vocab = train_wordpiece(path, vocab_size, lowercase=True, progress=False)
 wall = time.perf_counter() - start
 print(json.dumps({"wall": wall, "vocab": len(vocab),
-                  "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+                  "maxrss_kb": own_peak_kb()}))
 """
 
-WP_HF_CHILD = """
-import json, resource, sys, time
+WP_HF_CHILD = PEAK_CODE + """
+import json, sys, time
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 path, vocab_size = sys.argv[2], int(sys.argv[3])
 tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
@@ -108,7 +117,7 @@ start = time.perf_counter()
 tokenizer.train([path], trainer)
 wall = time.perf_counter() - start
 print(json.dumps({"wall": wall, "vocab": tokenizer.get_vocab_size(),
-                  "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+                  "maxrss_kb": own_peak_kb()}))
 """
 
 
@@ -306,13 +315,13 @@ def bench_encode_tables(data: Path, *, repeats: int, novels_mb: float) -> None:
         slow.save_pretrained(tmp)
         fast = TinyLMTokenizerFast.from_pretrained(tmp)
     extra = {
-        "TinyLMTokenizer (warm)": lambda t: slow(t)["input_ids"],
+        "TinyLMTokenizer (warm: same text again)": lambda t: slow(t)["input_ids"],
         "TinyLMTokenizerFast": lambda t: fast(t)["input_ids"],
     }
     corpora = bench_encode.read_corpora(data, novels_mb)
     bench_encode._DATA = data
-    for title, text in corpora.items():
-        rows = bench_encode.bench_encoders(text, extra, repeats=repeats)
+    for title, (text, warmup) in corpora.items():
+        rows = bench_encode.bench_encoders(text, extra, repeats=repeats, warmup=warmup)
         print(bench_encode.format_table(title, rows) + "\n")
 
 

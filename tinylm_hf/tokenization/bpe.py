@@ -1,12 +1,13 @@
 """Byte-level BPE encoding and decoding by merge rank, with special tokens and GPT-2 file I/O.
 
-Speed comes from caches looked up from C (`map` over a dict with `__missing__`): for GPT-2's pattern
-the text is cut at spaces with `str.split` (every such cut is a safe pre-token boundary, see
-`split_gpt2_stretches`) and whole space-separated chunks are cached; below that, a per-pre-token
-cache. Misses are filled in bulk: a group of new chunks goes through one regex pass, and their new
-pre-tokens merge together (`bpe_merge.BatchMerger`); a lone pre-token merges in a short loop, or,
-when long (a run without whitespace), over a heap, so hostile input costs O(n log n). Parallel
-encoding over worker processes lives in `parallel_encode` (imported on first use).
+The specification is tiktoken's: pre-tokens from the regex, a pre-token that is one vocabulary
+entry is that entry, any other merges by rank. For GPT-2's pattern the same ids come from array
+operations (`pretokenize_arrays` finds the pre-tokens, `pretoken_table` looks them all up by hash
+in a table seeded with the vocabulary), text in blocks of `BLOCK_CHARS`; only the pre-tokens the
+table lacks reach Python, and new ones merge together (`bpe_merge.BatchMerger`). A lone pre-token
+merges in a short loop, or, when long (a run without whitespace), over a heap, so hostile input
+costs O(n log n). Parallel encoding over worker processes lives in `parallel_encode` (imported on
+first use).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from __future__ import annotations
 import gc
 import importlib
 import os
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from functools import lru_cache
 from itertools import chain, islice
 from pathlib import Path
@@ -27,26 +29,23 @@ from .bpe_merge import MAX_WORD_BYTES, BatchMerger, merge_by_heap, merge_short
 from .byte_unicode import token_to_unicode
 from .encode_cache import EncodeCache, missing_keys
 from .gpt2_files import MERGES_FILE, VOCAB_FILE, load_merges_txt, load_vocab_json, write_gpt2_files
-from .grouping import group_by_size
+from .pretoken_table import PretokenTable
 from .pretokenize import (
     GPT2_PATTERN,
     check_special_tokens,
     compile_special_pattern,
     find_safe_cut,
     has_safe_cuts,
-    pretokenize_gpt2,
     resolve_pattern,
-    split_gpt2_stretches,
+    split_into_blocks,
 )
 
 # Pre-token cache entries before the cache is emptied (keeps memory bounded on endless streams;
 # 40 MB of novels hold about 108k distinct pre-tokens, so the cache need not be rebuilt there).
 CACHE_LIMIT = 1 << 18
-# Entries of each space-separated-chunk cache before it is emptied.
-CHUNK_CACHE_LIMIT = 1 << 18
-# encode_ordinary looks chunks up (and fills the cache's misses) in groups of about this many
-# space-separated chunks: big enough that one regex pass and one `BatchMerger` call serve many.
-FILL_GROUP_CHUNKS = CHUNK_CACHE_LIMIT // 2
+# GPT-2's pattern encodes text in blocks of about this many characters (cut where pre-tokens
+# cannot change): big enough that numpy's per-call cost is spread thin, small enough to bound memory.
+BLOCK_CHARS = 1 << 20
 # encode_iterable buffers about this many characters before looking for a safe place to cut.
 STREAM_FLUSH_CHARS = 1 << 14
 # encode pauses the garbage collector for texts at least this long.
@@ -133,16 +132,13 @@ class BPETokenizer:
         except ValueError:  # ids past its int64 keys: such a vocabulary merges word by word
             self._batch_merger = None
         self._cache = EncodeCache(self._encode_pretoken, CACHE_LIMIT)  # pre-token -> ids
-        # For GPT-2's pattern: a chunk between safe-cut spaces -> ids; the spaced cache encodes
-        # " " + key, so the pieces of `str.split(" ")` are looked up without rebuilding strings.
-        self._chunk_cache = EncodeCache(self._encode_chunk, CHUNK_CACHE_LIMIT)
-        # A plain dict (filled in bulk by `_fill_spaced_cache`): set.difference against it is a C loop.
-        self._spaced_cache: dict[str, list[int]] = {}
+        # GPT-2's pattern: pre-token hash -> ids, the vocabulary plus what was encoded since.
+        self._table = self._make_table() if self._fast_gpt2 else None
 
     def __getstate__(self) -> dict:
         # Derived data: leaving it out keeps pickles small and their hashes stable.
         state = self.__dict__.copy()
-        for name in ("_batch_merger", "_cache", "_chunk_cache", "_spaced_cache"):
+        for name in ("_batch_merger", "_cache", "_table"):
             del state[name]
         return state
 
@@ -163,7 +159,7 @@ class BPETokenizer:
     def _encode_pretokens(self, pieces: list[str]) -> list[int]:
         return list(chain.from_iterable(map(self._pretoken_ids(pieces).__getitem__, pieces)))
 
-    def _pretoken_ids(self, pieces: list[str]) -> dict[str, list[int]]:
+    def _pretoken_ids(self, pieces: list[str]) -> Mapping[str, list[int]]:
         """A mapping that gives the ids of every pre-token of `pieces`: the cache, the new ones added.
 
         Many new pre-tokens are merged together (`BatchMerger`); a few are left to the cache's own
@@ -185,12 +181,6 @@ class BPETokenizer:
         batch.update(encoded)
         return batch
 
-    def _encode_chunk(self, chunk: str) -> list[int]:
-        return self._encode_pretokens(pretokenize_gpt2(chunk))
-
-    def _encode_spaced_chunk(self, chunk: str) -> list[int]:
-        return self._encode_pretokens(pretokenize_gpt2(" " + chunk))
-
     def encode_ordinary(self, text: str) -> list[int]:
         """Encode text ignoring special tokens (their text is encoded as plain bytes)."""
         if not self._fast_gpt2:
@@ -198,56 +188,47 @@ class BPETokenizer:
         return self._encode_parts((text,))
 
     def _encode_parts(self, parts: Iterable[str | int]) -> list[int]:
-        """Ids of texts (GPT-2's pattern) and special-token ids, in order; new chunks are encoded in groups."""
+        """Ids of texts (GPT-2's pattern) and special-token ids, in order, a block at a time."""
         ids: list[int] = []
-        for group in _chunk_groups(parts):
-            try:  # warm: every chunk is cached and nothing else runs
-                ids += self._encode_group(group)
-            except KeyError:  # cold: encode the group's new chunks together, then look up again
-                self._fill_spaced_cache(group)
-                ids += self._encode_group(group)
+        for block in split_into_blocks(parts, BLOCK_CHARS):
+            ids += self._encode_block(block)
         return ids
 
-    def _encode_group(self, group: list[str | list[str] | int]) -> list[int]:
-        """Ids of a `_chunk_groups` group; KeyError if one of its spaced chunks is not cached."""
-        ids: list[int] = []
-        spaced = self._spaced_cache
-        for item in group:
-            if isinstance(item, list):
-                ids += self._chunk_cache[item[0]]
-                ids += chain.from_iterable(map(spaced.__getitem__, islice(item, 1, None)))
-            elif isinstance(item, str):
-                ids += self._encode_pretokens(pretokenize_gpt2(item))
-            else:
-                ids.append(item)
-        return ids
+    def _encode_block(self, block: list[str | int]) -> list[int]:
+        """Ids of a block: its texts joined and encoded through the table, special ids put in between."""
+        is_text = [isinstance(item, str) for item in block]
+        texts = [item for item, text in zip(block, is_text) if text]
+        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+        cuts = np.concatenate([[0], np.cumsum(lengths)])  # where each text starts, and the end
+        ids, before = self._table.encode("".join(texts), cuts, self._merge_words)
+        if len(texts) == len(block):
+            return ids.tolist()
+        # A special token sits at the cut after the texts before it in the block.
+        texts_before = np.cumsum(is_text)[np.logical_not(is_text)]
+        specials = [item for item, text in zip(block, is_text) if not text]
+        return np.insert(ids, before[texts_before], specials).tolist()
 
-    def _fill_spaced_cache(self, group: list[str | list[str] | int]) -> None:
-        """Cache the group's new spaced chunks, encoded in one regex pass over " " + " ".join(chunks).
+    def _make_table(self) -> PretokenTable:
+        """The pre-token table, seeded with the ids of every vocabulary entry that is valid UTF-8.
 
-        A joining space after a non-whitespace character is a safe cut, so the pass gives each
-        chunk's own pre-tokens, and each chunk's first pre-token is the only one starting with a
-        space. Chunks that are empty or end in whitespace would break that and go one by one.
+        For GPT-2's vocabulary (and any where each entry merges to itself) that is tiktoken's
+        rule, a pre-token that is one vocabulary entry is that entry; where an entry merges to
+        several tokens, the seed holds those, as the merge loop would give.
         """
-        spaced = self._spaced_cache
-        wanted = set(chain.from_iterable(islice(item, 1, None) for item in group if isinstance(item, list)))
-        chunks = missing_keys(spaced, wanted, CHUNK_CACHE_LIMIT)
-        joinable = [c for c in chunks if c and not c[-1].isspace()]
-        for chunk in chunks.difference(joinable):
-            spaced[chunk] = self._encode_spaced_chunk(chunk)
-        if not joinable:
-            return
-        pieces = pretokenize_gpt2(" " + " ".join(joinable))
-        piece_ids = list(map(self._pretoken_ids(pieces).__getitem__, pieces))
-        ids = list(chain.from_iterable(piece_ids))
-        # Each chunk's ids are a slice of `ids`: its first pre-token starts where the chunk does.
-        piece_ends = np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)))
-        spaced_lengths = np.fromiter(map(len, joinable), dtype=np.int64, count=len(joinable)) + 1
-        chunk_starts = np.cumsum(spaced_lengths) - spaced_lengths
-        first_piece = np.searchsorted(piece_ends, chunk_starts, side="right")  # index of each chunk's first pre-token
-        id_ends = np.cumsum(np.fromiter(map(len, piece_ids), dtype=np.int64, count=len(piece_ids)))
-        bounds = np.append(np.concatenate([[0], id_ends])[first_piece], len(ids)).tolist()
-        spaced.update(zip(joinable, map(ids.__getitem__, map(slice, bounds, islice(bounds, 1, None)))))
+        texts = [token.decode("utf-8", "replace") for token in self.vocab.values()]
+        words = [text for text, token in zip(texts, self.vocab.values()) if text.isascii() or text.encode() == token]
+        with _gc_paused():  # tens of thousands of new lists: collections would rescan the vocabulary
+            return PretokenTable(words, self._merge_words(words), CACHE_LIMIT)
+
+    def _merge_words(self, words: list[str]) -> dict[str, list[int]]:
+        """word -> the merge loop's ids, for distinct words; many short ones merge together (`BatchMerger`)."""
+        data = [word.encode("utf-8") for word in words]
+        limit = min(self.heap_min_bytes, MAX_WORD_BYTES)  # longer ones merge over a heap
+        batch = [i for i, d in enumerate(data) if 0 < len(d) < limit]
+        if self._batch_merger is None or len(batch) < BATCH_MIN_WORDS:
+            return dict(zip(words, map(self._encode_bytes, data)))
+        merged = dict(zip(batch, self._batch_merger.encode_words([data[i] for i in batch])))
+        return {word: merged[i] if i in merged else self._encode_bytes(data[i]) for i, word in enumerate(words)}
 
     def encode(self, text: str) -> list[int]:
         """Encode text; special tokens (longest match first) map to their own ids.
@@ -290,14 +271,11 @@ class BPETokenizer:
         return self._encode_paused(text, _special_pattern_for(allowed & specials))
 
     def _encode_paused(self, text: str, special_pattern: regex.Pattern | None) -> list[int]:
-        if len(text) < GC_PAUSE_CHARS or not gc.isenabled():
+        if len(text) < GC_PAUSE_CHARS:
             return self._encode(text, special_pattern)
         # Encoding creates no reference cycles; a collection would only rescan the growing cache.
-        gc.disable()
-        try:
+        with _gc_paused():
             return self._encode(text, special_pattern)
-        finally:
-            gc.enable()
 
     def _encode(self, text: str, special_pattern: regex.Pattern | None) -> list[int]:
         if special_pattern is None:
@@ -426,38 +404,17 @@ class BPETokenizer:
 
 
 # --------------------------------------------------------------------------------- helpers
-def _chunk_groups(parts: Iterable[str | int]) -> Iterator[list[str | list[str] | int]]:
-    """Cut texts (GPT-2's pattern) into groups of about `FILL_GROUP_CHUNKS` chunks, in order.
-
-    An item of a group is a special-token id (an int, passed through), a stretch to pre-tokenize
-    as it is (a str: spaces after whitespace), or a list of chunks from `str.split(" ")` whose
-    first is encoded alone and the others each with a space in front (see
-    `split_gpt2_stretches`). A long stretch spans groups: its later parts start with an empty
-    first chunk.
-    """
-    return group_by_size(_chunk_items(parts), _chunks_in, FILL_GROUP_CHUNKS)
-
-
-def _chunk_items(parts: Iterable[str | int]) -> Iterator[str | list[str] | int]:
-    for part in parts:
-        if not isinstance(part, str):
-            yield part
-            continue
-        for stretch, splittable in split_gpt2_stretches(part):
-            if not splittable:
-                yield stretch
-                continue
-            chunks = stretch.split(" ")
-            if len(chunks) <= FILL_GROUP_CHUNKS:
-                yield chunks
-                continue
-            yield chunks[:FILL_GROUP_CHUNKS]
-            for start in range(FILL_GROUP_CHUNKS, len(chunks), FILL_GROUP_CHUNKS):
-                yield ["", *chunks[start : start + FILL_GROUP_CHUNKS]]
-
-
-def _chunks_in(item: str | list[str] | int) -> int:
-    return len(item) if isinstance(item, list) else 1
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The garbage collector off inside (if it was on): for work that allocates much and makes no cycles."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _as_token_set(tokens: Collection[str], name: str) -> frozenset[str]:

@@ -19,6 +19,8 @@ from itertools import chain, repeat
 
 import numpy as np
 
+from .int_table import IntTable
+
 # A word's pairs are ranked by one int64 key, rank << OFFSET_BITS | the pair's offset in the word,
 # so the minimum key of a word is its lowest rank at its leftmost place.
 OFFSET_BITS = 16
@@ -26,7 +28,6 @@ MAX_WORD_BYTES = 1 << OFFSET_BITS
 NO_RANK = 1 << 46  # the rank of a pair never learned (above every real rank)
 NO_KEY = NO_RANK << OFFSET_BITS  # keys at or above this hold no mergeable pair
 _OFFSET_MASK = MAX_WORD_BYTES - 1
-_HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing
 # BatchMerger hands the words still merging to `merge_short` once fewer than this many are left.
 TAIL_WORDS = 128
 
@@ -93,7 +94,7 @@ def merge_by_heap(ids: list[int], rank_of: Callable, merged_by_rank: list[int]) 
 
 
 class BatchMerger:
-    """Merge ranks in an open-addressing hash table (numpy arrays), looked up many pairs at a time."""
+    """Merge ranks in a numpy hash table (`IntTable`), looked up many pairs at a time."""
 
     def __init__(self, ranks: dict[tuple[int, int], int], merged_by_rank: list[int], byte_ids: list[int]) -> None:
         """`ranks`: (left id, right id) -> rank; `merged_by_rank`: rank -> merged id; `byte_ids`: byte -> id."""
@@ -108,45 +109,14 @@ class BatchMerger:
             raise ValueError(f"token ids up to {self.base - 1} are too large for the batch encoder (< 2**31)")
         keys = pairs[:, 0] * self.base + pairs[:, 1]
         values = np.fromiter(ranks.values(), dtype=np.int64, count=len(ranks))
-        self._bits = max(8, (2 * len(keys)).bit_length())  # load factor at most 1/2
-        self._slot_keys, self._slot_ranks = self._build_table(keys, values)
+        self._ranks = IntTable(keys, values, missing=NO_RANK)
         # The rank of every pair of byte tokens, by (first byte << 8 | second byte): a word's first round.
         first, second = np.divmod(np.arange(1 << 16), 1 << 8)
         self._byte_pair_ranks = self.rank_of(self.byte_ids[first], self.byte_ids[second])
 
-    def _slots(self, keys: np.ndarray) -> np.ndarray:
-        return ((keys.astype(np.uint64) * _HASH_MULTIPLIER) >> np.uint64(64 - self._bits)).astype(np.int64)
-
-    def _build_table(self, keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        size = 1 << self._bits
-        slot_keys = np.full(size, -1, dtype=np.int64)  # -1: empty
-        slot_ranks = np.zeros(size, dtype=np.int64)
-        claims = np.full(size, -1, dtype=np.int64)
-        pending, slots = np.arange(len(keys)), self._slots(keys)
-        while len(pending):  # linear probing, all keys at once: of the keys wanting a free slot, one wins it
-            free = np.flatnonzero(slot_keys[slots] == -1)
-            claims[slots[free]] = pending[free]  # with duplicate slots, one write lands
-            won = free[claims[slots[free]] == pending[free]]
-            slot_keys[slots[won]] = keys[pending[won]]
-            slot_ranks[slots[won]] = values[pending[won]]
-            left = np.ones(len(pending), dtype=bool)
-            left[won] = False
-            pending, slots = pending[left], (slots[left] + 1) & (size - 1)
-        return slot_keys, slot_ranks
-
     def rank_of(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
         """Ranks of the pairs (left[i], right[i]); `NO_RANK` where the pair was never learned."""
-        query = left * self.base + right
-        out = np.full(len(query), NO_RANK, dtype=np.int64)
-        todo, slots = np.arange(len(query)), self._slots(query)
-        mask = len(self._slot_keys) - 1
-        while len(todo):
-            found = self._slot_keys[slots]
-            hit = found == query[todo]
-            out[todo[hit]] = self._slot_ranks[slots[hit]]
-            probe = ~hit & (found != -1)
-            todo, slots = todo[probe], (slots[probe] + 1) & mask
-        return out
+        return self._ranks.get(left * self.base + right)
 
     def encode_words(self, words: list[bytes]) -> list[list[int]]:
         """The BPE ids of each word (non-empty, shorter than `MAX_WORD_BYTES`), equal to merging each alone."""

@@ -3,7 +3,7 @@
 Pre-tokens are the units BPE works inside: no merge ever crosses a pre-token or a special token.
 `pretokenize_gpt2` is the fast path for GPT-2's pattern (stdlib `re` on ASCII stretches), and
 `find_safe_cut` finds places where text can be cut without changing its pre-tokens (streaming,
-splitting work across processes).
+splitting work across processes, `split_into_blocks` for array code).
 """
 
 from __future__ import annotations
@@ -98,9 +98,6 @@ ASCII_GPT2_PATTERN = (
 )
 # A run of non-ASCII characters: the stretches the fast ASCII path must hand to `regex`.
 NON_ASCII_RUN = re.compile(r"[^\x00-\x7f]+")
-# A space right after whitespace (stdlib `\s`, i.e. `str.isspace`, a superset of `regex`'s \s): the
-# only spaces in GPT-2 text that may not start a new pre-token.
-_SPACE_AFTER_SPACE = re.compile(r" (?<=\s )")
 # "\S " (searched in reverse): the space of a non-space followed by a space starts a new pre-token.
 _CUT_BEFORE_SPACE = regex.compile(r"(?r)\S ")
 
@@ -173,29 +170,42 @@ def pretokenize_gpt2(text: str) -> list[str]:
     return pieces
 
 
-def split_gpt2_stretches(text: str) -> Iterator[tuple[str, bool]]:
-    """Cut text at safe cuts into stretches that concatenate to `text`: (stretch, splittable).
+def split_into_blocks(parts: Iterable[str | int], size: int) -> Iterator[list[str | int]]:
+    """Regroup texts (and anything else, e.g. special-token ids) into blocks of about `size` characters, in order.
 
-    In a splittable stretch every space is a safe cut (see `has_safe_cuts`), so for GPT-2's pattern
-    `stretch.split(" ")` gives pieces that pre-tokenize independently (each after the first with its
-    space put back in front). Unsplittable stretches surround spaces that follow whitespace
-    (indentation, double spaces), where a space may belong to the whitespace run before it.
+    A text longer than a block is cut at safe cuts (see `has_safe_cuts`: for GPT-2's and cl100k's
+    patterns its pre-tokens do not change there); array code works a block at a time, so its
+    memory stays bounded.
 
-    >>> list(split_gpt2_stretches("a b\\n  c d"))
-    [('a', True), (' b\\n  c', False), (' d', True)]
+    >>> list(split_into_blocks(["a b c", 7, "d"], 3))
+    [['a b'], [' c', 7, 'd']]
     """
-    pos = 0
-    for hit in _SPACE_AFTER_SPACE.finditer(text):
-        space = hit.start()
-        if space < pos:
-            continue
-        start = find_previous_safe_cut(text, pos, space)
-        end = find_next_safe_cut(text, space + 1)
-        end = len(text) if end == -1 else end
-        yield text[pos:start], True
-        yield text[start:end], False
-        pos = end
-    yield text[pos:], True
+    block: list[str | int] = []
+    chars = 0
+    for part in parts:
+        pieces = _cut_text(part, size) if isinstance(part, str) else (part,)
+        for piece in pieces:
+            block.append(piece)
+            chars += len(piece) if isinstance(piece, str) else 0
+            if chars >= size:
+                yield block
+                block, chars = [], 0
+    if block:
+        yield block
+
+
+def _cut_text(text: str, size: int) -> Iterator[str]:
+    """`text` in pieces of about `size` characters or more, cut at safe cuts."""
+    start = 0
+    while len(text) - start > size:
+        cut = find_safe_cut(text, start, start + size)
+        if cut <= start:
+            cut = find_next_safe_cut(text, start + size)
+        if cut <= start:
+            break
+        yield text[start:cut]
+        start = cut
+    yield text[start:]
 
 
 # --------------------------------------------------------------------------- catastrophic backtracking

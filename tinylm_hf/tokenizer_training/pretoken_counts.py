@@ -15,6 +15,7 @@ from typing import BinaryIO
 import regex
 
 from ..tokenization.pretokenize import GPT2_PATTERN, GPT4_PATTERN, split_on_special_tokens
+from .array_counts import count_gpt2_pretokens
 from ..tokenization.process_pool import make_executor, map_in_order, resolve_workers
 
 # Files smaller than this are counted in the calling process: on a few MB, starting a pool of
@@ -149,7 +150,8 @@ def _is_plain(byte: int) -> bool:
 
 
 def _count_ranges(task: tuple[str, list[tuple[int, int]], list[str], str]) -> Counter[str]:
-    """Worker: read byte ranges one at a time, drop special tokens, count regex pre-tokens."""
+    """Worker: read byte ranges one at a time, drop special tokens, count regex pre-tokens
+    (GPT-2's pattern: `count_gpt2_pretokens`, equal to the regex and `Counter`)."""
     path, ranges, special_tokens, pattern = task
     finder = regex.compile(pattern).findall
     counts: Counter[str] = Counter()
@@ -157,7 +159,11 @@ def _count_ranges(task: tuple[str, list[tuple[int, int]], list[str], str]) -> Co
         for start, end in ranges:
             handle.seek(start)
             text = handle.read(end - start).decode("utf-8", errors="replace")
-            for part in split_on_special_tokens(text, special_tokens):
+            parts = split_on_special_tokens(text, special_tokens)
+            if pattern == GPT2_PATTERN:  # the same counts, as array operations
+                counts.update(count_gpt2_pretokens(parts))
+                continue
+            for part in parts:
                 if part:
                     counts.update(finder(part))
     return counts
