@@ -19,6 +19,7 @@ from typing import Any
 from .chat_quickstart import CHAT_CONTEXT, fine_tune_stories
 from .corpus import prepare_dataset
 from .corpus.sources import PACKAGE_DATA
+from .modeling.configuration_tinylm import check_overrides
 from .publish import publish_run
 from .runtime import set_threads
 from .tokenization import EOS_TOKEN
@@ -60,6 +61,7 @@ def quickstart(
     `chat_max_iters` steps) and adds the chat run's fields, folder and replies as "chat"."""
     if train_budget_s is None or not train_budget_s > 0:
         raise ValueError(f"the training budget must be a positive number of seconds, got {train_budget_s!r}")
+    check_overrides(model_overrides or {}, preset=preset)  # before the tokenizer is trained
     out = Path(out_dir)
     threads = set_threads(threads)
     batch_size = batch_size or (CHAT_BATCH_SIZE if chat else 16)
