@@ -19,6 +19,7 @@ import numpy as np
 from ..fileio import atomic_output, write_json_atomic
 
 HEADER_SUFFIX = ".json"
+TOKEN_DTYPES = ("uint16", "uint32", "uint8")  # token ids (token_dtype), and uint8 0/1 flags (static masks)
 
 
 def header_path(path: str | os.PathLike) -> Path:
@@ -32,9 +33,12 @@ def read_header(path: str | os.PathLike) -> dict[str, Any]:
     if not header.is_file():
         raise FileNotFoundError(f"no header {header} beside {path}; make the data with `tinylm prepare`")
     try:
-        return json.loads(header.read_text(encoding="utf-8"))
+        value = json.loads(header.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ValueError(f"header {header} is corrupt ({err}); re-run `tinylm prepare`") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"header {header} must hold a JSON object, got {type(value).__name__}; re-run `tinylm prepare`")
+    return value
 
 
 def load_tokens(path: str | os.PathLike) -> np.memmap:
@@ -43,7 +47,7 @@ def load_tokens(path: str | os.PathLike) -> np.memmap:
     if not path.is_file():
         raise FileNotFoundError(f"token file {path} does not exist; make it with `tinylm prepare`")
     header = read_header(path)
-    dtype, count = np.dtype(header["dtype"]), int(header["count"])
+    dtype, count = _header_layout(header, path)
     if path.stat().st_size != count * dtype.itemsize:
         raise ValueError(
             f"token file {path} has {path.stat().st_size} bytes but its header promises {count} {dtype.name} "
@@ -51,7 +55,37 @@ def load_tokens(path: str | os.PathLike) -> np.memmap:
         )
     if count == 0:
         return np.zeros(0, dtype=dtype)
-    return np.memmap(path, dtype=dtype, mode="r", shape=(count,))
+    tokens = np.memmap(path, dtype=dtype, mode="r", shape=(count,))
+    _check_ids(tokens, header, path)
+    return tokens
+
+
+def _header_layout(header: dict[str, Any], path: Path) -> tuple[np.dtype, int]:
+    """(dtype, count) a header promises, each checked to be one `write_tokens` writes."""
+    dtype, count = header.get("dtype"), header.get("count")
+    if dtype not in TOKEN_DTYPES:
+        raise ValueError(f"the header of {path} gives dtype {dtype!r}; token files hold one of "
+                         f"{', '.join(TOKEN_DTYPES)}: re-run `tinylm prepare`")
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise ValueError(f"the header of {path} gives count {count!r}, not a number of tokens: re-run `tinylm prepare`")
+    return np.dtype(dtype), count
+
+
+def _check_ids(tokens: np.ndarray, header: dict[str, Any], path: Path) -> None:
+    """Token ids must be ids of the header's vocabulary, stored in the dtype `prepare` picks for it: a header
+    that lies about the dtype (or the vocabulary) makes ids out of range, or too narrow a dtype."""
+    vocab_size = header.get("vocab_size")
+    if tokens.dtype == np.uint8 or vocab_size is None:  # 0/1 mask flags (mlm_data), or a header without a vocabulary
+        return
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 1:
+        raise ValueError(f"the header of {path} gives vocab_size {vocab_size!r}: re-run `tinylm prepare`")
+    if tokens.dtype.itemsize < token_dtype(vocab_size - 1).itemsize:
+        raise ValueError(f"the header of {path} gives dtype {tokens.dtype.name}, too narrow for its {vocab_size:,}-token "
+                         "vocabulary: the header does not describe this file; re-run `tinylm prepare`")
+    largest = int(tokens.max())
+    if largest >= vocab_size:
+        raise ValueError(f"{path} holds token id {largest:,}, outside its header's {vocab_size:,}-token vocabulary: "
+                         "the header's dtype or vocabulary does not describe this file; re-run `tinylm prepare`")
 
 
 def token_dtype(max_id: int) -> np.dtype:
