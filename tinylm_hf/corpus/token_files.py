@@ -106,6 +106,12 @@ def tokenizer_fingerprint(tokenizer: Any) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
 
+def token_digest(tokens: np.ndarray) -> str:
+    """A short hash of a token array's contents: what a file derived from it (static masks) records, so that it is
+    never used beside other tokens of the same length."""
+    return hashlib.sha256(np.ascontiguousarray(tokens).view(np.uint8)).hexdigest()[:16]
+
+
 def write_tokens(
     chunks: Any, path: Path, dtype: np.dtype, total: int, header: dict[str, Any]
 ) -> dict[str, Any]:
