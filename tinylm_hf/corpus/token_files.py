@@ -106,6 +106,19 @@ def tokenizer_fingerprint(tokenizer: Any) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
 
+def check_tokenizer_fingerprint(tokenizer: Any, expected: str | None, *, folder: Any, made: str) -> None:
+    """Refuse `tokenizer` (loaded from `folder`) unless its fingerprint is `expected`, that of the tokenizer that made
+    `made` (nothing is checked when nothing was recorded)."""
+    if expected is None:
+        return
+    actual = tokenizer_fingerprint(tokenizer)
+    if actual != expected:
+        raise ValueError(
+            f"the tokenizer in {folder} is not the one that made {made} (fingerprint {actual}, recorded {expected}): "
+            "it was trained again or is another tokenizer; use the tokenizer folder that made the data"
+        )
+
+
 def token_digest(tokens: np.ndarray) -> str:
     """A short hash of a token array's contents: what a file derived from it (static masks) records, so that it is
     never used beside other tokens of the same length."""

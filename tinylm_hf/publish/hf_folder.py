@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
+from ..corpus.token_files import check_tokenizer_fingerprint
 from ..fileio import seal_folder
 from ..tokenization.chat_template import stop_token_ids
 from ..tokenizer_loading import load_tokenizer
@@ -70,9 +71,12 @@ def publish_run(
         raise FileNotFoundError(
             f"the tokenizer folder {tokenizer_dir} recorded for this run is missing; pass tokenizer_dir / --tokenizer-dir"
         )
-    model = model_from_checkpoint(source)
     tokenizer = copy.deepcopy(load_tokenizer(tokenizer_dir))  # the loader's copy is shared: this one may change
+    check_tokenizer_fingerprint(tokenizer, summary.data.tokenizer_fingerprint, folder=tokenizer_dir,
+                                made=f"the data of the run in {summary.out_dir}")
+    model = model_from_checkpoint(source)
     check_tokenizer_fits(tokenizer, model.config.vocab_size, tokenizer_dir)
+    model.config.tokenizer_fingerprint = summary.data.tokenizer_fingerprint  # what the exports check the folder by
     if summary.objective == "seq_cls":
         prepare_classifier_tokenizer(tokenizer, model.config.pad_token_id, summary.context_length)
     out = Path(out) if out is not None else Path(summary.out_dir) / HF_DIR
