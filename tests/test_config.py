@@ -37,7 +37,7 @@ def test_a_value_of_the_wrong_type_is_refused_naming_the_field(field: str, value
 @pytest.mark.parametrize("field", ["max_lr", "min_lr", "eps", "grad_clip", "time_budget_s", "mlm_probability"])
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")], ids=["nan", "inf", "-inf"])
 def test_non_finite_numbers_are_refused(field: str, value: float) -> None:
-    with pytest.raises(TypeError, match=f"{field} must be a finite number"):
+    with pytest.raises(ValueError, match=f"{field} must be a finite number"):
         make(**{field: value})
 
 
@@ -58,7 +58,7 @@ def test_yaml_and_json_bools_and_numbers_are_accepted(tmp_path: Path) -> None:
 def test_infinity_in_a_json_file_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "run.json"
     path.write_text('{"data_dir": "d", "max_lr": Infinity}', encoding="utf-8")
-    with pytest.raises(TypeError, match="max_lr must be a finite number"):
+    with pytest.raises(ValueError, match="max_lr must be a finite number"):
         TrainConfig.from_file(path)
 
 

@@ -312,7 +312,7 @@ def _config_loader() -> type:
 
 
 def check_field_types(config: TrainConfig) -> None:
-    """Raise TypeError naming the first field whose value is not of its annotated type.
+    """Raise TypeError naming the first field whose value is not of its annotated type (ValueError for NaN or infinity).
 
     Strict, as JSON and YAML types are: a bool field takes only true/false (the string "no" is refused, not read
     as true), an int field no float or bool, a float field any finite int or float (never NaN or infinity).
@@ -326,7 +326,7 @@ def check_field_types(config: TrainConfig) -> None:
             raise TypeError(f"{name} must be {_describe(hint)}, got {type(value).__name__} {value!r}"
                             + (" (write true or false, without quotes)" if bool in kinds else ""))
         if isinstance(value, float) and not math.isfinite(value):
-            raise TypeError(f"{name} must be a finite number, got {value!r}")
+            raise ValueError(f"{name} must be a finite number, got {value!r}")
 
 
 def _is_of(value: Any, kind: Any) -> bool:
