@@ -7,6 +7,7 @@ tokenizer here has the same size (257 tokens), so only its fingerprint tells it 
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -85,3 +86,12 @@ def test_exporting_a_folder_whose_tokenizer_was_swapped_is_refused(run, tmp_path
     with pytest.raises(ValueError, match=REFUSED):
         export(swapped, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_the_published_card_samples_as_the_published_generation_config(run):
+    _, folder = run
+    settings = json.loads((folder / "generation_config.json").read_text())
+    card = (folder / "README.md").read_text()
+    said = f"samples with temperature {settings['temperature']}, top-k {settings['top_k']}, from generation_config.json"
+    assert settings["do_sample"] and said in card
+    assert f"--temperature {settings['temperature']} --top-k {settings['top_k']}`" in card

@@ -46,6 +46,8 @@ def test_quickstart_pipeline_small(tmp_path):
     card = (hf / "README.md").read_text()
     assert "train.txt" in card and "TinyStories" not in card  # the data used, not the bundled corpus
     assert str(tmp_path) not in card  # file names, never local paths
+    assert "\n# qs\n" in card and "# train\n" not in card  # named after the quickstart, not its train/ folder
+    assert "Measured on val.txt." in card  # the validation file used, not the training file
 
 
 def test_quickstart_chat_small(tmp_path):

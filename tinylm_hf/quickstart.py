@@ -99,7 +99,7 @@ def quickstart(
         device="cpu", dtype="float32", seed=seed, threads=threads, overwrite=True,
     )
     summary = train(config)
-    hf_dir = publish_run(summary, out / "hf")
+    hf_dir = publish_run(summary, out / "hf", name=out.resolve().name)  # the card names the quickstart, not its train/
     print(f"      {summary.iterations:,} steps in {time.perf_counter() - t0:.0f}s")
 
     print(f"[4/{steps}] reloading {hf_dir} with AutoTokenizer / AutoModelForCausalLM and generating")

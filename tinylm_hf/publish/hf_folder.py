@@ -56,8 +56,10 @@ def publish_run(
     *,
     checkpoint: Literal["last", "best"] = "last",
     tokenizer_dir: str | os.PathLike | None = None,
+    name: str | None = None,
 ) -> Path:
-    """Write the run's Hugging Face folder (default: out_dir/hf) from its last (or best) checkpoint."""
+    """Write the run's Hugging Face folder (default: out_dir/hf) from its last (or best) checkpoint; the card calls
+    the model `name` (default: the name of the run's out_dir)."""
     from transformers import GenerationConfig
 
     from ..registration import register
@@ -92,7 +94,7 @@ def publish_run(
                 bos_token_id=model.config.bos_token_id, eos_token_id=stops if len(stops) > 1 else eos,
                 pad_token_id=eos, do_sample=True, temperature=0.8, top_k=50, max_new_tokens=200,
             ).save_pretrained(tmp)
-        name = Path(summary.out_dir).resolve().name
+        name = name or Path(summary.out_dir).resolve().name
         write_model_card(tmp, summary, model=model, model_name=name, repo_id=f"your-name/{name}")
         seal_folder(tmp)
         if out.exists():

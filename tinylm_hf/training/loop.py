@@ -43,7 +43,7 @@ from .optimizer import AdamW, param_groups_for_weight_decay
 from .run_dir import RunDirectory
 from .state import RunCheckpoints, TrainState
 from .step import NonFiniteLossError, StepResult, compile_for_training, train_step
-from .summary import RunSummary
+from .summary import RunSummary, learning_rate_facts
 
 
 def train(config: TrainConfig) -> RunSummary:
@@ -257,5 +257,5 @@ def summarize(config: TrainConfig, run: RunDirectory, run_id: str | None, state:
         best_checkpoint=str(best_path) if best_path.is_file() else None,
         interrupted=interrupted, elapsed_s=elapsed_s, world_size=ddp.world,
         data=data.provenance, train_config=config.to_dict(), objective=config.objective, masking=objective.masking,
-        task=objective.task,
+        task=objective.task, **learning_rate_facts(state.metrics),
     )
