@@ -66,3 +66,9 @@ def test_full_quickstart_under_ten_minutes(tmp_path):
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "validation loss" in proc.stdout and "--- story 3 ---" in proc.stdout
+
+
+def test_a_typo_in_the_model_overrides_is_refused_before_any_work(tmp_path):
+    with pytest.raises(ValueError, match="unknown TinyLMConfig field 'hidden_sise'.*did you mean 'hidden_size'"):
+        quickstart(tmp_path / "qs", model_overrides={"hidden_sise": 64})
+    assert not (tmp_path / "qs").exists()

@@ -37,6 +37,13 @@ QUIET_MACHINE_STEPS = 1877
 CHAT_BATCH_SIZE = 8  # with `chat`: 8 x CHAT_CONTEXT tokens, the default recipe's 2,048 tokens a step
 
 
+def check_options(train_budget_s: float, preset: str, model_overrides: dict[str, Any] | None) -> None:
+    """The quickstart's own values, checked before the tokenizer is trained."""
+    if train_budget_s is None or not train_budget_s > 0:
+        raise ValueError(f"the training budget must be a positive number of seconds, got {train_budget_s!r}")
+    check_overrides(model_overrides or {}, preset=preset)
+
+
 def quickstart(
     out_dir: str | Path = "runs/quickstart",
     train_file: str | Path | None = None,
@@ -59,9 +66,7 @@ def quickstart(
 
     Batches default to 16 x 128 tokens, 8 x 256 with `chat`, which fine-tunes for `chat_budget_s` seconds (or
     `chat_max_iters` steps) and adds the chat run's fields, folder and replies as "chat"."""
-    if train_budget_s is None or not train_budget_s > 0:
-        raise ValueError(f"the training budget must be a positive number of seconds, got {train_budget_s!r}")
-    check_overrides(model_overrides or {}, preset=preset)  # before the tokenizer is trained
+    check_options(train_budget_s, preset, model_overrides)
     out = Path(out_dir)
     threads = set_threads(threads)
     batch_size = batch_size or (CHAT_BATCH_SIZE if chat else 16)
