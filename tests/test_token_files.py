@@ -30,7 +30,7 @@ def test_a_true_header_loads(tmp_path: Path) -> None:
 def test_uint16_tokens_under_a_uint32_header_are_refused(tmp_path: Path) -> None:
     path = write(tmp_path, np.arange(0, 1000, 2))  # 500 uint16 ids: the size of 250 uint32 ids
     rewrite_header(path, dtype="uint32", count=250)
-    with pytest.raises(ValueError, match="outside its header's 1,000-token vocabulary"):
+    with pytest.raises(ValueError, match="outside its header.s vocabulary \\(ids up to 999\\)"):
         load_tokens(path)
 
 
@@ -38,7 +38,7 @@ def test_uint32_tokens_under_a_uint16_header_are_refused(tmp_path: Path) -> None
     ids = np.array([70_000, 3, 5, 69_999])
     path = write(tmp_path, ids, vocab_size=70_001)
     rewrite_header(path, dtype="uint16", count=8)
-    with pytest.raises(ValueError, match="too narrow for its 70,001-token vocabulary"):
+    with pytest.raises(ValueError, match="too narrow for ids up to 70,000"):
         load_tokens(path)
 
 
@@ -63,3 +63,8 @@ def test_a_header_that_is_no_object_is_refused(tmp_path: Path) -> None:
     path.with_suffix(".json").write_text("[1, 2]")
     with pytest.raises(ValueError, match="must hold a JSON object"):
         load_tokens(path)
+
+
+def test_ids_up_to_the_recorded_max_id_load_when_the_vocabulary_skips_ids(tmp_path: Path) -> None:
+    path = write(tmp_path, np.array([3, 70_000, 5]), vocab_size=258, max_id=70_000)
+    assert load_tokens(path).tolist() == [3, 70_000, 5]

@@ -72,20 +72,24 @@ def _header_layout(header: dict[str, Any], path: Path) -> tuple[np.dtype, int]:
 
 
 def _check_ids(tokens: np.ndarray, header: dict[str, Any], path: Path) -> None:
-    """Token ids must be ids of the header's vocabulary, stored in the dtype `prepare` picks for it: a header
-    that lies about the dtype (or the vocabulary) makes ids out of range, or too narrow a dtype."""
-    vocab_size = header.get("vocab_size")
-    if tokens.dtype == np.uint8 or vocab_size is None:  # 0/1 mask flags (mlm_data), or a header without a vocabulary
+    """Token ids must be ids of the header's vocabulary (up to its `max_id`, else below its `vocab_size`), stored in
+    the dtype `prepare` picks for them: a header that lies about the dtype makes ids out of range, or too narrow a
+    dtype."""
+    vocab_size, max_id = header.get("vocab_size"), header.get("max_id")
+    if tokens.dtype == np.uint8 or (vocab_size is None and max_id is None):  # 0/1 mask flags, or no vocabulary
         return
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 1:
-        raise ValueError(f"the header of {path} gives vocab_size {vocab_size!r}: re-run `tinylm prepare`")
-    if tokens.dtype.itemsize < token_dtype(vocab_size - 1).itemsize:
-        raise ValueError(f"the header of {path} gives dtype {tokens.dtype.name}, too narrow for its {vocab_size:,}-token "
-                         "vocabulary: the header does not describe this file; re-run `tinylm prepare`")
+    largest_allowed = max_id if max_id is not None else (vocab_size - 1 if isinstance(vocab_size, int) else None)
+    if isinstance(largest_allowed, bool) or not isinstance(largest_allowed, int) or largest_allowed < 0:
+        raise ValueError(f"the header of {path} gives vocab_size {vocab_size!r} / max_id {max_id!r}: "
+                         "re-run `tinylm prepare`")
+    if tokens.dtype.itemsize < token_dtype(largest_allowed).itemsize:
+        raise ValueError(f"the header of {path} gives dtype {tokens.dtype.name}, too narrow for ids up to "
+                         f"{largest_allowed:,}: the header does not describe this file; re-run `tinylm prepare`")
     largest = int(tokens.max())
-    if largest >= vocab_size:
-        raise ValueError(f"{path} holds token id {largest:,}, outside its header's {vocab_size:,}-token vocabulary: "
-                         "the header's dtype or vocabulary does not describe this file; re-run `tinylm prepare`")
+    if largest > largest_allowed:
+        raise ValueError(f"{path} holds token id {largest:,}, outside its header's vocabulary (ids up to "
+                         f"{largest_allowed:,}): the header's dtype or vocabulary does not describe this file; "
+                         "re-run `tinylm prepare`")
 
 
 def token_dtype(max_id: int) -> np.dtype:

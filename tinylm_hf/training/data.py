@@ -49,8 +49,9 @@ def open_data(config: TrainConfig) -> TrainingData:
     bytes_per_token = val_header.get("bytes", 0) / max(int(val_header["count"]), 1) or None
     provenance = DataProvenance.from_headers(train_header, val_header)
     check_published_tokenizer(config, provenance)
-    return TrainingData(provenance, int(train_header.get("vocab_size", 0)), train_header.get("eos_id"), train=train,
-                        val=val, bytes_per_token=bytes_per_token)
+    vocab_size = max(int(train_header.get("vocab_size", 0)), int(train_header.get("max_id", -1)) + 1)  # ids may skip
+    return TrainingData(provenance, vocab_size, train_header.get("eos_id"), train=train, val=val,
+                        bytes_per_token=bytes_per_token)
 
 
 def check_published_tokenizer(config: TrainConfig, provenance: DataProvenance) -> None:
