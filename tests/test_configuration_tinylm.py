@@ -103,3 +103,18 @@ def test_auto_config_knows_tinylm() -> None:
     from transformers import AutoConfig
 
     assert isinstance(AutoConfig.for_model("tinylm", hidden_size=64, num_attention_heads=4), TinyLMConfig)
+
+
+@pytest.mark.parametrize("field", ["rope_theta", "rms_norm_eps", "initializer_range"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf")], ids=["nan", "inf"])
+def test_non_finite_floats_are_refused(field: str, value: float) -> None:
+    with pytest.raises(ValueError, match=f"{field} must be a finite positive number"):
+        TinyLMConfig(**{field: value})
+
+
+def test_a_60m_position_folder_is_refused_before_its_tables_are_allocated(tmp_path: Path) -> None:
+    TinyLMConfig(hidden_size=64, num_attention_heads=2, intermediate_size=64).save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 60_000_000}))
+    with pytest.raises(ValueError, match="max_position_embeddings=60,000,000 would allocate 7.2 GiB"):
+        TinyLMConfig.from_pretrained(tmp_path)

@@ -96,7 +96,7 @@ def test_card_states_the_transformers_its_code_needs(folder):
 
 def test_card_without_a_run_claims_no_data_or_licence(folder):
     card = render_model_card(folder, repo_id=REPO_ID)
-    assert card.data.datasets is None and card.data.license is None
+    assert card.data.datasets is None and card.data.license == "unknown"
     assert "Licence of the data: unknown." in card.text and "TinyStories" not in card.text
 
 

@@ -13,7 +13,11 @@ import pytest
 import torch
 
 from conftest import REPO_ROOT
-from tiny_runs import byte_data, cli_env, losses, start_cli, tiny_config, wait_for_checkpoint  # noqa: F401
+from tiny_runs import byte_data, cli_env, losses, start_cli, tiny_config, wait_for_checkpoint, write_byte_dataset  # noqa: F401
+from tinylm_hf.corpus import tokenizer_fingerprint
+from tinylm_hf.publish import publish_run
+from tinylm_hf.tokenization import build_hf_tokenizer
+from tinylm_hf.tokenizer_loading import load_tokenizer
 from tinylm_hf.training import step as step_module
 from tinylm_hf.training.checkpoint import list_checkpoints
 from tinylm_hf.training.config import TrainConfig
@@ -294,3 +298,18 @@ def test_resumed_time_budget_run_keeps_its_saved_plan(byte_data, tmp_path):
     resumed = train(tiny_config(byte_data, tmp_path / "run", resume=True, **options))
     again = load_state(find_latest_checkpoint(tmp_path / "run" / "checkpoints"))["extra"]["budget_schedule"]
     assert again == saved and first.iterations <= resumed.iterations <= saved[0]  # not planned again
+
+
+def test_init_from_a_model_of_another_tokenizer_is_refused_before_the_run_folder_is_touched(byte_data, tmp_path):
+    folder = publish_run(train(tiny_config(byte_data, tmp_path / "base", max_iters=2, eval_every=0)))
+    other = write_byte_dataset(tmp_path / "other", n_bytes=20_000)  # the same bytes, another tokenizer of that size
+    build_hf_tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|end_of_text|>"]).save_pretrained(other / "tokenizer")
+    for split in ("train", "val"):  # as `prepare` with that tokenizer records it
+        header = json.loads((other / f"{split}.json").read_text())
+        header["tokenizer_fingerprint"] = tokenizer_fingerprint(load_tokenizer(other / "tokenizer"))
+        (other / f"{split}.json").write_text(json.dumps(header))
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="holds a model of another tokenizer than the one that made the data"):
+        train(tiny_config(other, tmp_path / "run", init_from=str(folder), model={}, overwrite=True))
+    assert [p.name for p in (tmp_path / "run").iterdir()] == ["notes.txt"]

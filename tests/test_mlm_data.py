@@ -85,3 +85,20 @@ def test_mlm_needs_a_mask_token(tmp_path):
     data = write_byte_dataset(tmp_path / "data", n_bytes=20_000)
     with pytest.raises(ValueError, match="no mask token"):
         train(tiny_config(data, tmp_path / "run", objective="mlm"))
+
+
+def test_static_masks_of_a_reprepared_token_file_of_the_same_length_are_refused(tmp_path):
+    data = write_byte_dataset(tmp_path / "data", n_bytes=20_000, extra_special_tokens=(MASK,))
+    write_static_masks(data, load_tokenizer(data / "tokenizer"))
+    tokens = np.fromfile(data / "train.bin", dtype=np.uint16)
+    np.roll(tokens, 7).tofile(data / "train.bin")  # prepared again: other tokens, the same count and header
+    with pytest.raises(ValueError, match="were not made from this train.bin"):
+        train(tiny_config(data, tmp_path / "run", objective="mlm", masking="static"))
+
+
+def test_static_masks_of_another_masking_probability_are_refused(tmp_path):
+    data = write_byte_dataset(tmp_path / "data", n_bytes=20_000, extra_special_tokens=(MASK,))
+    write_static_masks(data, load_tokenizer(data / "tokenizer"), mlm_probability=0.3)
+    with pytest.raises(ValueError, match="mask 0.3 of the tokens, the run asks for mlm_probability 0.15"):
+        train(tiny_config(data, tmp_path / "run", objective="mlm", masking="static"))
+    assert not (tmp_path / "run").exists() or not any((tmp_path / "run" / "checkpoints").glob("*.pt"))

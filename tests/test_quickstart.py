@@ -46,6 +46,8 @@ def test_quickstart_pipeline_small(tmp_path):
     card = (hf / "README.md").read_text()
     assert "train.txt" in card and "TinyStories" not in card  # the data used, not the bundled corpus
     assert str(tmp_path) not in card  # file names, never local paths
+    assert "\n# qs\n" in card and "# train\n" not in card  # named after the quickstart, not its train/ folder
+    assert "Measured on val.txt." in card  # the validation file used, not the training file
 
 
 def test_quickstart_chat_small(tmp_path):
@@ -64,3 +66,9 @@ def test_full_quickstart_under_ten_minutes(tmp_path):
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "validation loss" in proc.stdout and "--- story 3 ---" in proc.stdout
+
+
+def test_a_typo_in_the_model_overrides_is_refused_before_any_work(tmp_path):
+    with pytest.raises(ValueError, match="unknown TinyLMConfig field 'hidden_sise'.*did you mean 'hidden_size'"):
+        quickstart(tmp_path / "qs", model_overrides={"hidden_sise": 64})
+    assert not (tmp_path / "qs").exists()

@@ -50,7 +50,7 @@ def fine_tune_stories(out: Path, base_dir: Path, *, budget_s: float = 120.0, max
         overwrite=True,
     )
     summary = train(config)
-    hf_dir = publish_run(summary)
+    hf_dir = publish_run(summary, name=f"{out.resolve().name}-chat")
     print(f"      {summary.iterations:,} steps in {time.perf_counter() - t0:.0f}s; validation loss on the assistant's "
           f"tokens {summary.val_loss:.3f} -> {hf_dir}")
     print(f"[{last}/{last}] reloading {hf_dir} and asking for stories (tinylm chat {hf_dir})")

@@ -19,6 +19,7 @@ from typing import Any
 from .chat_quickstart import CHAT_CONTEXT, fine_tune_stories
 from .corpus import prepare_dataset
 from .corpus.sources import PACKAGE_DATA
+from .modeling.configuration_tinylm import check_overrides
 from .publish import publish_run
 from .runtime import set_threads
 from .tokenization import EOS_TOKEN
@@ -34,6 +35,13 @@ MAX_ITERS_CAP = 3000  # the schedule's horizon when the time budget decides the 
 QUIET_MACHINE_BPB = 1.03
 QUIET_MACHINE_STEPS = 1877
 CHAT_BATCH_SIZE = 8  # with `chat`: 8 x CHAT_CONTEXT tokens, the default recipe's 2,048 tokens a step
+
+
+def check_options(train_budget_s: float, preset: str, model_overrides: dict[str, Any] | None) -> None:
+    """The quickstart's own values, checked before the tokenizer is trained."""
+    if train_budget_s is None or not train_budget_s > 0:
+        raise ValueError(f"the training budget must be a positive number of seconds, got {train_budget_s!r}")
+    check_overrides(model_overrides or {}, preset=preset)
 
 
 def quickstart(
@@ -58,8 +66,7 @@ def quickstart(
 
     Batches default to 16 x 128 tokens, 8 x 256 with `chat`, which fine-tunes for `chat_budget_s` seconds (or
     `chat_max_iters` steps) and adds the chat run's fields, folder and replies as "chat"."""
-    if train_budget_s is None or not train_budget_s > 0:
-        raise ValueError(f"the training budget must be a positive number of seconds, got {train_budget_s!r}")
+    check_options(train_budget_s, preset, model_overrides)
     out = Path(out_dir)
     threads = set_threads(threads)
     batch_size = batch_size or (CHAT_BATCH_SIZE if chat else 16)
@@ -97,7 +104,7 @@ def quickstart(
         device="cpu", dtype="float32", seed=seed, threads=threads, overwrite=True,
     )
     summary = train(config)
-    hf_dir = publish_run(summary, out / "hf")
+    hf_dir = publish_run(summary, out / "hf", name=out.resolve().name)  # the card names the quickstart, not its train/
     print(f"      {summary.iterations:,} steps in {time.perf_counter() - t0:.0f}s")
 
     print(f"[4/{steps}] reloading {hf_dir} with AutoTokenizer / AutoModelForCausalLM and generating")

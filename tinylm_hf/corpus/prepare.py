@@ -185,9 +185,10 @@ def prepare_dataset(
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    dtype = token_dtype(max(tok.get_vocab().values()))
+    max_id = max(tok.get_vocab().values())
+    dtype = token_dtype(max_id)
     base = {"tokenizer": os.path.abspath(tokenizer_dir), "tokenizer_fingerprint": tokenizer_fingerprint(tok),
-            "vocab_size": len(tok), "eos_id": int(eos_id), "source": source}
+            "vocab_size": len(tok), "max_id": max_id, "eos_id": int(eos_id), "source": source}
     stage = Path(tempfile.mkdtemp(dir=out, prefix=".prepare-"))
     try:
         headers = {}

@@ -19,6 +19,7 @@ import numpy as np
 from ..fileio import atomic_output, write_json_atomic
 
 HEADER_SUFFIX = ".json"
+TOKEN_DTYPES = ("uint16", "uint32", "uint8")  # token ids (token_dtype), and uint8 0/1 flags (static masks)
 
 
 def header_path(path: str | os.PathLike) -> Path:
@@ -32,9 +33,12 @@ def read_header(path: str | os.PathLike) -> dict[str, Any]:
     if not header.is_file():
         raise FileNotFoundError(f"no header {header} beside {path}; make the data with `tinylm prepare`")
     try:
-        return json.loads(header.read_text(encoding="utf-8"))
+        value = json.loads(header.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ValueError(f"header {header} is corrupt ({err}); re-run `tinylm prepare`") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"header {header} must hold a JSON object, got {type(value).__name__}; re-run `tinylm prepare`")
+    return value
 
 
 def load_tokens(path: str | os.PathLike) -> np.memmap:
@@ -43,7 +47,7 @@ def load_tokens(path: str | os.PathLike) -> np.memmap:
     if not path.is_file():
         raise FileNotFoundError(f"token file {path} does not exist; make it with `tinylm prepare`")
     header = read_header(path)
-    dtype, count = np.dtype(header["dtype"]), int(header["count"])
+    dtype, count = _header_layout(header, path)
     if path.stat().st_size != count * dtype.itemsize:
         raise ValueError(
             f"token file {path} has {path.stat().st_size} bytes but its header promises {count} {dtype.name} "
@@ -51,7 +55,41 @@ def load_tokens(path: str | os.PathLike) -> np.memmap:
         )
     if count == 0:
         return np.zeros(0, dtype=dtype)
-    return np.memmap(path, dtype=dtype, mode="r", shape=(count,))
+    tokens = np.memmap(path, dtype=dtype, mode="r", shape=(count,))
+    _check_ids(tokens, header, path)
+    return tokens
+
+
+def _header_layout(header: dict[str, Any], path: Path) -> tuple[np.dtype, int]:
+    """(dtype, count) a header promises, each checked to be one `write_tokens` writes."""
+    dtype, count = header.get("dtype"), header.get("count")
+    if dtype not in TOKEN_DTYPES:
+        raise ValueError(f"the header of {path} gives dtype {dtype!r}; token files hold one of "
+                         f"{', '.join(TOKEN_DTYPES)}: re-run `tinylm prepare`")
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise ValueError(f"the header of {path} gives count {count!r}, not a number of tokens: re-run `tinylm prepare`")
+    return np.dtype(dtype), count
+
+
+def _check_ids(tokens: np.ndarray, header: dict[str, Any], path: Path) -> None:
+    """Token ids must be ids of the header's vocabulary (up to its `max_id`, else below its `vocab_size`), stored in
+    the dtype `prepare` picks for them: a header that lies about the dtype makes ids out of range, or too narrow a
+    dtype."""
+    vocab_size, max_id = header.get("vocab_size"), header.get("max_id")
+    if tokens.dtype == np.uint8 or (vocab_size is None and max_id is None):  # 0/1 mask flags, or no vocabulary
+        return
+    largest_allowed = max_id if max_id is not None else (vocab_size - 1 if isinstance(vocab_size, int) else None)
+    if isinstance(largest_allowed, bool) or not isinstance(largest_allowed, int) or largest_allowed < 0:
+        raise ValueError(f"the header of {path} gives vocab_size {vocab_size!r} / max_id {max_id!r}: "
+                         "re-run `tinylm prepare`")
+    if tokens.dtype.itemsize < token_dtype(largest_allowed).itemsize:
+        raise ValueError(f"the header of {path} gives dtype {tokens.dtype.name}, too narrow for ids up to "
+                         f"{largest_allowed:,}: the header does not describe this file; re-run `tinylm prepare`")
+    largest = int(tokens.max())
+    if largest > largest_allowed:
+        raise ValueError(f"{path} holds token id {largest:,}, outside its header's vocabulary (ids up to "
+                         f"{largest_allowed:,}): the header's dtype or vocabulary does not describe this file; "
+                         "re-run `tinylm prepare`")
 
 
 def token_dtype(max_id: int) -> np.dtype:
@@ -70,6 +108,25 @@ def tokenizer_fingerprint(tokenizer: Any) -> str:
     vocab = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
     payload = json.dumps([type(tokenizer).__name__.removesuffix("Fast"), vocab], ensure_ascii=False)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+
+
+def check_tokenizer_fingerprint(tokenizer: Any, expected: str | None, *, folder: Any, made: str) -> None:
+    """Refuse `tokenizer` (loaded from `folder`) unless its fingerprint is `expected`, that of the tokenizer that made
+    `made` (nothing is checked when nothing was recorded)."""
+    if expected is None:
+        return
+    actual = tokenizer_fingerprint(tokenizer)
+    if actual != expected:
+        raise ValueError(
+            f"the tokenizer in {folder} is not the one that made {made} (fingerprint {actual}, recorded {expected}): "
+            "it was trained again or is another tokenizer; use the tokenizer folder that made the data"
+        )
+
+
+def token_digest(tokens: np.ndarray) -> str:
+    """A short hash of a token array's contents: what a file derived from it (static masks) records, so that it is
+    never used beside other tokens of the same length."""
+    return hashlib.sha256(np.ascontiguousarray(tokens).view(np.uint8)).hexdigest()[:16]
 
 
 def write_tokens(

@@ -5,6 +5,9 @@ from __future__ import annotations
 # first: on an unsupported transformers, a remote-code folder says what it needs (compat.py)
 from .compat import CACHE_NAME
 
+import difflib
+import inspect
+import math
 from typing import Any
 
 from transformers import PretrainedConfig
@@ -53,6 +56,11 @@ _POSITIVE_INT_FIELDS = (
     "max_position_embeddings",
 )
 _POSITIVE_FLOAT_FIELDS = ("rope_theta", "rms_norm_eps", "initializer_range")
+_BOOL_FIELDS = ("tie_word_embeddings", "use_cache", "use_bidirectional_attention")
+_TOKEN_ID_FIELDS = ("bos_token_id", "eos_token_id", "pad_token_id")
+MAX_ROPE_TABLE_BYTES = 1 << 30
+"""The most memory the rotary cos/sin tables (float32, one row per position) may take: 1 GiB holds 2M positions
+of a 128-wide head. A larger max_position_embeddings is refused before the tables are allocated."""
 
 
 class TinyLMConfig(PretrainedConfig):
@@ -133,43 +141,87 @@ def _validate(
     pad_token_id: Any,
 ) -> None:
     """Raise ValueError naming the first field with a wrong type or an impossible value."""
-    for name in _POSITIVE_INT_FIELDS:
-        value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
-        if value <= 0:
-            raise ValueError(f"{name} must be positive, got {value}")
-    for name in _POSITIVE_FLOAT_FIELDS:
-        value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"{name} must be a number, got {type(value).__name__} ({value!r})")
-        if not value > 0:
-            raise ValueError(f"{name} must be positive, got {value}")
-    for name, value in (
-        ("tie_word_embeddings", tie_word_embeddings),
-        ("use_cache", config.use_cache),
-        ("use_bidirectional_attention", config.use_bidirectional_attention),
-    ):
-        if not isinstance(value, bool):
-            raise ValueError(f"{name} must be a bool, got {type(value).__name__} ({value!r})")
-    token_ids = {"bos_token_id": bos_token_id, "pad_token_id": pad_token_id}
-    if isinstance(eos_token_id, (list, tuple)):
-        token_ids.update({f"eos_token_id[{i}]": t for i, t in enumerate(eos_token_id)})
-    else:
-        token_ids["eos_token_id"] = eos_token_id
-    for name, value in token_ids.items():
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"{name} must be an int or None, got {type(value).__name__} ({value!r})")
-        if not 0 <= value < config.vocab_size:
-            raise ValueError(f"{name}={value} is outside the vocabulary [0, {config.vocab_size})")
+    values = {name: getattr(config, name) for name in (*_POSITIVE_INT_FIELDS, *_POSITIVE_FLOAT_FIELDS)}
+    values |= {"tie_word_embeddings": tie_word_embeddings, "use_cache": config.use_cache,
+               "use_bidirectional_attention": config.use_bidirectional_attention}
+    values |= {"bos_token_id": bos_token_id, "eos_token_id": eos_token_id, "pad_token_id": pad_token_id}
+    for name, value in values.items():
+        check_field(name, value)
+    for name in _TOKEN_ID_FIELDS:
+        ids = values[name] if isinstance(values[name], (list, tuple)) else [values[name]]
+        for value in ids:
+            if value is not None and not 0 <= value < config.vocab_size:
+                raise ValueError(f"{name}={value} is outside the vocabulary [0, {config.vocab_size})")
     if config.hidden_size % config.num_attention_heads != 0:
         raise ValueError(
             f"hidden_size={config.hidden_size} is not divisible by num_attention_heads={config.num_attention_heads}"
         )
-    if (config.hidden_size // config.num_attention_heads) % 2 != 0:
+    head_dim = config.hidden_size // config.num_attention_heads
+    if head_dim % 2 != 0:
+        raise ValueError(f"head_dim = hidden_size // num_attention_heads = {head_dim} must be even for rotary embeddings")
+    check_position_tables(config.max_position_embeddings, head_dim)
+
+
+def check_field(name: str, value: Any) -> None:
+    """Raise ValueError if `value` has the wrong type, or an impossible value, for the TinyLMConfig field `name`."""
+    if name in _POSITIVE_INT_FIELDS:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
+        if value <= 0:
+            raise ValueError(f"{name} must be positive, got {value}")
+    elif name in _POSITIVE_FLOAT_FIELDS:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{name} must be a number, got {type(value).__name__} ({value!r})")
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be a finite positive number, got {value}")
+    elif name in _BOOL_FIELDS:
+        if not isinstance(value, bool):
+            raise ValueError(f"{name} must be a bool (true or false), got {type(value).__name__} ({value!r})")
+    elif name in _TOKEN_ID_FIELDS:
+        ids = value if name == "eos_token_id" and isinstance(value, (list, tuple)) else [value]
+        for token_id in ids:
+            if token_id is not None and (isinstance(token_id, bool) or not isinstance(token_id, int)):
+                raise ValueError(f"{name} must be an int or None, got {type(token_id).__name__} ({token_id!r})")
+
+
+def check_position_tables(positions: int, head_dim: int, *, name: str = "max_position_embeddings") -> None:
+    """Refuse a model whose rotary cos/sin tables would take more than MAX_ROPE_TABLE_BYTES (`name`: the setting
+    that asks for `positions`)."""
+    size = positions * head_dim * 4  # cos and sin: (positions, head_dim // 2) float32 each
+    if size > MAX_ROPE_TABLE_BYTES:
         raise ValueError(
-            f"head_dim = hidden_size // num_attention_heads = {config.hidden_size // config.num_attention_heads} "
-            "must be even for rotary embeddings"
+            f"{name}={positions:,} would allocate {size / (1 << 30):.1f} GiB of rotary position tables (at most "
+            f"{MAX_ROPE_TABLE_BYTES / (1 << 30):.0f} GiB); lower {name} to the context the model is meant to read"
         )
+
+
+def check_overrides(overrides: dict[str, Any], *, preset: str | None = None, context_length: int | None = None) -> None:
+    """Check TinyLMConfig field overrides (`--model`) before anything is built: every key a TinyLMConfig field
+    (an unknown one named, with the nearest field suggested), every value of its field's type, and position
+    tables of a sane size (a training run's model has `context_length` positions unless the overrides say)."""
+    fields = overrides_accepted()
+    for name, value in overrides.items():
+        if name not in fields:
+            close = difflib.get_close_matches(str(name), fields, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"the fields are {', '.join(fields)}"
+            raise ValueError(f"unknown TinyLMConfig field {name!r} in the model overrides; {hint}")
+        check_field(name, value)
+    if preset is not None and preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
+    merged = {**_DEFAULTS, **PRESETS.get(preset or "", {}), **overrides}
+    if merged["hidden_size"] % merged["num_attention_heads"]:
+        return  # TinyLMConfig says so when the model is built
+    head_dim = merged["hidden_size"] // merged["num_attention_heads"]
+    if "max_position_embeddings" in overrides or context_length is None:
+        check_position_tables(merged["max_position_embeddings"], head_dim)
+    else:
+        check_position_tables(context_length, head_dim, name="context_length")
+
+
+def overrides_accepted() -> list[str]:
+    """The TinyLMConfig fields a `--model` override may set (the named arguments of TinyLMConfig)."""
+    return list(_DEFAULTS)
+
+
+_DEFAULTS = {name: p.default for name, p in inspect.signature(TinyLMConfig.__init__).parameters.items()
+             if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and name != "self"}

@@ -284,8 +284,8 @@ def export_gguf(
         raise ValueError(f"{src} holds a {config['architectures'][0]}, a task head: GGUF carries a language model "
                          "for llama.cpp; export the head with export-llama instead")
     check_gguf_output(out, overwrite=overwrite)
+    tokenizer = build_plain_tokenizer(src, trust_remote_code=trust_remote_code)  # checks it made the data
     model = build_llama_model(src)
-    tokenizer = build_plain_tokenizer(src, trust_remote_code=trust_remote_code)
     vocab_size = model.config.vocab_size
     check_tokenizer_fits(tokenizer, vocab_size, src)
     sentencepiece = read_sentencepiece_model(src / SENTENCEPIECE_FILE) if (src / SENTENCEPIECE_FILE).is_file() else None

@@ -27,6 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..corpus.token_files import check_tokenizer_fingerprint
 from ..fileio import seal_folder, write_json_atomic
 from ..tokenization.byte_level_backend import build_byte_level_bpe
 from ..tokenization.gpt2_files import MERGES_FILE, VOCAB_FILE, read_merges_txt, read_vocab_json
@@ -158,6 +159,8 @@ def build_plain_tokenizer(src: Path, *, trust_remote_code: bool = False) -> Any:
     from transformers import PreTrainedTokenizerFast
 
     source = load_tokenizer(src, trust_remote_code=trust_remote_code)
+    check_tokenizer_fingerprint(source, read_json(src / "config.json").get("tokenizer_fingerprint"), folder=src,
+                                made=f"the data the model in {src} was trained on")
     check_gpt2_pattern(getattr(source, "pattern", "gpt2"), src)
     if (src / "tokenizer.json").is_file():
         try:
@@ -220,8 +223,8 @@ def export_llama(
     check_output_outside(src, out)
     if out.exists() and not overwrite and (out.is_file() or any(out.iterdir())):
         raise FileExistsError(f"{out} already exists and is not empty (pass overwrite=True / --overwrite)")
-    model = build_llama_model(src)
     tokenizer = build_plain_tokenizer(src, trust_remote_code=trust_remote_code)
+    model = build_llama_model(src)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
     try:

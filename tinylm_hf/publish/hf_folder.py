@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
+from ..corpus.token_files import check_tokenizer_fingerprint
 from ..fileio import seal_folder
 from ..tokenization.chat_template import stop_token_ids
 from ..tokenizer_loading import load_tokenizer
@@ -55,8 +56,10 @@ def publish_run(
     *,
     checkpoint: Literal["last", "best"] = "last",
     tokenizer_dir: str | os.PathLike | None = None,
+    name: str | None = None,
 ) -> Path:
-    """Write the run's Hugging Face folder (default: out_dir/hf) from its last (or best) checkpoint."""
+    """Write the run's Hugging Face folder (default: out_dir/hf) from its last (or best) checkpoint; the card calls
+    the model `name` (default: the name of the run's out_dir)."""
     from transformers import GenerationConfig
 
     from ..registration import register
@@ -70,9 +73,12 @@ def publish_run(
         raise FileNotFoundError(
             f"the tokenizer folder {tokenizer_dir} recorded for this run is missing; pass tokenizer_dir / --tokenizer-dir"
         )
-    model = model_from_checkpoint(source)
     tokenizer = copy.deepcopy(load_tokenizer(tokenizer_dir))  # the loader's copy is shared: this one may change
+    check_tokenizer_fingerprint(tokenizer, summary.data.tokenizer_fingerprint, folder=tokenizer_dir,
+                                made=f"the data of the run in {summary.out_dir}")
+    model = model_from_checkpoint(source)
     check_tokenizer_fits(tokenizer, model.config.vocab_size, tokenizer_dir)
+    model.config.tokenizer_fingerprint = summary.data.tokenizer_fingerprint  # what the exports check the folder by
     if summary.objective == "seq_cls":
         prepare_classifier_tokenizer(tokenizer, model.config.pad_token_id, summary.context_length)
     out = Path(out) if out is not None else Path(summary.out_dir) / HF_DIR
@@ -88,7 +94,7 @@ def publish_run(
                 bos_token_id=model.config.bos_token_id, eos_token_id=stops if len(stops) > 1 else eos,
                 pad_token_id=eos, do_sample=True, temperature=0.8, top_k=50, max_new_tokens=200,
             ).save_pretrained(tmp)
-        name = Path(summary.out_dir).resolve().name
+        name = name or Path(summary.out_dir).resolve().name
         write_model_card(tmp, summary, model=model, model_name=name, repo_id=f"your-name/{name}")
         seal_folder(tmp)
         if out.exists():

@@ -152,12 +152,19 @@ def _run_lines(summary: RunSummary) -> list[str]:
     cfg = summary.train_config
     lines = [f"- wall-clock seconds: {summary.elapsed_s:,.0f} on {summary.world_size} process(es)"]
     if cfg:
-        lines.append(
-            f"- AdamW (weight decay {cfg.get('weight_decay')}), learning rate {cfg.get('max_lr')} -> "
-            f"{cfg.get('min_lr')} (cosine, {cfg.get('warmup_iters')} warm-up steps), gradient clip "
-            f"{cfg.get('grad_clip')}, seed {cfg.get('seed')}, dtype {cfg.get('dtype')}"
-        )
+        lines.append(f"- AdamW (weight decay {cfg.get('weight_decay')}), {describe_schedule(summary)}, gradient clip "
+                     f"{cfg.get('grad_clip')}, seed {cfg.get('seed')}, dtype {cfg.get('dtype')}")
     return lines
+
+
+def describe_schedule(summary: RunSummary) -> str:
+    """The learning rates the run's steps used (a time budget re-plans the configured warm-up and length)."""
+    if summary.peak_lr is None or summary.warmup_iters is None:
+        cfg = summary.train_config  # a summary from before the rates were recorded: the configuration's
+        return (f"learning rate {cfg.get('max_lr')} -> {cfg.get('min_lr')} (cosine, configured with "
+                f"{cfg.get('warmup_iters')} warm-up steps)")
+    return (f"learning rate warmed up over {summary.warmup_iters:,} step(s) to {summary.peak_lr:.3g}, then cosine "
+            f"decay; {summary.final_lr:.3g} at the last of the {summary.iterations:,} steps")
 
 
 def describe_chat_fine_tuning(summary: RunSummary, lines: list[str]) -> str:
@@ -218,11 +225,11 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 model = AutoModelForCausalLM.from_pretrained("{repo_id}", trust_remote_code=True)
 tokenizer = AutoTokenizer.from_pretrained("{repo_id}", trust_remote_code=True)
 inputs = tokenizer("Once upon a time", return_tensors="pt")
-output = model.generate(**inputs, max_new_tokens=50, do_sample=True, top_p=0.9)
+output = model.generate(**inputs, max_new_tokens=50)  # {sampling}
 print(tokenizer.decode(output[0], skip_special_tokens=True))
 ```
 
-From the command line: `tinylm generate {repo_id} --prompt "Once upon a time"`.
+From the command line: `tinylm generate {repo_id} --prompt "Once upon a time"{generate_flags}`.
 With lm-evaluation-harness: `lm_eval --model hf --model_args pretrained={repo_id},trust_remote_code=True --tasks ...`."""
 ENCODER_USAGE = """```python
 from transformers import pipeline
@@ -252,7 +259,7 @@ from transformers import pipeline
 # load the folder); without it, trust_remote_code=True runs the folder's *.py files: read them first.
 chat = pipeline("text-generation", model="{repo_id}", trust_remote_code=True)
 messages = [{{"role": "user", "content": "Tell me a story about a little dog named Max."}}]
-print(chat(messages, max_new_tokens=200)[0]["generated_text"][-1]["content"])
+print(chat(messages, max_new_tokens=200)[0]["generated_text"][-1]["content"])  # {sampling}
 ```
 
 The prompt is built by the folder's chat template (`chat_template.jinja`, Phi-3's format:
@@ -281,9 +288,34 @@ def model_role(config: dict[str, Any]) -> str:
     return "encoder" if config.get("use_bidirectional_attention") else "decoder"
 
 
-def describe_architecture(config: dict[str, Any], repo_id: str, *, chat: bool = False) -> dict[str, Any]:
+GENERATION_CONFIG_FILE = "generation_config.json"
+SAMPLING_FLAGS = {"temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p"}  # `tinylm generate`'s
+
+
+def read_sampling(folder: Path) -> dict[str, Any]:
+    """How the folder's generation_config.json samples ({} for greedy decoding, or no such file)."""
+    path = folder / GENERATION_CONFIG_FILE
+    settings = read_json(path) if path.is_file() else {}
+    if not settings.get("do_sample"):
+        return {}
+    return {name: settings[name] for name in SAMPLING_FLAGS if settings.get(name) is not None}
+
+
+def describe_sampling(sampling: dict[str, Any]) -> tuple[str, str]:
+    """(a comment saying how generate() samples by the folder's generation_config.json, `tinylm generate`'s flags
+    that sample the same way)."""
+    if not sampling:
+        return "greedy decoding, as generation_config.json says (or its absence)", " --temperature 0"
+    said = ", ".join(f"{name.replace('_', '-')} {value}" for name, value in sampling.items())
+    return (f"samples with {said}, from generation_config.json",
+            "".join(f" {SAMPLING_FLAGS[name]} {value}" for name, value in sampling.items()))
+
+
+def describe_architecture(config: dict[str, Any], repo_id: str, *, chat: bool = False,
+                          sampling: dict[str, Any] | None = None) -> dict[str, Any]:
     """Card values that depend on whether the folder holds a decoder (causal LM), a chat model (a decoder with a
-    chat template), an encoder (masked LM) or a text classifier on either."""
+    chat template), an encoder (masked LM) or a text classifier on either; `sampling` is `read_sampling`'s."""
+    said, flags = describe_sampling(sampling or {})
     parts = "RMSNorm, rotary position embeddings, SwiGLU MLP"
     bidirectional = bool(config.get("use_bidirectional_attention"))
     body = (f"encoder-only transformer ({parts}, bidirectional multi-head attention)" if bidirectional
@@ -304,10 +336,11 @@ def describe_architecture(config: dict[str, Any], repo_id: str, *, chat: bool = 
     if chat:
         return {"model_kind": "chat model (a decoder-only language model with a chat template)",
                 "origin": "trained from scratch", "architecture_type": body,
-                "usage": CHAT_USAGE.format(repo_id=repo_id), "llama_class": "LlamaForCausalLM",
+                "usage": CHAT_USAGE.format(repo_id=repo_id, sampling=said), "llama_class": "LlamaForCausalLM",
                 "model_limitation": MODEL_LIMITATIONS["chat"]}
     return {"model_kind": "decoder-only language model", "origin": "trained from scratch", "architecture_type": body,
-            "usage": CAUSAL_USAGE.format(repo_id=repo_id), "llama_class": "LlamaForCausalLM",
+            "usage": CAUSAL_USAGE.format(repo_id=repo_id, sampling=said, generate_flags=flags),
+            "llama_class": "LlamaForCausalLM",
             "model_limitation": MODEL_LIMITATIONS[role]}
 
 
@@ -323,7 +356,8 @@ def results_from_summary(summary: RunSummary | None) -> dict[str, Any] | None:
     # a masked-token loss, or a loss on the assistant's tokens only, is no language-modelling metric
     if summary is None or summary.val_loss is None or summary.objective in ("mlm", "sft"):
         return None
-    results: dict[str, Any] = {"cross_entropy": summary.val_loss, "dataset": f"{summary.data.name} (validation split)"}
+    results: dict[str, Any] = {"cross_entropy": summary.val_loss, "dataset": summary.data.validation_name,
+                               "method": LOOP_METHOD}
     if summary.val_perplexity is not None:
         results["perplexity"] = summary.val_perplexity
     if summary.val_bpb is not None:
@@ -338,9 +372,37 @@ def _eval_results(results: dict[str, Any] | None, task_type: str) -> list[EvalRe
     return [
         EvalResult(task_type=task_type, dataset_type=str(results.get("dataset_type", dataset)),
                    dataset_name=dataset, metric_type=metric, metric_name=name,
-                   metric_value=round(float(results[metric]), 4))
+                   metric_value=round(float(results[metric]), 4), metric_config=results.get("method"))
         for metric, name in EVAL_METRICS.items() if results.get(metric) is not None
     ]
+
+
+LOOP_METHOD = "tinylm-train-validation"  # how a number was measured (its EvalResult.metric_config)
+EVAL_METHOD = "tinylm-eval-sliding-window"
+SLIDING_WINDOW_TEXT = (
+    "Perplexity and bits per byte were computed by `tinylm eval` over the whole text with a sliding window of the "
+    "model's context; each document is prefixed with that end-of-document token so every token is scored (the "
+    "same convention as lm-evaluation-harness's rolling log-likelihood). Bits per byte = total negative "
+    "log-likelihood (nats) / ln 2 / UTF-8 bytes, so it compares across vocabularies.")
+
+
+def describe_measurement(results: dict[str, Any] | None, summary: RunSummary | None) -> str:
+    """How the card's language-model numbers were measured: by `tinylm eval`'s sliding window, or by the training
+    loop's estimate on independent windows (which reads higher: a window's first tokens see little context)."""
+    if not results:
+        return ""
+    method = results.get("method")
+    if method == EVAL_METHOD:
+        return SLIDING_WINDOW_TEXT
+    if method != LOOP_METHOD:
+        return "How these numbers were measured is not recorded."
+    cfg = summary.train_config if summary else {}
+    batches = f"the first {cfg['eval_iters']} batches" if cfg.get("eval_iters") else "all"
+    return (f"Measured by the training run at its last evaluation: the mean loss over {batches} of the validation "
+            f"text's consecutive, non-overlapping {summary.context_length if summary else '?'}-token windows, each "
+            "window scored on its own (its first tokens see little context, so this reads higher than `tinylm "
+            "eval`'s sliding window over the whole text; run `tinylm eval` for that). Bits per byte = loss / ln 2 / "
+            "the validation text's UTF-8 bytes per token.")
 
 
 # what each of tinylm_hf's tokenizer classes is, in the card's words
@@ -364,15 +426,18 @@ def render_model_card(folder: str | os.PathLike, summary: RunSummary | None = No
     model = facts.pop("model", None)
     results = facts.pop("eval_results", None)
     if results is None and (folder / EVAL_RESULTS_FILE).is_file():
-        results = read_json(folder / EVAL_RESULTS_FILE).get("summary")
+        results = {**read_json(folder / EVAL_RESULTS_FILE).get("summary", {}), "method": EVAL_METHOD}
     if results is None:
         results = results_from_summary(summary)
     data = describe_data(summary.data if summary else None, summary.task if summary else None)
     pipeline_tag = PIPELINE_TAGS[model_role(config)]
+    architecture = describe_architecture(config, repo_id, chat=(folder / CHAT_TEMPLATE_FILE).is_file(),
+                                         sampling=read_sampling(folder))
+    llama_tag = ["llama-compatible"] if architecture["llama_class"] else []  # an encoder does not export to Llama
     card_data = ModelCardData(
-        library_name="transformers", license=facts.pop("license", None), pipeline_tag=pipeline_tag,
+        library_name="transformers", license=facts.pop("license", None) or "unknown", pipeline_tag=pipeline_tag,
         datasets=facts.pop("datasets", data.pop("datasets")),
-        tags=["tinylm", "custom_code", "llama-compatible", *facts.pop("tags", [])],
+        tags=["tinylm", "custom_code", *llama_tag, *facts.pop("tags", [])],
         model_name=model_name, eval_results=_eval_results(results, pipeline_tag),
     )
     values = {key: config.get(key, "unknown") for key in (
@@ -385,9 +450,10 @@ def render_model_card(folder: str | os.PathLike, summary: RunSummary | None = No
         "tokenizer_class": tok_config.get("tokenizer_class", "unknown"),
         "tokenizer_kind": TOKENIZER_KINDS.get(tok_config.get("tokenizer_class"), "trained"),
         "training_description": describe_training(summary),
-        **describe_architecture(config, repo_id, chat=(folder / CHAT_TEMPLATE_FILE).is_file()),
+        **architecture,
         **({"origin": "fine-tuned from a TinyLM"} if summary and summary.train_config.get("init_from") else {}),
         "evaluation_description": _evaluation_text(results, summary.task if summary else None),
+        "measurement_description": describe_measurement(results, summary),
         "transformers_requirement": TRANSFORMERS_REQUIREMENT,
         **data,
     }
@@ -450,4 +516,5 @@ def facts_from_existing_card(folder: str | os.PathLike) -> dict[str, Any]:
     if card.data.eval_results:
         facts["eval_results"] = {r.metric_type: r.metric_value for r in card.data.eval_results}
         facts["eval_results"]["dataset"] = card.data.eval_results[0].dataset_name
+        facts["eval_results"]["method"] = card.data.eval_results[0].metric_config
     return facts

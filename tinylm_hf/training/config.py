@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import difflib
 import inspect
 import json
 import math
 import os
 import re
+import types
+import typing
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -23,6 +26,7 @@ REPORT_TARGETS = ("none", "tensorboard", "trackio", "wandb")
 DTYPES = ("auto", "float32", "bfloat16")
 BUDGET_CLOCKS = ("wall", "process")
 OBJECTIVES = ("clm", "mlm", "sft", "seq_cls")
+MAX_CONFIG_BYTES = 1 << 20  # a --config file is a few hundred bytes; a megabyte is no config
 MASKING_STRATEGIES = ("static", "dynamic", "whole_word", "ngram", "span")  # MLMCollator's (training/masking.py)
 
 
@@ -46,7 +50,7 @@ class TrainConfig:
     preset: str | None = None
     """Named TinyLMConfig preset (TinyLMConfig.from_preset); None uses TinyLMConfig's defaults."""
     model: dict[str, Any] = field(default_factory=dict)
-    """TinyLMConfig field overrides, e.g. {hidden_size: 128, num_hidden_layers: 2}."""
+    """TinyLMConfig field overrides, e.g. {"hidden_size": 128, "num_hidden_layers": 2}."""
     init_from: str | None = None
     """Start from a saved Hugging Face model folder (from_pretrained) instead of random weights."""
 
@@ -153,6 +157,7 @@ class TrainConfig:
     """Experiment tracker for the metrics: none, tensorboard, trackio or wandb (that library must be installed)."""
 
     def __post_init__(self) -> None:
+        check_field_types(self)
         for name in ("batch_size", "context_length", "grad_accum_steps", "max_iters", "log_every"):
             _check_int(self, name, minimum=1)
         for name in ("warmup_iters", "eval_every", "checkpoint_every", "keep_last", "sample_tokens"):
@@ -186,8 +191,7 @@ class TrainConfig:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         if self.report_to not in REPORT_TARGETS:
             raise ValueError(f"report_to must be one of {', '.join(REPORT_TARGETS)}, got {self.report_to!r}")
-        if not isinstance(self.model, dict):
-            raise TypeError(f"model must be a mapping of TinyLMConfig overrides, got {type(self.model).__name__}")
+        self._validate_model()
         if self.resume and self.overwrite:
             raise ValueError("resume and overwrite contradict each other: pass one of them")
         if self.objective not in OBJECTIVES:
@@ -204,6 +208,18 @@ class TrainConfig:
                 raise ValueError("objective sft needs conversations: a JSON-lines file of {\"messages\": [...]} objects")
         elif not self.data_dir:
             raise ValueError("data_dir is required: the folder made by `tinylm prepare`")
+
+    def _validate_model(self) -> None:
+        """The model overrides (`--model`) and preset: known fields of the right types, position tables of a sane size;
+        neither with `init_from`, whose folder fixes the model's shape."""
+        if self.init_from and (self.model or self.preset):
+            given = "--model" if self.model else "--preset"
+            raise ValueError(f"{given} shapes a new model, but init_from loads {self.init_from} whose shape is fixed: "
+                             f"drop {given}, or drop --init-from to train a new model")
+        if not self.init_from:
+            from ..modeling.configuration_tinylm import check_overrides
+
+            check_overrides(self.model, preset=self.preset, context_length=self.context_length)
 
     def _validate_labelled_data(self) -> None:
         if not self.train_file:
@@ -232,11 +248,13 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TrainConfig:
-        """Build from a mapping; unknown keys are a `ValueError` naming them."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - names)
-        if unknown:
-            raise ValueError(f"unknown TrainConfig field(s): {', '.join(unknown)}")
+        """Build from a mapping; an unknown key is a `ValueError` naming it and the nearest field."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        for key in values:
+            if key not in names:
+                close = difflib.get_close_matches(str(key), names, n=1)
+                hint = f"did you mean {close[0]!r}?" if close else f"the fields are {', '.join(names)}"
+                raise ValueError(f"unknown TrainConfig field {key!r}; {hint}")
         return cls(**values)
 
     @classmethod
@@ -250,19 +268,90 @@ def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"config file {path} does not exist")
-    text = path.read_text(encoding="utf-8")
+    if path.stat().st_size > MAX_CONFIG_BYTES:
+        raise ValueError(f"config file {path} has {path.stat().st_size:,} bytes; a config is at most "
+                         f"{MAX_CONFIG_BYTES:,}: is it the right file?")
     try:
+        text = path.read_text(encoding="utf-8")
         if path.suffix.lower() in (".yaml", ".yml"):
-            import yaml
-
-            values = yaml.safe_load(text) or {}
+            values = load_yaml_without_aliases(text) or {}
         else:
             values = json.loads(text)
-    except Exception as err:  # yaml.YAMLError, json.JSONDecodeError
+    except Exception as err:  # UnicodeDecodeError, yaml.YAMLError, json.JSONDecodeError, RecursionError
         raise ValueError(f"config file {path} does not parse: {err}") from None
     if not isinstance(values, dict):
         raise ValueError(f"config file {path} must hold a mapping, got {type(values).__name__}")
     return values
+
+
+def load_yaml_without_aliases(text: str) -> Any:
+    """`yaml.safe_load` that refuses aliases (`*name`), and reads `3e-4` as a number (as YAML 1.2 and JSON do;
+    PyYAML's YAML 1.1 reads it as a string). Aliases are refused because a few lines of nested ones expand to
+    billions of values (a "billion laughs" bomb), and a config file needs none."""
+    import yaml
+
+    return yaml.load(text, Loader=_config_loader())  # noqa: S506 (a SafeLoader)
+
+
+@lru_cache(maxsize=1)
+def _config_loader() -> type:
+    import yaml
+
+    class ConfigLoader(yaml.SafeLoader):
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                event, mark = self.peek_event(), self.peek_event().start_mark
+                raise yaml.YAMLError(f"YAML alias *{event.anchor} at line {mark.line + 1}, column {mark.column + 1}: "
+                                     "aliases are not allowed in a config file; write the values out")
+            return super().compose_node(parent, index)
+
+    ConfigLoader.add_implicit_resolver(
+        "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+        list("-+0123456789"))
+    return ConfigLoader
+
+
+def check_field_types(config: TrainConfig) -> None:
+    """Raise TypeError naming the first field whose value is not of its annotated type (ValueError for NaN or infinity).
+
+    Strict, as JSON and YAML types are: a bool field takes only true/false (the string "no" is refused, not read
+    as true), an int field no float or bool, a float field any finite int or float (never NaN or infinity).
+    """
+    for name, hint in _field_types().items():
+        value = getattr(config, name)
+        kinds = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+        if value is None and type(None) in kinds:
+            continue
+        if not any(_is_of(value, kind) for kind in kinds if kind is not type(None)):
+            raise TypeError(f"{name} must be {_describe(hint)}, got {type(value).__name__} {value!r}"
+                            + (" (write true or false, without quotes)" if bool in kinds else ""))
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number, got {value!r}")
+
+
+def _is_of(value: Any, kind: Any) -> bool:
+    origin = typing.get_origin(kind)
+    if origin is list:
+        return isinstance(value, list) and all(_is_of(v, typing.get_args(kind)[0]) for v in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(isinstance(k, str) for k in value)
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+def _describe(hint: Any) -> str:
+    kinds = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    words = {bool: "true or false", int: "an integer", float: "a number", str: "a string", type(None): "null"}
+    return " or ".join(words.get(k, "a list of strings" if typing.get_origin(k) is list else "a mapping")
+                       for k in kinds)
+
+
+@lru_cache(maxsize=1)
+def _field_types() -> dict[str, Any]:
+    return typing.get_type_hints(TrainConfig)
 
 
 def check_context_length(context_length: int, max_position_embeddings: int) -> None:

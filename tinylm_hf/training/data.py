@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..corpus.token_files import load_tokens, read_header
+from ..corpus.token_files import check_tokenizer_fingerprint, load_tokens, read_header
 from .config import TrainConfig
 from .summary import DataProvenance
 
@@ -47,5 +47,21 @@ def open_data(config: TrainConfig) -> TrainingData:
                 "lower --context-length or prepare more text"
             )
     bytes_per_token = val_header.get("bytes", 0) / max(int(val_header["count"]), 1) or None
-    return TrainingData(DataProvenance.from_headers(train_header, val_header), int(train_header.get("vocab_size", 0)),
-                        train_header.get("eos_id"), train=train, val=val, bytes_per_token=bytes_per_token)
+    provenance = DataProvenance.from_headers(train_header, val_header)
+    check_published_tokenizer(config, provenance)
+    vocab_size = max(int(train_header.get("vocab_size", 0)), int(train_header.get("max_id", -1)) + 1)  # ids may skip
+    return TrainingData(provenance, vocab_size, train_header.get("eos_id"), train=train, val=val,
+                        bytes_per_token=bytes_per_token)
+
+
+def check_published_tokenizer(config: TrainConfig, provenance: DataProvenance) -> None:
+    """The tokenizer the run will publish (`tokenizer_dir`, else the one prepare recorded) must be the one that made
+    the data: checked before training, not after it."""
+    from ..tokenizer_loading import load_tokenizer
+
+    folder = config.tokenizer_dir or provenance.tokenizer_dir
+    if config.tokenizer_dir and not Path(config.tokenizer_dir).is_dir():
+        raise FileNotFoundError(f"tokenizer folder {config.tokenizer_dir} does not exist")
+    if folder and Path(folder).is_dir():
+        check_tokenizer_fingerprint(load_tokenizer(folder), provenance.tokenizer_fingerprint, folder=folder,
+                                    made=f"the data in {config.data_dir}")

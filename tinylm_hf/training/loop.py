@@ -20,6 +20,7 @@ exports) is `tinylm_hf.publish`'s job and reads the summary.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import time
 from collections.abc import Iterator
@@ -42,7 +43,7 @@ from .optimizer import AdamW, param_groups_for_weight_decay
 from .run_dir import RunDirectory
 from .state import RunCheckpoints, TrainState
 from .step import NonFiniteLossError, StepResult, compile_for_training, train_step
-from .summary import RunSummary
+from .summary import RunSummary, learning_rate_facts
 
 
 def train(config: TrainConfig) -> RunSummary:
@@ -52,6 +53,7 @@ def train(config: TrainConfig) -> RunSummary:
     autocast = autocast_context(device, config.dtype)
     micro_size, rows = ddp.micro_batch_rows(config.batch_size, config.grad_accum_steps)
     data = OBJECTIVE_CLASSES[config.objective].open_data(config)
+    check_init_from_tokenizer(config, data)
     with open_run(config, ddp) as (run, run_id, resuming):
         objective = open_objective(config, data, main=ddp.main)  # in the run: sft saves its tokenizer there
         torch.manual_seed(config.seed)
@@ -126,6 +128,31 @@ def prepare_device(config: TrainConfig, local_rank: int) -> torch.device:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     return device
+
+
+def check_init_from_tokenizer(config: TrainConfig, data: RunData) -> None:
+    """`init_from` must hold a model of the data's tokenizer (the fingerprint its config.json records, else that of
+    its tokenizer files): token ids of another tokenizer would mean other words to it. Checked before the run
+    folder is touched."""
+    from ..corpus.token_files import tokenizer_fingerprint
+    from ..tokenizer_loading import load_tokenizer
+
+    folder = Path(config.init_from or "")
+    if not config.init_from or not (folder / "config.json").is_file() or getattr(data, "extended", False):
+        return  # nothing to load (build_model says so), or the data's tokenizer is this model's own plus chat tokens
+    try:
+        recorded = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("tokenizer_fingerprint")
+    except (ValueError, AttributeError):
+        return  # not a config.json: from_pretrained names the problem
+    if recorded is None and (folder / "tokenizer_config.json").is_file():
+        recorded = tokenizer_fingerprint(load_tokenizer(folder))
+    expected = data.provenance.tokenizer_fingerprint
+    if recorded and expected and recorded != expected:
+        raise ValueError(
+            f"--init-from {folder} holds a model of another tokenizer than the one that made the data "
+            f"({data.provenance.tokenizer_dir}; fingerprint {recorded} vs {expected}): its token ids would mean "
+            "other words to it; prepare the data with the model's tokenizer, or train a new model"
+        )
 
 
 @contextlib.contextmanager
@@ -230,5 +257,5 @@ def summarize(config: TrainConfig, run: RunDirectory, run_id: str | None, state:
         best_checkpoint=str(best_path) if best_path.is_file() else None,
         interrupted=interrupted, elapsed_s=elapsed_s, world_size=ddp.world,
         data=data.provenance, train_config=config.to_dict(), objective=config.objective, masking=objective.masking,
-        task=objective.task,
+        task=objective.task, **learning_rate_facts(state.metrics),
     )

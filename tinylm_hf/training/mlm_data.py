@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..corpus.token_files import load_tokens, read_header, tokenizer_fingerprint, write_tokens
+from ..corpus.token_files import load_tokens, read_header, token_digest, tokenizer_fingerprint, write_tokens
 from .batches import iter_eval_batches
 from .masking import IGNORE_INDEX, MLMCollator
 
@@ -47,7 +47,7 @@ def write_static_masks(
             raise ValueError(f"{source} was made by another tokenizer than the one given; pass the data's tokenizer")
         masked, chosen = _mask_stream(collator, tokens)
         info = {**header, "mlm": {"strategy": "static", "mlm_probability": mlm_probability, "seed": seed,
-                                  "source": source.name}}
+                                  "source": source.name, "source_digest": token_digest(tokens)}}
         masked_path, chosen_path = static_mask_paths(data_dir, split)
         headers[split] = write_tokens([masked], masked_path, np.dtype(header["dtype"]), len(tokens), info)
         write_tokens([chosen], chosen_path, np.dtype(np.uint8), len(tokens), info)
@@ -73,7 +73,10 @@ class StaticMasks:
     chosen: np.ndarray
 
     @classmethod
-    def open(cls, data_dir: str | os.PathLike, split: str, tokens: np.ndarray) -> StaticMasks:
+    def open(cls, data_dir: str | os.PathLike, split: str, tokens: np.ndarray, *,
+             mlm_probability: float | None = None) -> StaticMasks:
+        """The masks of `split` (its token array `tokens`), checked to be the masks of exactly these tokens and,
+        when given, of `mlm_probability`."""
         masked_path, chosen_path = static_mask_paths(data_dir, split)
         if not masked_path.is_file() or not chosen_path.is_file():
             raise FileNotFoundError(
@@ -81,8 +84,16 @@ class StaticMasks:
                 "make the data with `tinylm prepare --mlm-static`, or pick a dynamic --masking strategy"
             )
         masked, chosen = load_tokens(masked_path), load_tokens(chosen_path)
-        if len(masked) != len(tokens) or len(chosen) != len(tokens):
-            raise ValueError(f"the static masks in {data_dir} do not match {split}.bin; re-run prepare --mlm-static")
+        made = [read_header(path).get("mlm") or {} for path in (masked_path, chosen_path)]
+        digest = token_digest(tokens)
+        if len(masked) != len(tokens) or len(chosen) != len(tokens) or any(m.get("source_digest") != digest for m in made):
+            raise ValueError(f"the static masks in {data_dir} were not made from this {split}.bin (it was prepared again, "
+                             "or the masks are older than the check); re-run `tinylm prepare --mlm-static`")
+        stored = made[0].get("mlm_probability")
+        if mlm_probability is not None and stored != mlm_probability:
+            raise ValueError(f"the static masks in {data_dir} mask {stored} of the tokens, the run asks for "
+                             f"mlm_probability {mlm_probability}: pass --mlm-probability {stored}, or re-run "
+                             f"`tinylm prepare --mlm-static --mlm-probability {mlm_probability}`")
         return cls(masked, chosen)
 
     def window(self, tokens: np.ndarray, start: int, length: int) -> tuple[np.ndarray, np.ndarray]:

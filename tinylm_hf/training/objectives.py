@@ -163,8 +163,9 @@ class MaskedLM(Objective):
         collator = MLMCollator(tokenizer, config.masking, mlm_probability=config.mlm_probability, seed=config.seed)
         if config.masking != "static":
             return cls(config, data, collator)
-        return cls(config, data, collator, StaticMasks.open(config.data_dir, "train", data.train),
-                   StaticMasks.open(config.data_dir, "val", data.val))
+        p = config.mlm_probability
+        return cls(config, data, collator, StaticMasks.open(config.data_dir, "train", data.train, mlm_probability=p),
+                   StaticMasks.open(config.data_dir, "val", data.val, mlm_probability=p))
 
     @staticmethod
     def model_class() -> type:

@@ -53,6 +53,11 @@ class TrainState:
         return False
 
 
+RESUMED_MODEL_FIELDS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                        "max_position_embeddings", "rope_theta", "tie_word_embeddings", "use_bidirectional_attention")
+"""The TinyLMConfig fields a resumed run must share with its checkpoint: every one changes the model."""
+
+
 class RunCheckpoints:
     """The training checkpoints of one run: the newest intact one restored on resume, new ones saved by rank 0."""
 
@@ -70,6 +75,7 @@ class RunCheckpoints:
         path, saved, skipped = newest_loadable_state(self.run.checkpoints, self.run_id)
         extra = saved["extra"]
         self._check_same_tokenizer(extra.get("tokenizer_fingerprint"))
+        self._check_same_model(path, saved)
         restore_training_state(saved, model=self.model, optimizer=self.optimizer, generator=sampler)
         iteration = int(saved["iteration"])
         plan = StepPlan.of(config)
@@ -95,6 +101,21 @@ class RunCheckpoints:
                 f"was trained on (fingerprint {self.tokenizer_fingerprint} vs {fingerprint}); resume with the "
                 "same data, or start a new run"
             )
+
+    def _check_same_model(self, path: Path, saved: dict[str, Any]) -> None:
+        """A resumed run trains the objective and the model it was started with (a different --objective, --preset
+        or --model would load the weights into another model, or fail deep inside torch)."""
+        before = (saved.get("train_config") or {}).get("objective", "clm")
+        if before != self.config.objective:
+            raise ValueError(f"the run in {self.run.path} was started with objective {before}, not "
+                             f"{self.config.objective}: resume with --objective {before}, or start a new run")
+        saved_model, model = saved.get("model_config") or {}, self.model.config.to_dict()
+        changed = [f"{name} {saved_model[name]} -> {model.get(name)}" for name in RESUMED_MODEL_FIELDS
+                   if name in saved_model and saved_model[name] != model.get(name)]
+        if changed:
+            raise ValueError(f"--resume would continue {path.name} of the run in {self.run.path} with another model "
+                             f"({', '.join(changed)}): resume with the run's --preset/--model/--context-length, "
+                             "or start a new run")
 
     def save(self, state: TrainState, sampler_state: torch.Tensor, *, best: bool = False) -> Path | None:
         """Write `state` as ckpt_<iteration>.pt (best.pt with `best`) on the main process; None elsewhere.

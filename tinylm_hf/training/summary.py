@@ -36,6 +36,8 @@ class DataProvenance:
     """The tokenizer folder that made the data."""
     tokenizer_fingerprint: str | None = None
     """`tokenizer_fingerprint` of that tokenizer."""
+    val_carved: float | None = None
+    """The share of the training text held out for validation, when there were no validation files."""
 
     @classmethod
     def from_headers(cls, train: dict[str, Any], val: dict[str, Any]) -> DataProvenance:
@@ -47,7 +49,7 @@ class DataProvenance:
             dataset=source.get("dataset"), split=source.get("split"),
             train_tokens=int(train.get("count", 0)), val_tokens=int(val.get("count", 0)),
             documents=int(train.get("documents", 0)), tokenizer_dir=train.get("tokenizer"),
-            tokenizer_fingerprint=train.get("tokenizer_fingerprint"),
+            tokenizer_fingerprint=train.get("tokenizer_fingerprint"), val_carved=source.get("val_carved"),
         )
 
     @property
@@ -56,6 +58,14 @@ class DataProvenance:
         if self.dataset:
             return self.dataset + (f" ({self.split})" if self.split else "")
         return ", ".join(self.input_files) or "unknown"
+
+    @property
+    def validation_name(self) -> str:
+        """A human name for the validation text: its files, else the part of the training text held out."""
+        if self.val_files:
+            return ", ".join(self.val_files)
+        share = f"{self.val_carved:.0%} of " if self.val_carved else "a part of "
+        return f"{share}{self.name} held out from training" if self.name != "unknown" else "unknown"
 
 
 @dataclass
@@ -78,6 +88,17 @@ class ClassificationTask:
     """Validation accuracy of always answering the training set's most common label (the baseline to beat)."""
     base_model: str
     """The folder the run fine-tuned (its name; a run's name for the run's hf/ folder)."""
+
+
+def learning_rate_facts(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """`warmup_iters`, `peak_lr` and `final_lr` of a run from its step records (`iter` 1-based, `lr` of that step):
+    the warm-up is the steps before the first one at the peak."""
+    steps = sorted((r["iter"], r["lr"]) for r in records if "lr" in r and "iter" in r)
+    if not steps:
+        return {}
+    peak = max(lr for _, lr in steps)
+    first_at_peak = next(it for it, lr in steps if lr >= peak)
+    return {"warmup_iters": first_at_peak - 1, "peak_lr": peak, "final_lr": steps[-1][1]}
 
 
 @dataclass
@@ -133,6 +154,13 @@ class RunSummary:
     """The masking strategy of an mlm run (static, dynamic, whole_word, ngram, span)."""
     task: ClassificationTask | None = None
     """The labels, data and baseline of a seq_cls run."""
+    warmup_iters: int | None = None
+    """Steps the learning rate rose for, read from the rates the steps used (a time budget re-plans the warm-up the
+    config asked for)."""
+    peak_lr: float | None = None
+    """The highest learning rate a step used."""
+    final_lr: float | None = None
+    """The learning rate of the last step."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict."""

@@ -1,0 +1,143 @@
+"""TrainConfig (training/config.py): every field of a config file or of `--model` checked by its type before a run."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tinylm_hf.training.config import TrainConfig, read_config_file
+
+
+def make(**fields: object) -> TrainConfig:
+    return TrainConfig(data_dir="data", **fields)
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    pytest.param("overwrite", "no", id="overwrite-no-deleted-the-run"),
+    pytest.param("compile", "off", id="compile-off-compiled"),
+    pytest.param("resume", "false", id="resume-string"),
+    pytest.param("keep_best", 0, id="bool-as-int"),
+    pytest.param("batch_size", 32.0, id="int-as-float"),
+    pytest.param("max_iters", "100", id="int-as-string"),
+    pytest.param("max_lr", "1e-3", id="float-as-string"),
+    pytest.param("label_names", "a,b", id="list-as-string"),
+    pytest.param("label_names", ["a", 1], id="list-of-mixed"),
+    pytest.param("model", ["hidden_size"], id="model-as-list"),
+    pytest.param("sample_prompt", 3, id="string-as-int"),
+    pytest.param("time_budget_s", True, id="float-as-bool"),
+])
+def test_a_value_of_the_wrong_type_is_refused_naming_the_field(field: str, value: object) -> None:
+    with pytest.raises(TypeError, match=f"^{field} must be"):
+        make(**{field: value})
+
+
+@pytest.mark.parametrize("field", ["max_lr", "min_lr", "eps", "grad_clip", "time_budget_s", "mlm_probability"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")], ids=["nan", "inf", "-inf"])
+def test_non_finite_numbers_are_refused(field: str, value: float) -> None:
+    with pytest.raises(ValueError, match=f"{field} must be a finite number"):
+        make(**{field: value})
+
+
+def test_a_string_bool_in_a_yaml_file_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    path = tmp_path / "run.yaml"
+    path.write_text('data_dir: data\noverwrite: "no"\n', encoding="utf-8")
+    with pytest.raises(TypeError, match="overwrite must be true or false"):
+        TrainConfig.from_file(path)
+
+
+def test_yaml_and_json_bools_and_numbers_are_accepted(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text("data_dir: d\noverwrite: no\ncompile: false\nmax_lr: 2e-3\nbatch_size: 8\n")
+    (tmp_path / "b.json").write_text(json.dumps({"data_dir": "d", "overwrite": False, "max_lr": 0.002}))
+    assert TrainConfig.from_file(tmp_path / "a.yaml").overwrite is False
+    assert TrainConfig.from_file(tmp_path / "b.json").max_lr == 0.002
+
+
+def test_infinity_in_a_json_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    path.write_text('{"data_dir": "d", "max_lr": Infinity}', encoding="utf-8")
+    with pytest.raises(ValueError, match="max_lr must be a finite number"):
+        TrainConfig.from_file(path)
+
+
+def test_an_unknown_field_names_it_and_the_nearest() -> None:
+    with pytest.raises(ValueError, match="unknown TrainConfig field 'overwirte'; did you mean 'overwrite'"):
+        TrainConfig.from_dict({"data_dir": "d", "overwirte": True})
+
+
+def test_an_unknown_model_field_names_it_and_the_nearest() -> None:
+    with pytest.raises(ValueError, match="unknown TinyLMConfig field 'hidden_sise'.*did you mean 'hidden_size'"):
+        make(model={"hidden_sise": 64})
+
+
+@pytest.mark.parametrize(("overrides", "field"), [
+    pytest.param({"hidden_size": "64"}, "hidden_size", id="int-as-string"),
+    pytest.param({"tie_word_embeddings": "no"}, "tie_word_embeddings", id="bool-as-string"),
+    pytest.param({"rope_theta": float("inf")}, "rope_theta", id="infinite-theta"),
+    pytest.param({"rms_norm_eps": float("nan")}, "rms_norm_eps", id="nan-eps"),
+])
+def test_a_model_override_of_the_wrong_type_is_refused(overrides: dict, field: str) -> None:
+    with pytest.raises(ValueError, match=field):
+        make(model=overrides)
+
+
+def test_a_60m_position_model_is_refused_before_its_tables_are_allocated() -> None:
+    with pytest.raises(ValueError, match="max_position_embeddings=60,000,000 would allocate 7.2 GiB"):
+        make(model={"max_position_embeddings": 60_000_000})
+
+
+def test_a_60m_token_context_is_refused_before_its_tables_are_allocated() -> None:
+    with pytest.raises(ValueError, match="context_length=60,000,000 would allocate"):
+        make(context_length=60_000_000)
+
+
+@pytest.mark.parametrize("given", [{"model": {"hidden_size": 64}}, {"preset": "cpu-quickstart"}], ids=["model", "preset"])
+def test_model_shape_with_init_from_is_refused_not_ignored(given: dict) -> None:
+    with pytest.raises(ValueError, match="init_from loads"):
+        make(init_from="runs/x/hf", **given)
+
+
+def test_a_yaml_alias_bomb_is_refused(tmp_path: Path) -> None:
+    lines = ['a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]" for i in range(8)]
+    path = tmp_path / "bomb.yaml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="YAML alias \\*a at line 2.*not allowed"):
+        read_config_file(path)
+
+
+def test_a_huge_config_file_is_refused_unread(tmp_path: Path) -> None:
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps({"sample_prompt": "x" * (2 << 20)}), encoding="utf-8")
+    with pytest.raises(ValueError, match="a config is at most"):
+        read_config_file(path)
+
+
+def model_examples_in_docs() -> list[tuple[str, str]]:
+    """(file, text) of every `--model '...'` example in README.md and docs/."""
+    from conftest import REPO_ROOT
+
+    pages = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").rglob("*.md"))]
+    return [(page.relative_to(REPO_ROOT).as_posix(), match) for page in pages
+            for match in re.findall(r"--model '([^']*)'", page.read_text(encoding="utf-8"))]
+
+
+def model_examples_in_help(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The `e.g. {...}` examples of every command's `--model` help."""
+    from tinylm_hf.cli import build_parser
+
+    monkeypatch.setenv("COLUMNS", "10000")  # one help line per flag
+    parser = build_parser()
+    helps = [sub.format_help() for action in parser._subparsers._group_actions for sub in action.choices.values()]
+    return [example for text in helps for line in text.splitlines() if line.lstrip().startswith("--model ")
+            for example in re.findall(r"e\.g\. (\{.*?\})", line)]
+
+
+def test_every_model_example_in_the_docs_and_help_is_valid_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    docs, helps = model_examples_in_docs(), model_examples_in_help(monkeypatch)
+    assert len(docs) >= 3 and helps, (docs, helps)
+    for where, text in [*docs, *(("--help", h) for h in helps)]:
+        overrides = json.loads(text)  # a JSONDecodeError names the example
+        make(model=overrides)  # and every key is a TinyLMConfig field of the right type

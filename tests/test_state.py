@@ -1,0 +1,38 @@
+"""Run checkpoints (training/state.py): `--resume` continues only the run that was started, with one line otherwise."""
+
+from __future__ import annotations
+
+import pytest
+
+from tiny_runs import TINY_MODEL, byte_data, tiny_config, write_byte_dataset  # noqa: F401
+from tinylm_hf.training import train
+
+MASK = "<|mask|>"
+
+
+@pytest.fixture()
+def half_run(byte_data, tmp_path):
+    out = tmp_path / "run"
+    train(tiny_config(byte_data, out, max_iters=4, eval_every=0))
+    return out
+
+
+@pytest.mark.parametrize(("change", "named"), [
+    pytest.param({"model": {**TINY_MODEL, "hidden_size": 32}}, "hidden_size 16 -> 32", id="wider"),
+    pytest.param({"model": {**TINY_MODEL, "num_hidden_layers": 3}}, "num_hidden_layers 2 -> 3", id="deeper"),
+    pytest.param({"context_length": 32}, "max_position_embeddings 16 -> 32", id="longer-context"),
+])
+def test_resume_with_another_model_size_is_refused_naming_the_change(byte_data, half_run, change, named):
+    with pytest.raises(ValueError, match=f"another model \\({named}\\)"):
+        train(tiny_config(byte_data, half_run, max_iters=8, resume=True, **change))
+
+
+def test_resume_with_another_objective_is_refused(tmp_path):
+    data = write_byte_dataset(tmp_path / "data", n_bytes=20_000, extra_special_tokens=(MASK,))
+    train(tiny_config(data, tmp_path / "run", max_iters=4, eval_every=0))
+    with pytest.raises(ValueError, match="started with objective clm, not mlm: resume with --objective clm"):
+        train(tiny_config(data, tmp_path / "run", max_iters=8, resume=True, objective="mlm"))
+
+
+def test_resume_with_the_same_model_continues(byte_data, half_run):
+    assert train(tiny_config(byte_data, half_run, max_iters=8, resume=True)).iterations == 8
