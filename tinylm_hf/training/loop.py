@@ -135,6 +135,7 @@ def open_run(config: TrainConfig, ddp: DataParallel) -> Iterator[tuple[RunDirect
     run = RunDirectory(config.out_dir)
     if ddp.main:
         run.lock()
+    run_id, resuming = None, True
     try:
         if ddp.main:
             run_id, resuming = run.start(resume=config.resume, overwrite=config.overwrite)
@@ -143,6 +144,10 @@ def open_run(config: TrainConfig, ddp: DataParallel) -> Iterator[tuple[RunDirect
         if not ddp.main:
             run_id, resuming = run.run_id(), config.resume
         yield run, run_id, resuming
+    except BaseException:
+        if ddp.main and not resuming:
+            run.abandon(run_id)  # a start that failed before its first step leaves the folder as it was
+        raise
     finally:
         run.unlock()
 
