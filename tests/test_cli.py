@@ -79,12 +79,22 @@ def test_foreign_code_runs_only_with_the_flag(planted, tmp_path, capsys):
     (["push", "{dir}", "--repo-id", "a/b.git"], "not a valid 'owner/name' Hub id"),
     (["export-llama", "{dir}", "{parent}", "--overwrite"], "contains the input folder"),
     (["export-gguf", "{dir}", "{text}"], "already exists .*--overwrite"),
+    (["export-gguf", "{dir}", "{dir}/model.safetensors", "--overwrite"], "is one of the inputs"),
+    (["count-words", "--input", "{text}", "--out", "{text}"], "is one of the inputs"),
+    (["eval", "{dir}", "--input", "{text}", "--out", "{text}"], "is one of the inputs"),
+    (["prepare", "--tokenizer", "{dir}", "--input", "{parent}", "--out", "{out}"], "is a directory, not a file"),
+    (["count-words", "--input", "{parent}", "--out", "{out}.json"], "is a directory, not a file"),
+    (["eval", "{dir}", "--input", "{parent}"], "is a directory, not a file"),
+    (["generate", "{text}", "--prompt", "Hi"], "is a file, not a folder"),
+    (["prepare", "--tokenizer", "{text}", "--input", "{text}", "--out", "{out}"], "is a file, not a folder"),
 ], ids=lambda v: v if isinstance(v, str) else " ".join(v[:2]))
 def test_user_errors_are_one_line_and_exit_2(folder, tmp_path, capsys, argv, message):
     (tmp_path / "t.txt").write_text("Once upon a time.", encoding="utf-8")
+    before = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
     args = [a.format(dir=folder, text=tmp_path / "t.txt", out=tmp_path / "qs", parent=folder.parent) for a in argv]
     assert re.search(message, run_cli_error(args, capsys))
-    assert folder.is_dir() and (folder / "config.json").is_file()
+    assert {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()} == before  # the inputs kept
+    assert (tmp_path / "t.txt").read_text(encoding="utf-8") == "Once upon a time."
 
 
 @pytest.mark.parametrize("flags, message", [

@@ -21,7 +21,7 @@ from typing import Any
 
 from .tokenization.atomic_files import DIR_MODE, FILE_MODE, write_bytes_atomic, write_text_atomic
 
-__all__ = ["DIR_MODE", "FILE_MODE", "atomic_output", "check_input_file", "check_not_an_input", "check_output_folder",
+__all__ = ["DIR_MODE", "FILE_MODE", "atomic_output", "check_input_file", "check_input_folder", "check_not_an_input", "check_output_folder",
            "fsync_file", "make_folders", "no_space", "seal_folder", "staged_folder", "write_bytes_atomic",
            "write_json_atomic", "write_text_atomic"]
 
@@ -144,6 +144,17 @@ def check_input_file(path: str | os.PathLike, what: str = "input file", hint: st
     if path.is_dir():
         raise IsADirectoryError(f"{what} {path} is a directory, not a file{tail}")
     if not path.is_file():
+        raise FileNotFoundError(f"{what} {path} does not exist{tail}")
+    return path
+
+
+def check_input_folder(path: str | os.PathLike, what: str = "folder", hint: str = "") -> Path:
+    """`path` if it is a folder; else FileNotFoundError or NotADirectoryError saying which (and `hint`)."""
+    path = Path(path)
+    tail = f"; {hint}" if hint else ""
+    if path.exists() and not path.is_dir():
+        raise NotADirectoryError(f"{what} {path} is a file, not a folder{tail}")
+    if not path.is_dir():
         raise FileNotFoundError(f"{what} {path} does not exist{tail}")
     return path
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..fileio import no_space
+from ..fileio import check_input_file, no_space
 from ..tokenization.pretokenize import EOS_TOKEN
 from ..tokenization.process_pool import WorkerDiedError
 from ..tokenizer_loading import load_tokenizer
@@ -53,8 +53,7 @@ def _load_files(files: Sequence[str], text_column: str) -> tuple[Any, str]:
     from datasets import load_dataset
 
     for f in files:
-        if not Path(f).is_file():
-            raise FileNotFoundError(f"input file {f} does not exist")
+        check_input_file(f)
     suffixes = {Path(f).suffix.lower() for f in files}
     if suffixes <= {".json", ".jsonl"}:
         ds = load_dataset("json", data_files=list(files), split="train")

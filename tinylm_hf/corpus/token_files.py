@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..fileio import atomic_output, write_json_atomic
+from ..fileio import atomic_output, check_input_file, write_json_atomic
 
 HEADER_SUFFIX = ".json"
 
@@ -40,8 +40,7 @@ def read_header(path: str | os.PathLike) -> dict[str, Any]:
 def load_tokens(path: str | os.PathLike) -> np.memmap:
     """Open a prepared `.bin` token file as a read-only `np.memmap`, checking it against its header."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"token file {path} does not exist; make it with `tinylm prepare`")
+    check_input_file(path, "token file", "make it with `tinylm prepare`")
     header = read_header(path)
     dtype, count = np.dtype(header["dtype"]), int(header["count"])
     if path.stat().st_size != count * dtype.itemsize:

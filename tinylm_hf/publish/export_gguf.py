@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..fileio import atomic_output
+from ..fileio import atomic_output, check_not_an_input
 from ..tokenization.chat_template import end_of_turn_id, portable_chat_template
 from ..tokenization.metaspace import MODEL_FILE as SENTENCEPIECE_FILE
 from ..tokenization.metaspace import UNUSED, SentencePieceModel, read_sentencepiece_model
@@ -58,8 +58,10 @@ def gguf_types(dtype: str) -> tuple[Any, Any]:
     return table[dtype]
 
 
-def check_gguf_output(out: Path, *, overwrite: bool) -> None:
-    """Refuse an output path that is a folder, or an existing file unless `overwrite`."""
+def check_gguf_output(out: Path, src: Path, *, overwrite: bool) -> None:
+    """Refuse an output path that is a folder, one of the input folder's files (its weights, ...), or an existing
+    file unless `overwrite`."""
+    check_not_an_input(out, [p for p in src.iterdir() if p.is_file()], flag="output")
     if out.is_dir():
         raise IsADirectoryError(f"output {out} is a folder; give a file path such as {out / 'model.gguf'}")
     if out.exists() and not overwrite:
@@ -282,7 +284,7 @@ def export_gguf(
     if llama_class_name(config) != "LlamaForCausalLM":
         raise ValueError(f"{src} holds a {config['architectures'][0]}, a task head: GGUF carries a language model "
                          "for llama.cpp; export the head with export-llama instead")
-    check_gguf_output(out, overwrite=overwrite)
+    check_gguf_output(out, src, overwrite=overwrite)
     model = build_llama_model(src)
     tokenizer = build_plain_tokenizer(src, trust_remote_code=trust_remote_code)
     vocab_size = model.config.vocab_size

@@ -21,7 +21,7 @@ from typing import IO, Any, BinaryIO
 import numpy as np
 import torch
 
-from ..fileio import atomic_output, no_space
+from ..fileio import atomic_output, check_input_file, no_space
 
 CHECKPOINT_PATTERN = re.compile(r"^ckpt_(\d+)\.pt$")
 BEST_CHECKPOINT = "best.pt"
@@ -74,8 +74,8 @@ def _disk_full(folder: Path) -> bool:
 def load_state(src: str | os.PathLike | BinaryIO | IO[bytes]) -> dict[str, Any]:
     """`torch.load(weights_only=True)` on CPU; a corrupt, truncated or code-carrying file is a `CheckpointError`."""
     name = os.fspath(src) if isinstance(src, (str, os.PathLike)) else getattr(src, "name", "checkpoint")
-    if isinstance(src, (str, os.PathLike)) and not Path(src).is_file():
-        raise FileNotFoundError(f"checkpoint {src} does not exist")
+    if isinstance(src, (str, os.PathLike)):
+        check_input_file(src, "checkpoint")
     try:
         state = torch.load(src, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:

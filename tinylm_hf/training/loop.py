@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from ..fileio import check_input_folder
 from ..runtime import autocast_context, resolve_device, set_threads
 from .batches import StepBatches
 from .budget import StepPlan, TimeBudget
@@ -160,8 +161,7 @@ def build_model(config: TrainConfig, vocab_size: int, eos_id: int | None,
 
     model_class = OBJECTIVE_CLASSES[config.objective].model_class()
     if config.init_from:
-        if not Path(config.init_from).is_dir():
-            raise FileNotFoundError(f"init_from folder {config.init_from} does not exist")
+        check_input_folder(config.init_from, "init_from folder")
         model = model_class.from_pretrained(config.init_from, **(options or {}))
     else:
         overrides = {**config.model, **(options or {})}
