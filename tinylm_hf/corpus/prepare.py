@@ -90,12 +90,23 @@ def _map_in_workers(ds: Any, function: Any, *, num_proc: int, desc: str, fn_kwar
         return ds.map(function, batched=True, num_proc=num_proc, remove_columns=ds.column_names, fn_kwargs=fn_kwargs,
                       desc=desc)
     except (RuntimeError, EOFError, ConnectionError, ProcessError) as err:
+        _reraise_interruption(err)
         if num_proc > 1 and ("died" in str(err) or not isinstance(err, RuntimeError)):
             raise WorkerDiedError(
                 f"a worker process died while {desc} (killed, or out of memory?); nothing was written. "
                 "Run again, with a lower --num-proc if memory is short"
             ) from err
         raise
+
+
+def _reraise_interruption(err: BaseException) -> None:
+    """Re-raise a Ctrl-C or a signal turned exception (`cli.Terminated`) that `datasets`' pool reported as a dead
+    worker while it stopped the workers: the run was stopped, no worker failed."""
+    cause = err.__context__
+    while cause is not None:
+        if not isinstance(cause, Exception):
+            raise cause from None
+        cause = cause.__context__
 
 
 def _carve_validation(ds: Any, column: str, val_fraction: float) -> tuple[Any, Any]:
