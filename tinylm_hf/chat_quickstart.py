@@ -50,6 +50,10 @@ def fine_tune_stories(out: Path, base_dir: Path, *, budget_s: float = 120.0, max
         overwrite=True,
     )
     summary = train(config)
+    if summary.interrupted:
+        from .quickstart import stop_interrupted
+
+        return stop_interrupted(out / "chat_config.json", config, summary.iterations)
     hf_dir = publish_run(summary)
     print(f"      {summary.iterations:,} steps in {time.perf_counter() - t0:.0f}s; validation loss on the assistant's "
           f"tokens {summary.val_loss:.3f} -> {hf_dir}")

@@ -7,7 +7,8 @@
    `AutoModelForCausalLM` and print a few stories.
 With `chat`, the tokenizer also learns the chat tokens, and `chat_quickstart` adds two steps: fine-tuning on
 the bundled story conversations (the objective of `tinylm sft`) and the chat model's replies to a few requests.
-Re-running it into the same folder starts afresh.
+Re-running it into the same folder starts afresh. Ctrl-C during training keeps the checkpoint, publishes
+nothing, writes the run's settings to `train_config.json` and says how `tinylm train --resume` continues it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from .chat_quickstart import CHAT_CONTEXT, fine_tune_stories
 from .corpus import prepare_dataset
 from .corpus.sources import PACKAGE_DATA
+from .fileio import write_json_atomic
 from .publish import publish_run
 from .runtime import set_threads
 from .tokenization import EOS_TOKEN
@@ -60,6 +62,9 @@ def quickstart(
     `chat_max_iters` steps) and adds the chat run's fields, folder and replies as "chat"."""
     if train_budget_s is None or not train_budget_s > 0:
         raise ValueError(f"the training budget must be a positive number of seconds, got {train_budget_s!r}")
+    for name, value in (("max_iters", max_iters), ("chat_max_iters", chat_max_iters)):
+        if value is not None and value < 1:
+            raise ValueError(f"{name} must be at least 1 step, got {value}; leave it out to train for the time budget")
     out = Path(out_dir)
     threads = set_threads(threads)
     batch_size = batch_size or (CHAT_BATCH_SIZE if chat else 16)
@@ -97,6 +102,8 @@ def quickstart(
         device="cpu", dtype="float32", seed=seed, threads=threads, overwrite=True,
     )
     summary = train(config)
+    if summary.interrupted:
+        return stop_interrupted(out / "train_config.json", config, summary.iterations)
     hf_dir = publish_run(summary, out / "hf")
     print(f"      {summary.iterations:,} steps in {time.perf_counter() - t0:.0f}s")
 
@@ -116,6 +123,14 @@ def quickstart(
         result["chat"] = fine_tune_stories(out, hf_dir, budget_s=chat_budget_s, max_iters=chat_max_iters, seed=seed,
                                            threads=threads, max_new_tokens=max_new_tokens, first_step=5)
     return {**result, "total_s": time.perf_counter() - t0}
+
+
+def stop_interrupted(settings_file: Path, config: TrainConfig, iterations: int) -> dict[str, Any]:
+    """After Ctrl-C in training: publish nothing, keep the run's settings in `settings_file`, say how to continue."""
+    settings = write_json_atomic(settings_file, {**config.to_dict(), "overwrite": False})
+    print(f"interrupted at step {iterations}: the checkpoint is kept in {config.out_dir}; nothing was published. "
+          f"Continue with `tinylm train --config {settings} --resume` (a new quickstart starts afresh)")
+    return {"interrupted": True, "iterations": iterations, "out_dir": config.out_dir, "config_file": str(settings)}
 
 
 def tell_stories(hf_dir: Path, *, seed: int, max_new_tokens: int) -> list[str]:
