@@ -170,3 +170,17 @@ def test_a_failed_save_leaves_the_earlier_tokenizer_intact(tmp_path, shards, mon
     assert "No space left" in capsys.readouterr().err
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+@pytest.mark.parametrize("algorithm", [c[0] for c in CASES])
+@pytest.mark.parametrize("payload", [bytes(range(256)) * 8, "Café, naïve façade.\n".encode("latin-1") * 50],
+                         ids=["binary", "latin-1"])
+def test_a_file_that_is_not_utf8_is_refused_by_every_family(tmp_path, capsys, algorithm, payload):
+    """Byte-level BPE once trained silently on binary or Latin-1 files (U+FFFD for every bad byte)."""
+    from conftest import run_cli_error
+
+    (tmp_path / "data.txt").write_bytes(payload)
+    err = run_cli_error(["train-tokenizer", "--algorithm", algorithm, "--input", str(tmp_path / "data.txt"),
+                         "--vocab-size", "400", "--out", str(tmp_path / "tok"), "--no-progress"], capsys)
+    assert "not UTF-8" in err or "not valid UTF-8" in err
+    assert not (tmp_path / "tok").exists()

@@ -156,7 +156,12 @@ def _count_ranges(task: tuple[str, list[tuple[int, int]], list[str], str]) -> Co
     with open(path, "rb") as handle:
         for start, end in ranges:
             handle.seek(start)
-            text = handle.read(end - start).decode("utf-8", errors="replace")
+            data = handle.read(end - start)
+            try:  # ranges start and end at plain ASCII bytes, so a strict decode never cuts a character
+                text = data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ValueError(f"{path!r} is not UTF-8 (bad byte near offset {start + exc.start}); "
+                                 "re-encode it as UTF-8") from None
             for part in split_on_special_tokens(text, special_tokens):
                 if part:
                     counts.update(finder(part))
