@@ -32,9 +32,34 @@ def read_header(path: str | os.PathLike) -> dict[str, Any]:
     if not header.is_file():
         raise FileNotFoundError(f"no header {header} beside {path}; make the data with `tinylm prepare`")
     try:
-        return json.loads(header.read_text(encoding="utf-8"))
+        values = json.loads(header.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ValueError(f"header {header} is corrupt ({err}); re-run `tinylm prepare`") from None
+    problem = header_problem(values)
+    if problem:
+        raise ValueError(f"header {header} is corrupt ({problem}); re-run `tinylm prepare`")
+    return values
+
+
+TOKEN_DTYPES = ("uint8", "uint16", "uint32")  # uint8: the static masks' chosen-position files
+HEADER_COUNTS = ("count", "vocab_size", "bytes", "documents")  # integers >= 0 where present (`count` always)
+
+
+def header_problem(values: Any) -> str | None:
+    """What is wrong with a parsed header's shape (a JSON object, a known dtype, counts that are integers >= 0),
+    or None."""
+    if not isinstance(values, dict):
+        return f"a JSON object is expected, not {type(values).__name__}"
+    if values.get("dtype") not in TOKEN_DTYPES:
+        return f"dtype {values.get('dtype')!r} is not one of {', '.join(TOKEN_DTYPES)}"
+    for key in HEADER_COUNTS:
+        value = values.get(key, 0) if key != "count" else values.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            return f"{key} {value!r} is not an integer >= 0"
+    eos = values.get("eos_id")
+    if eos is not None and (isinstance(eos, bool) or not isinstance(eos, int) or eos < 0):
+        return f"eos_id {eos!r} is not an integer >= 0"
+    return None
 
 
 def load_tokens(path: str | os.PathLike) -> np.memmap:
