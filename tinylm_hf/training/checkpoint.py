@@ -10,6 +10,7 @@ carry the run id of the run that wrote them, so a resume never continues another
 from __future__ import annotations
 
 import errno
+import io
 import math
 import os
 import pickle
@@ -54,14 +55,37 @@ def atomic_torch_save(obj: Any, out: str | os.PathLike | BinaryIO | IO[bytes]) -
     path.parent.mkdir(parents=True, exist_ok=True)
     hint = f"{path.name} was not written; free some space, then continue with --resume"
     try:
-        with atomic_output(path) as tmp, open(tmp, "wb") as fh:
-            torch.save(obj, fh)
+        with atomic_output(path) as tmp, CheckpointFile(tmp, "wb") as fh:
+            try:
+                torch.save(obj, fh)
+            except RuntimeError:
+                if fh.error is not None:  # torch reports a failed write only by its aftermath ("unexpected pos")
+                    raise fh.error from None
+                raise
     except OSError as err:
         raise no_space(err, path.parent, hint) from err
     except RuntimeError as err:  # torch reports a failed write as RuntimeError ("... file write failed")
         if "write" in str(err) and _disk_full(path.parent):
             raise no_space(OSError(errno.ENOSPC, str(err)), path.parent, hint) from err
         raise
+
+
+class CheckpointFile(io.FileIO):
+    """The file a checkpoint is written to, keeping the OSError of a failed write (a full disk): torch.save
+    swallows it and raises a RuntimeError about zip positions instead."""
+
+    error: OSError | None = None
+
+    def write(self, data: Any) -> int:
+        try:
+            return self.write_through(data)
+        except OSError as err:
+            self.error = err
+            raise
+
+    def write_through(self, data: Any) -> int:
+        """The plain write to disk."""
+        return super().write(data)
 
 
 def _disk_full(folder: Path) -> bool:
