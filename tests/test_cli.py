@@ -117,3 +117,14 @@ def test_train_flag_errors(byte_data, tmp_path, capsys, flags, message, monkeypa
 def test_debug_shows_the_traceback(folder):
     with pytest.raises(ValueError, match="temperature"):
         main(["generate", str(folder), "--prompt", "Hi", "--temperature", "-1", "--debug"])
+
+
+def test_export_llama_overwrite_replaces_only_a_model_folder(folder, tmp_path, capsys):
+    """--overwrite once deleted whatever folder (or file) was named; now only an earlier model folder."""
+    mine = tmp_path / "notes"
+    mine.mkdir()
+    (mine / "todo.txt").write_text("keep me")
+    err = run_cli_error(["export-llama", str(folder), str(mine), "--overwrite"], capsys)
+    assert "is not a model folder" in err and (mine / "todo.txt").read_text() == "keep me"
+    assert main(["export-llama", str(folder), str(tmp_path / "llama")]) == 0
+    assert main(["export-llama", str(folder), str(tmp_path / "llama"), "--overwrite"]) == 0  # its own output: replaced

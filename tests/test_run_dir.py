@@ -166,3 +166,16 @@ def test_a_malformed_run_json_is_one_clear_error(tmp_path, text):
     (tmp_path / "run.json").write_text(text)
     with pytest.raises(ValueError, match="run.json is corrupt"):
         RunDirectory(tmp_path).run_id()
+
+
+def test_publishing_replaces_an_earlier_model_folder_but_never_other_files(byte_data, tmp_path):
+    from tinylm_hf.publish import publish_run
+
+    summary = train(tiny_config(byte_data, tmp_path / "run", max_iters=2, checkpoint_every=2))
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "todo.txt").write_text("keep me")
+    with pytest.raises(FileExistsError, match="is not a model folder"):
+        publish_run(summary, notes)
+    assert [p.name for p in notes.iterdir()] == ["todo.txt"]
+    assert publish_run(summary) == publish_run(summary) == tmp_path / "run" / "hf"  # its own folder: replaced

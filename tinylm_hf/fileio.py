@@ -21,7 +21,7 @@ from typing import Any
 
 from .tokenization.atomic_files import DIR_MODE, FILE_MODE, write_bytes_atomic, write_text_atomic
 
-__all__ = ["DIR_MODE", "FILE_MODE", "atomic_output", "check_input_file", "check_input_folder", "check_not_an_input", "check_output_folder",
+__all__ = ["DIR_MODE", "FILE_MODE", "atomic_output", "check_input_file", "check_input_folder", "check_not_an_input", "check_ours_to_replace", "check_output_folder",
            "fsync_file", "make_folders", "no_space", "seal_folder", "staged_folder", "write_bytes_atomic",
            "write_json_atomic", "write_text_atomic"]
 
@@ -135,6 +135,17 @@ def staged_folder(out: str | os.PathLike, *, replace: bool = False) -> Iterator[
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def check_ours_to_replace(out: str | os.PathLike, marker: str, what: str) -> Path:
+    """`out` if replacing it destroys only an earlier output of ours: absent, an empty folder, or a folder holding
+    `marker` (a model folder's config.json); anything else (a file, a symlink, another folder) is a FileExistsError."""
+    out = Path(out)
+    if not out.exists() and not out.is_symlink():
+        return out
+    if out.is_symlink() or not out.is_dir() or (any(out.iterdir()) and not (out / marker).is_file()):
+        raise FileExistsError(f"{out} is not {what} (no {marker}): it is never replaced; choose another output path")
+    return out
 
 
 def check_input_file(path: str | os.PathLike, what: str = "input file", hint: str = "") -> Path:

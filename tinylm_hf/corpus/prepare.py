@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..fileio import check_input_file, no_space
+from ..fileio import check_input_file, make_folders, no_space
 from ..tokenization.pretokenize import EOS_TOKEN
 from ..tokenization.process_pool import WorkerDiedError
 from ..tokenizer_loading import load_tokenizer
@@ -194,7 +194,7 @@ def prepare_dataset(
         source["val_carved"] = val_fraction
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    make_folders(out)
     dtype = token_dtype(max(tok.get_vocab().values()))
     base = {"tokenizer": os.path.abspath(tokenizer_dir), "tokenizer_fingerprint": tokenizer_fingerprint(tok),
             "vocab_size": len(tok), "eos_id": int(eos_id), "source": source}

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..fileio import atomic_output, check_not_an_input
+from ..fileio import atomic_output, check_not_an_input, make_folders
 from ..tokenization.chat_template import end_of_turn_id, portable_chat_template
 from ..tokenization.metaspace import MODEL_FILE as SENTENCEPIECE_FILE
 from ..tokenization.metaspace import UNUSED, SentencePieceModel, read_sentencepiece_model
@@ -294,7 +294,7 @@ def export_gguf(
         check_llama_cpp_sentencepiece(sentencepiece)
     qtype, file_type = gguf_types(dtype)
     tensors = [(name, *encode_tensor(name, data, qtype)) for name, data in gguf_tensors(model)]
-    out.parent.mkdir(parents=True, exist_ok=True)
+    make_folders(out.parent)
     with atomic_output(out) as tmp:
         writer = gguf.GGUFWriter(tmp, gguf.MODEL_ARCH_NAMES[gguf.MODEL_ARCH.LLAMA])
         add_metadata(writer, model.config, tokenizer, vocab_size, file_type, src.resolve().name, sentencepiece)

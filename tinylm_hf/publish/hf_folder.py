@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
-from ..fileio import seal_folder
+from ..fileio import check_ours_to_replace, make_folders, seal_folder
 from ..tokenization.chat_template import stop_token_ids
 from ..tokenizer_loading import load_tokenizer
 from ..training.checkpoint import load_state
@@ -56,7 +56,10 @@ def publish_run(
     checkpoint: Literal["last", "best"] = "last",
     tokenizer_dir: str | os.PathLike | None = None,
 ) -> Path:
-    """Write the run's Hugging Face folder (default: out_dir/hf) from its last (or best) checkpoint."""
+    """Write the run's Hugging Face folder (default: out_dir/hf) from its last (or best) checkpoint.
+
+    An earlier model folder at `out` is replaced; anything else there (a file, a folder of other files) is refused.
+    """
     from transformers import GenerationConfig
 
     from ..registration import register
@@ -75,8 +78,9 @@ def publish_run(
     check_tokenizer_fits(tokenizer, model.config.vocab_size, tokenizer_dir)
     if summary.objective == "seq_cls":
         prepare_classifier_tokenizer(tokenizer, model.config.pad_token_id, summary.context_length)
-    out = Path(out) if out is not None else Path(summary.out_dir) / HF_DIR
-    out.parent.mkdir(parents=True, exist_ok=True)
+    out = check_ours_to_replace(Path(out) if out is not None else Path(summary.out_dir) / HF_DIR, "config.json",
+                                "a model folder")
+    make_folders(out.parent)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
     try:
         model.save_pretrained(tmp)

@@ -22,7 +22,7 @@ from typing import IO, Any, BinaryIO
 import numpy as np
 import torch
 
-from ..fileio import atomic_output, check_input_file, no_space
+from ..fileio import atomic_output, check_input_file, make_folders, no_space
 
 CHECKPOINT_PATTERN = re.compile(r"^ckpt_(\d+)\.pt$")
 BEST_CHECKPOINT = "best.pt"
@@ -52,7 +52,7 @@ def atomic_torch_save(obj: Any, out: str | os.PathLike | BinaryIO | IO[bytes]) -
         torch.save(obj, out)
         return
     path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folders(path.parent)
     hint = f"{path.name} was not written; free some space, then continue with --resume"
     try:
         with atomic_output(path) as tmp, CheckpointFile(tmp, "wb") as fh:
