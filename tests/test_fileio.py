@@ -63,3 +63,15 @@ def test_an_output_that_is_an_input_is_refused(tmp_path):
     with pytest.raises(ValueError, match="one of the inputs"):
         check_not_an_input(tmp_path / "alias.txt", [text])
     assert check_not_an_input(tmp_path / "new.json", [text]) == tmp_path / "new.json"
+
+
+def test_an_atomic_write_never_writes_through_a_planted_temp_link(tmp_path):
+    from tinylm_hf.fileio import write_text_atomic
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("mine")
+    victim.chmod(0o600)
+    (tmp_path / f".out.json.{os.getpid()}.tmp").symlink_to(victim)
+    with pytest.raises(OSError):
+        write_text_atomic(tmp_path / "out.json", "{}")
+    assert victim.read_text() == "mine" and victim.stat().st_mode & 0o777 == 0o600
