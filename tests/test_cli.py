@@ -128,3 +128,14 @@ def test_export_llama_overwrite_replaces_only_a_model_folder(folder, tmp_path, c
     assert "is not a model folder" in err and (mine / "todo.txt").read_text() == "keep me"
     assert main(["export-llama", str(folder), str(tmp_path / "llama")]) == 0
     assert main(["export-llama", str(folder), str(tmp_path / "llama"), "--overwrite"]) == 0  # its own output: replaced
+
+
+def test_a_library_error_of_several_lines_is_printed_as_one(monkeypatch, capsys):
+    from tinylm_hf.commands import count_words
+
+    def fails(args):
+        raise OSError("the Hub said:\n\n  401 Unauthorized\n")
+
+    monkeypatch.setattr(count_words, "run", fails)
+    err = run_cli_error(["count-words", "--input", "x.txt", "--out", "c.json"], capsys)
+    assert err == "tinylm count-words: error: the Hub said: 401 Unauthorized (--debug shows the traceback)\n"

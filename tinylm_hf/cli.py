@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     except USER_ERRORS as err:
         if args.debug:
             raise
-        message = str(err) or type(err).__name__
+        message = " ".join(line.strip() for line in str(err).splitlines() if line.strip()) or type(err).__name__
         if isinstance(err, OSError) and err.filename and str(err.filename) not in message:
             message = f"{message}: {err.filename}"
         print(f"tinylm {args.command}: error: {message} (--debug shows the traceback)", file=sys.stderr)
