@@ -82,6 +82,7 @@ def test_foreign_code_runs_only_with_the_flag(planted, tmp_path, capsys):
     (["export-gguf", "{dir}", "{dir}/model.safetensors", "--overwrite"], "is one of the inputs"),
     (["count-words", "--input", "{text}", "--out", "{text}"], "is one of the inputs"),
     (["eval", "{dir}", "--input", "{text}", "--out", "{text}"], "is one of the inputs"),
+    (["eval", "{dir}", "--input", "{text}", "--out", "{dir}/config.json"], "is one of the inputs"),
     (["prepare", "--tokenizer", "{dir}", "--input", "{parent}", "--out", "{out}"], "is a directory, not a file"),
     (["count-words", "--input", "{parent}", "--out", "{out}.json"], "is a directory, not a file"),
     (["eval", "{dir}", "--input", "{parent}"], "is a directory, not a file"),
