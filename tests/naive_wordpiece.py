@@ -1,18 +1,20 @@
 """The test oracle for WordPiece training: a naive, obviously-correct trainer (full recount per merge).
 
-Same rule as tinylm_hf.tokenizer_training.wordpiece_train: merge the pair with the greatest exact score
-freq(ab) / (freq(a) * freq(b)), ties to the greatest (a, b); a merged string already in the
-vocabulary keeps its id.
+Same rules as tinylm_hf.tokenizer_training.wordpiece_train: merge the pair with the greatest score,
+ties to the greatest (a, b); a merged string already in the vocabulary keeps its id. Scores:
+"pmi" freq(ab) / (freq(a) * freq(b)) exactly, "frequency" freq(ab), "likelihood"
+freq(ab) * log(freq(ab) * N / (freq(a) * freq(b))) with N the current number of tokens.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from fractions import Fraction
+import math
 
 
 def naive_train_wordpiece(
-    counts: dict[str, int], vocab_size: int, special_tokens: list[str], prefix: str = "##"
+    counts: dict[str, int], vocab_size: int, special_tokens: list[str], prefix: str = "##", score: str = "frequency"
 ) -> list[str]:
     vocab = list(special_tokens)
     firsts = sorted({w[0] for w in counts})
@@ -31,7 +33,13 @@ def naive_train_wordpiece(
                 pairs[pair] += count
         if not pairs:
             break
-        best = max(pairs, key=lambda p: (Fraction(pairs[p], freq[p[0]] * freq[p[1]]), p))
+        total = sum(freq.values())
+        rules = {
+            "pmi": lambda p: Fraction(pairs[p], freq[p[0]] * freq[p[1]]),
+            "frequency": lambda p: pairs[p],
+            "likelihood": lambda p: pairs[p] * math.log(pairs[p] * total / (freq[p[0]] * freq[p[1]])),
+        }
+        best = max(pairs, key=lambda p: (rules[score](p), p))
         a, b = best
         merged = a + (b[len(prefix):] if b.startswith(prefix) else b)
         if merged not in vocab:

@@ -13,7 +13,7 @@ from tinylm_hf.tokenizer_training.families import FAMILIES, get_family
 from tinylm_hf.tokenizer_training.word_counts import count_words, make_word_counts
 
 NAMES = list(FAMILIES)
-VOCAB_SIZES = {"bpe": 400, "wordpiece": 500, "unigram": 300, "sentencepiece-bpe": 400}
+VOCAB_SIZES = {"bpe": 400, "wordpiece": 500, "unigram": 500, "sentencepiece-bpe": 400}
 SAMPLE = "Once upon a time, Lily found a shiny red ball. She was very happy!"
 
 

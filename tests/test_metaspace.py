@@ -52,3 +52,37 @@ def test_reads_a_model_trained_by_sentencepiece(tmp_path):
 def test_corrupt_model_file_is_a_clear_error(data):
     with pytest.raises(ValueError, match="sentencepiece"):
         parse_sentencepiece_model(data)
+
+
+def small_model(score: float = -1.0) -> SentencePieceModel:
+    return SentencePieceModel(
+        pieces=[("<unk>", 0.0, UNKNOWN), ("<s>", 0.0, CONTROL), ("</s>", 0.0, CONTROL), ("▁a", score, NORMAL),
+                ("▁", -2.0, NORMAL), ("a", -3.0, NORMAL)],
+        remove_extra_whitespaces=False, normalizer_name="identity",
+    )
+
+
+def test_model_file_cut_at_a_piece_boundary_is_refused():
+    data = serialize_sentencepiece_model(small_model())
+    piece = b"\x0a" + bytes([data[1]]) + data[2 : 2 + data[1]]  # the first piece's field, as written
+    assert data.startswith(piece)
+    with pytest.raises(ValueError, match="no trainer_spec after its 1 pieces: the file is cut short"):
+        parse_sentencepiece_model(data[: len(piece)])
+
+
+def test_model_file_missing_pieces_of_its_vocab_size_is_refused():
+    data = serialize_sentencepiece_model(small_model())
+    piece = data[: 2 + data[1]]
+    with pytest.raises(ValueError, match="5 pieces where its trainer_spec says 6"):
+        parse_sentencepiece_model(data[len(piece):])  # the first piece cut out, the rest intact
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")], ids=["nan", "inf"])
+def test_model_file_with_a_non_finite_score_is_refused(bad):
+    import struct
+
+    sentinel = struct.pack("<f", 1234.5)
+    data = serialize_sentencepiece_model(small_model(1234.5))
+    assert data.count(sentinel) == 1
+    with pytest.raises(ValueError, match="piece '▁a' with score .*: scores must be finite"):
+        parse_sentencepiece_model(data.replace(sentinel, struct.pack("<f", bad)))

@@ -63,13 +63,33 @@ def test_pair_template_and_token_type_ids_equal_bert(trio):
     slow, fast, bert = trio
     expected = bert(*PAIR)
     for tok in (slow, fast):
-        got = tok(*PAIR)
+        got = tok(*PAIR, return_token_type_ids=True)
         assert got["input_ids"] == expected["input_ids"]
         assert got["token_type_ids"] == expected["token_type_ids"]
         assert got["attention_mask"] == expected["attention_mask"]
     ids = expected["input_ids"]
     assert ids[0] == slow.cls_token_id and ids.count(slow.sep_token_id) == 2 and ids[-1] == slow.sep_token_id
     assert set(expected["token_type_ids"]) == {0, 1}
+
+
+def test_returns_only_what_tinylm_models_take(trio):
+    slow, fast, _ = trio
+    for tok in (slow, fast):
+        assert list(tok(*PAIR)) == ["input_ids", "attention_mask"]
+
+
+def test_generate_takes_the_tokenizer_output_of_a_causal_model(trio):
+    # token_type_ids in the encoding made TinyLMForCausalLM.generate raise
+    import torch
+    from tiny_models import make_model
+
+    slow, fast, _ = trio
+    model = make_model(vocab_size=len(slow), pad_token_id=slow.pad_token_id, eos_token_id=slow.sep_token_id)
+    for tok in (slow, fast):
+        encoding = tok("Once upon a time", return_tensors="pt")
+        with torch.no_grad():
+            out = model.generate(**encoding, max_new_tokens=3, do_sample=False)
+        assert out.shape == (1, encoding["input_ids"].shape[1] + 3)
 
 
 def test_decode_equals_bert(trio):
@@ -119,7 +139,7 @@ def test_remote_code_loads_without_tinylm_hf(trio, registered, tmp_path):
         from transformers import AutoTokenizer
         assert importlib.util.find_spec("tinylm_hf") is None, "tinylm_hf must not be importable here"
         tok = AutoTokenizer.from_pretrained({str(folder)!r}, trust_remote_code=True)
-        enc = tok(*{PAIR!r})
+        enc = tok(*{PAIR!r}, return_token_type_ids=True)
         print(json.dumps([type(tok).__name__, enc["input_ids"], enc["token_type_ids"]]))
         """
     )
@@ -129,7 +149,7 @@ def test_remote_code_loads_without_tinylm_hf(trio, registered, tmp_path):
     )
     assert result.returncode == 0, result.stderr
     name, ids, types = json.loads(result.stdout.strip().splitlines()[-1])
-    expected = slow(*PAIR)
+    expected = slow(*PAIR, return_token_type_ids=True)
     assert (name, ids, types) == ("TinyLMWordPieceTokenizer", expected["input_ids"], expected["token_type_ids"])
 
 

@@ -59,3 +59,68 @@ def test_a_folder_needing_its_own_code_is_refused_without_running_it(tmp_path: P
     with pytest.raises(ValueError, match="needs its own Python code to load.*--trust-remote-code"):
         load_tokenizer(folder)
     assert not (folder / "ran").exists()
+
+
+# ------------------------------------------------------------------ tokenizer.json must be the twin
+def test_a_tokenizer_json_from_another_tokenizer_is_refused(tmp_path: Path) -> None:
+    folder = save_bpe(tmp_path / "tok", [(b"a", b"b")])
+    other = save_bpe(tmp_path / "other", [(b"c", b"d")])
+    (folder / "tokenizer.json").write_bytes((other / "tokenizer.json").read_bytes())
+    with pytest.raises(ValueError, match=r"tokenizer.json disagrees with vocab.json, merges.txt \(model differ\).*"
+                                         "delete tokenizer.json and save the tokenizer again"):
+        load_tokenizer(folder)
+
+
+def test_a_tokenizer_json_with_an_added_token_of_its_own_is_refused(tmp_path: Path) -> None:
+    folder = save_bpe(tmp_path / "tok", [(b"a", b"b")])
+    twin = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+    twin["added_tokens"].append({**twin["added_tokens"][0], "id": 999, "content": "<|other|>"})
+    (folder / "tokenizer.json").write_text(json.dumps(twin), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"\(added_tokens differ\)"):
+        load_tokenizer(folder)
+
+
+def test_a_tokenizer_json_that_is_not_json_is_refused(tmp_path: Path) -> None:
+    folder = save_bpe(tmp_path / "tok", [(b"a", b"b")])
+    (folder / "tokenizer.json").write_text("{", encoding="utf-8")
+    with pytest.raises(ValueError, match="tokenizer.json is not valid JSON"):
+        load_tokenizer(folder)
+
+
+@pytest.mark.parametrize("saved_by", ["slow", "fast"])
+@pytest.mark.parametrize("algorithm, vocab_size", [("bpe", 400), ("wordpiece", 500), ("unigram", 500),
+                                                   ("sentencepiece-bpe", 400)])
+def test_every_family_saved_by_either_class_loads(tmp_path: Path, algorithm: str, vocab_size: int,
+                                                  saved_by: str) -> None:
+    from conftest import PACKAGE_DATA
+    from tinylm_hf.tokenizer_training import train_tokenizer
+    from tinylm_hf.tokenizer_training.families import FAMILIES
+
+    text = (PACKAGE_DATA / "tinystories_valid_small.txt").read_text(encoding="utf-8")[:60_000]
+    trained = train_tokenizer(iter([text]), vocab_size, algorithm=algorithm, progress=False)
+    trained.save_pretrained(tmp_path / "slow")
+    if saved_by == "fast":
+        FAMILIES[algorithm].fast.from_pretrained(tmp_path / "slow").save_pretrained(tmp_path / "fast")
+    assert load_tokenizer(tmp_path / saved_by).get_vocab() == trained.get_vocab()
+
+
+def test_prepare_refuses_a_mixed_folder_with_exit_code_2(tmp_path: Path, capsys) -> None:
+    from tinylm_hf.cli import main
+
+    folder = save_bpe(tmp_path / "tok", [(b"a", b"b")])
+    (folder / "tokenizer.json").write_bytes((save_bpe(tmp_path / "other", [(b"c", b"d")]) / "tokenizer.json").read_bytes())
+    (tmp_path / "text.txt").write_text("abab cd\n", encoding="utf-8")
+    code = main(["prepare", "--tokenizer", str(folder), "--input", str(tmp_path / "text.txt"), "--out",
+                 str(tmp_path / "data"), "--num-proc", "1"])
+    assert code == 2 and "disagrees with vocab.json, merges.txt" in capsys.readouterr().err
+    assert not (tmp_path / "data").exists()
+
+
+def test_an_added_token_on_an_id_of_the_vocabulary_is_refused(tmp_path: Path) -> None:
+    folder = save_bpe(tmp_path / "tok", [(b"a", b"b")])
+    config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    (entry,) = config["added_tokens_decoder"].values()
+    config["added_tokens_decoder"]["65"] = {**entry, "content": "<|x|>"}  # id 65 is "A"
+    (folder / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"added token '<\|x\|>' has id 65, which the vocabulary gives to 'A'"):
+        load_tokenizer(folder)

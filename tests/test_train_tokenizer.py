@@ -15,7 +15,7 @@ from tinylm_hf.tokenizer_training import train_tokenizer
 pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
 
 CASES = [("bpe", 400, "TinyLMTokenizer"), ("wordpiece", 500, "TinyLMWordPieceTokenizer"),
-         ("unigram", 300, "TinyLMUnigramTokenizer"), ("sentencepiece-bpe", 400, "TinyLMSentencePieceBPETokenizer")]
+         ("unigram", 500, "TinyLMUnigramTokenizer"), ("sentencepiece-bpe", 400, "TinyLMSentencePieceBPETokenizer")]
 
 
 @pytest.fixture(scope="module")
@@ -87,8 +87,8 @@ def test_dataset_source_streams_a_local_dataset(tmp_path, shards):
     (tmp_path / "ds").mkdir()
     (tmp_path / "ds" / "train.jsonl").write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
     assert main(["train-tokenizer", "--algorithm", "unigram", "--dataset", str(tmp_path / "ds"), "--text-column",
-                 "story", "--vocab-size", "300", "--out", str(tmp_path / "tok"), "--no-progress"]) == 0
-    assert len(AutoTokenizer.from_pretrained(tmp_path / "tok")) == 300
+                 "story", "--vocab-size", "500", "--out", str(tmp_path / "tok"), "--no-progress"]) == 0
+    assert len(AutoTokenizer.from_pretrained(tmp_path / "tok")) == 500
 
 
 def test_unknown_algorithm_and_missing_glob_are_clear_errors(tmp_path, capsys):
@@ -99,8 +99,8 @@ def test_unknown_algorithm_and_missing_glob_are_clear_errors(tmp_path, capsys):
     assert code == 2 and "no input file matches" in capsys.readouterr().err
 
 
-def test_byte_fallback_is_off_for_unigram_unless_asked(tmp_path, shards, capsys):
-    """sentencepiece's defaults: byte pieces for sentencepiece-bpe, none for unigram; --byte-fallback adds them."""
+def test_byte_fallback_is_on_for_unigram_and_sentencepiece_bpe_unless_refused(tmp_path, shards, capsys):
+    """Byte pieces in both sentencepiece-style families by default (a newline is not <unk>); --no-byte-fallback drops them."""
     def byte_pieces(algorithm, *flags):
         out = tmp_path / f"{algorithm}{''.join(flags)}"
         assert main(["train-tokenizer", "--algorithm", algorithm, "--input", str(shards[0]), "--vocab-size", "500",
@@ -108,9 +108,11 @@ def test_byte_fallback_is_off_for_unigram_unless_asked(tmp_path, shards, capsys)
         tok = AutoTokenizer.from_pretrained(out)
         return sum(token.startswith("<0x") for token in tok.get_vocab()), tok
 
-    assert byte_pieces("sentencepiece-bpe")[0] == 256 and byte_pieces("unigram")[0] == 0
-    count, tok = byte_pieces("unigram", "--byte-fallback")
-    assert count == 256 and tok.convert_ids_to_tokens(tok("a\nb", add_special_tokens=False)["input_ids"])[1] == "<0x0A>"
+    assert byte_pieces("sentencepiece-bpe")[0] == 256
+    count, tok = byte_pieces("unigram")
+    assert count == 256 and tok.convert_ids_to_tokens(tok("a\nb\tc", add_special_tokens=False)["input_ids"])[1] == "<0x0A>"
+    assert tok.decode(tok("a\nb\tc", add_special_tokens=False)["input_ids"]) == "a\nb\tc"
+    assert byte_pieces("unigram", "--no-byte-fallback")[0] == 0
     capsys.readouterr()
     with pytest.raises(SystemExit) as exit_info:  # argparse's own usage error
         main(["train-tokenizer", "--algorithm", "unigram", "--input", str(shards[0]), "--vocab-size", "500",
@@ -184,3 +186,81 @@ def test_a_file_that_is_not_utf8_is_refused_by_every_family(tmp_path, capsys, al
                          "--vocab-size", "400", "--out", str(tmp_path / "tok"), "--no-progress"], capsys)
     assert "not UTF-8" in err or "not valid UTF-8" in err
     assert not (tmp_path / "tok").exists()
+
+
+def test_wordpiece_score_flag_picks_the_merge_rule(tmp_path, shards):
+    from tinylm_hf.tokenizer_training.word_counts import count_words
+    from tinylm_hf.tokenizer_training.wordpiece_train import BERT_SPECIAL_TOKENS, train_wordpiece_from_counts
+
+    assert main(["train-tokenizer", "--algorithm", "wordpiece", "--wordpiece-score", "pmi", "--input", str(shards[0]),
+                 "--vocab-size", "500", "--out", str(tmp_path / "tok"), "--no-progress"]) == 0
+    counts = count_words(shards[0], algorithm="wordpiece", special_tokens=list(BERT_SPECIAL_TOKENS))
+    pmi = train_wordpiece_from_counts(counts, 500, list(BERT_SPECIAL_TOKENS), score="pmi")
+    loaded = AutoTokenizer.from_pretrained(tmp_path / "tok")
+    assert [token for token, _ in sorted(loaded.get_vocab().items(), key=lambda item: item[1])] == pmi
+
+
+def test_wordpiece_score_of_another_family_is_refused(tmp_path, shards, capsys):
+    code = main(["train-tokenizer", "--algorithm", "bpe", "--wordpiece-score", "likelihood", "--input",
+                 str(shards[0]), "--vocab-size", "300", "--out", str(tmp_path / "t")])
+    assert code == 2 and "applies to algorithm 'wordpiece' only" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------ pad tokens, every family
+@pytest.fixture(scope="module")
+def default_folders(shards, tmp_path_factory) -> dict[str, Path]:
+    """Each family trained with its default special tokens and saved."""
+    root = tmp_path_factory.mktemp("defaults")
+    for algorithm, vocab_size, _ in CASES:
+        train_tokenizer([shards[0]], vocab_size, algorithm=algorithm, progress=False).save_pretrained(root / algorithm)
+    return {algorithm: root / algorithm for algorithm, _, _ in CASES}
+
+
+def end_of_text_id(tok) -> int:
+    return tok.eos_token_id if tok.eos_token_id is not None else tok.sep_token_id  # WordPiece ends with [SEP]
+
+
+@pytest.mark.parametrize("algorithm", [c[0] for c in CASES])
+def test_every_family_pads_with_a_token_apart_from_its_end_of_text(default_folders, algorithm):
+    from tinylm_hf.tokenizer_training.families import FAMILIES
+
+    slow = AutoTokenizer.from_pretrained(default_folders[algorithm])
+    fast = FAMILIES[algorithm].fast.from_pretrained(default_folders[algorithm])
+    assert slow.pad_token_id is not None and slow.pad_token_id != end_of_text_id(slow)
+    assert (fast.pad_token, fast.pad_token_id) == (slow.pad_token, slow.pad_token_id)
+    batch = ["a b", "Once upon a time, Lily found a shiny red ball."]
+    assert fast(batch, padding=True)["input_ids"] == slow(batch, padding=True)["input_ids"]
+
+
+@pytest.mark.parametrize("algorithm", [c[0] for c in CASES])
+def test_the_language_model_collator_keeps_the_end_of_text_label(default_folders, algorithm):
+    from transformers import DataCollatorForLanguageModeling
+
+    tok = AutoTokenizer.from_pretrained(default_folders[algorithm])
+    end = end_of_text_id(tok)
+    rows = [tok(text, add_special_tokens=False)["input_ids"] + [end] for text in ("a b", "Once upon a time, Lily.")]
+    batch = DataCollatorForLanguageModeling(tok, mlm=False)([{"input_ids": row} for row in rows])
+    labels = batch["labels"].tolist()
+    assert labels[0][: len(rows[0])] == rows[0] and set(labels[0][len(rows[0]):]) == {-100}
+    assert labels[1] == rows[1]
+
+
+@pytest.mark.parametrize("algorithm", [c[0] for c in CASES])
+def test_batched_generation_with_left_padding_equals_one_at_a_time(default_folders, algorithm):
+    import torch
+    from tiny_models import make_model
+
+    tok = AutoTokenizer.from_pretrained(default_folders[algorithm], padding_side="left")
+    model = make_model(vocab_size=len(tok), pad_token_id=tok.pad_token_id, eos_token_id=end_of_text_id(tok))
+    prompts = ["Once upon a time", "a"]
+    options = {"max_new_tokens": 4, "do_sample": False, "pad_token_id": tok.pad_token_id}
+    with torch.no_grad():
+        batched = model.generate(**tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False), **options)
+        single = model.generate(**tok(prompts[1:], return_tensors="pt", add_special_tokens=False), **options)
+    assert batched[1, -4:].tolist() == single[0, -4:].tolist()
+
+
+def test_a_folder_saved_without_a_pad_token_still_loads(shards, tmp_path):
+    train_tokenizer([shards[0]], 500, [], algorithm="unigram", progress=False).save_pretrained(tmp_path / "old")
+    loaded = AutoTokenizer.from_pretrained(tmp_path / "old")
+    assert loaded.pad_token is None and loaded("a b")["input_ids"]

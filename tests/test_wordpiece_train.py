@@ -12,6 +12,7 @@ from tinylm_hf.tokenizer_training.word_counts import count_words
 from tinylm_hf.tokenization.wordpiece import WordPieceTokenizer
 from tinylm_hf.tokenizer_training.wordpiece_train import (
     BERT_SPECIAL_TOKENS,
+    WORDPIECE_SCORES,
     train_wordpiece,
     train_wordpiece_from_counts,
     train_wordpiece_from_iterator,
@@ -36,10 +37,27 @@ def oracle_for_file(path, vocab_size: int, specials: list[str], lowercase: bool 
 
 
 # ------------------------------------------------------------------------------- oracle equality
-def test_hand_checked_example():
+def test_hand_checked_example_pmi():
     # All four pairs score 1/4; (p, ##u) is the greatest pair. Then h ##u scores 3/9, and so on.
-    vocab = train_wordpiece_from_counts({"hug": 2, "hugs": 1, "pug": 1}, 10, ["[UNK]"])
+    vocab = train_wordpiece_from_counts({"hug": 2, "hugs": 1, "pug": 1}, 10, ["[UNK]"], score="pmi")
     assert vocab == ["[UNK]", "h", "p", "##g", "##s", "##u", "pu", "hu", "pug", "hug"]
+
+
+def test_hand_checked_example_frequency_is_the_default():
+    # ##u ##g occurs 4 times, then h ##ug 3 times; (hug, ##s) and (p, ##ug) tie at 1: p > hug.
+    vocab = train_wordpiece_from_counts({"hug": 2, "hugs": 1, "pug": 1}, 10, ["[UNK]"])
+    assert vocab == ["[UNK]", "h", "p", "##g", "##s", "##u", "##ug", "hug", "pug", "hugs"]
+
+
+def test_hand_checked_example_likelihood():
+    # N = 11 tokens: ##u ##g gains 4 log(4 * 11 / 16) = 4.05, h ##u 3 log(3 * 11 / 12) = 3.03.
+    vocab = train_wordpiece_from_counts({"hug": 2, "hugs": 1, "pug": 1}, 8, ["[UNK]"], score="likelihood")
+    assert vocab == ["[UNK]", "h", "p", "##g", "##s", "##u", "##ug", "hug"]
+
+
+def test_unknown_score_raises_with_the_choices():
+    with pytest.raises(ValueError, match="unknown WordPiece score 'bpe'.*'frequency', 'likelihood', 'pmi'"):
+        train_wordpiece_from_counts({"hug": 2}, 10, ["[UNK]"], score="bpe")
 
 
 @pytest.mark.parametrize("lowercase", [False, True], ids=["cased", "uncased"])
@@ -67,15 +85,25 @@ def test_tinystories_train_small_matches_oracle():
     assert train_wordpiece(path, 1000, progress=False) == oracle_for_file(path, 1000, SPECIALS)
 
 
+@pytest.mark.parametrize("score", WORDPIECE_SCORES)
 @settings(max_examples=60, deadline=None)
 @given(
     counts=st.dictionaries(st.text(alphabet="abcé#", min_size=1, max_size=6), st.integers(1, 5), min_size=1, max_size=12),
     extra=st.integers(0, 25),
 )
-def test_random_counts_match_oracle(counts, extra):
+def test_random_counts_match_oracle(score, counts, extra):
     specials = ["[UNK]"]
     size = 1 + len({w[0] for w in counts} | {"##" + c for w in counts for c in w[1:]}) + extra
-    assert train_wordpiece_from_counts(counts, size, specials) == naive_train_wordpiece(counts, size, specials)
+    ours = train_wordpiece_from_counts(counts, size, specials, score=score)
+    assert ours == naive_train_wordpiece(counts, size, specials, score=score)
+
+
+@pytest.mark.parametrize("score", WORDPIECE_SCORES)
+def test_each_score_matches_oracle_on_a_bundled_slice(tmp_path, score):
+    path = write(tmp_path, "t.txt", bundled_slice(20_000))
+    counts = count_words(path, algorithm="wordpiece", special_tokens=SPECIALS)
+    ours = train_wordpiece(path, 400, score=score, progress=False)
+    assert ours == naive_train_wordpiece(dict(counts), 400, SPECIALS, score=score)
 
 
 # --------------------------------------------------------------------------------- vocabulary layout
@@ -169,3 +197,46 @@ def test_bad_counts_raise():
         train_wordpiece_from_counts({"a": -1}, 100)
     with pytest.raises(ValueError, match="no word"):
         train_wordpiece_from_counts({"a": 0}, 100)
+
+
+# ------------------------------------------------------------------- defaults a user would choose
+def tokenizers_wordpiece_vocab(path, vocab_size: int) -> dict[str, int]:
+    """What `tokenizers`' WordPieceTrainer learns from `path` (cased BERT normaliser and pre-tokenizer)."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=False, strip_accents=None)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.train([str(path)], trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=SPECIALS,
+                                                           show_progress=False))
+    return tokenizer.get_vocab()
+
+
+def held_out_tokens(vocab: dict[str, int], text: str) -> int:
+    from tinylm_hf.tokenization.wordpiece_backend import build_bert_wordpiece
+
+    pipeline = build_bert_wordpiece(vocab, lowercase=False, unk_token="[UNK]", cls_token=None, sep_token=None)
+    return len(pipeline.encode(text, add_special_tokens=False).ids)
+
+
+def test_default_score_learns_the_commonest_english_words():
+    # The pmi rule learned neither "the" nor "is" nor "and" in 4,096 pieces of 2.4 MB of English.
+    vocab = train_wordpiece(shared_file("tinystories_train_small.txt"), 4096, progress=False)
+    assert {"the", "is", "and", "was"} <= set(vocab)
+
+
+@pytest.mark.parametrize("name, held_name", [
+    pytest.param("tinystories_train_small.txt", "tinystories_valid_small.txt", id="tinystories"),
+    pytest.param("tiny_shakespeare.txt", None, id="shakespeare", marks=pytest.mark.slow),
+    pytest.param("multilingual_samples.txt", None, id="multilingual"),
+])
+def test_default_score_compresses_held_out_text_as_well_as_tokenizers(tmp_path, name, held_name):
+    # pmi took 2-2.6x the tokens of tokenizers' WordPieceTrainer; ties may break otherwise (0.1%).
+    lines = shared_file(name).read_text(encoding="utf-8").splitlines(keepends=True)
+    if held_name is None:  # every tenth line held out
+        train, held = "".join(line for i, line in enumerate(lines) if i % 10 != 9), "".join(lines[9::10])
+    else:
+        train, held = "".join(lines), shared_file(held_name).read_text(encoding="utf-8")[:300_000]
+    path = write(tmp_path, "train.txt", train)
+    ours = {token: i for i, token in enumerate(train_wordpiece(path, 4096, progress=False))}
+    assert held_out_tokens(ours, held) <= 1.001 * held_out_tokens(tokenizers_wordpiece_vocab(path, 4096), held)

@@ -65,7 +65,9 @@ def sentencepiece_folder(folder: Path, algorithm: str, extra_rows: int = 8) -> P
     from tinylm_hf.tokenizer_training import train_tokenizer
 
     text = BUNDLED_VALID.read_text(encoding="utf-8")[:100_000] + "\nÆsir 東京 🌍"
-    tokenizer = train_tokenizer(iter([text]), 400, algorithm=algorithm, progress=False)
+    # llama.cpp's Unigram tokenizer has no byte fallback: export-gguf needs it off
+    tokenizer = train_tokenizer(iter([text]), 400, algorithm=algorithm, progress=False,
+                                byte_fallback=False if algorithm == "unigram" else None)
     torch.manual_seed(0)
     model = TinyLMForCausalLM(TinyLMConfig(
         vocab_size=len(tokenizer) + extra_rows, hidden_size=32, intermediate_size=64, num_hidden_layers=1,

@@ -71,7 +71,7 @@ def start_cli(*argv: str) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
-def wait_for_checkpoint(proc: subprocess.Popen, ckpt_dir: Path, timeout: float = 60.0) -> None:
+def wait_for_checkpoint(proc: subprocess.Popen, ckpt_dir: Path, timeout: float = 300.0) -> None:
     """Wait until the run of `proc` has written a checkpoint in `ckpt_dir` (fail if it ends or none comes)."""
     from tinylm_hf.training.checkpoint import list_checkpoints
 

@@ -3,14 +3,18 @@ exports and the quickstart all call it).
 
 A folder loads through `AutoTokenizer` with TinyLM's classes registered, so the installed classes run and
 the folder's own code never does (unless `trust_remote_code=True`, for a folder whose tokenizer is not
-TinyLM's). A loaded tokenizer is kept for the rest of the process (each `datasets` worker process loads a
+TinyLM's). A TinyLM folder's `tokenizer.json` (what fast-tokenizer consumers run) must be the twin of the
+files the tokenizer was built from (`vocab.json`/`merges.txt`, `vocab.txt`, `tokenizer.model`): a folder
+that mixes two tokenizers is refused, since its data, model and exports would disagree on the ids. A loaded tokenizer is kept for the rest of the process (each `datasets` worker process loads a
 folder once), under the folder's absolute path and its files' sizes and times: a re-trained folder, or
 another folder of the same relative name, loads afresh.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +37,46 @@ def load_tokenizer(folder: str | os.PathLike, *, trust_remote_code: bool = False
     files = sorted((p.name, p.stat()) for p in path.iterdir() if p.is_file())
     key = (str(path.resolve()), trust_remote_code, tuple((name, st.st_size, st.st_mtime_ns) for name, st in files))
     if key not in _LOADED:
-        _LOADED[key] = _auto_tokenizer(path, trust_remote_code)
+        tokenizer = _auto_tokenizer(path, trust_remote_code)
+        check_tokenizer_json(tokenizer, path)
+        _LOADED[key] = tokenizer
     return _LOADED[key]
+
+
+def check_tokenizer_json(tokenizer: Any, folder: str | os.PathLike) -> None:
+    """Refuse a TinyLM tokenizer whose folder's `tokenizer.json` is not the twin of the files it was built from."""
+    from .tokenization.tokenization_tinylm_base import TOKENIZER_FILE, TinyLMCoreTokenizer
+
+    path = Path(folder) / TOKENIZER_FILE
+    if not isinstance(tokenizer, TinyLMCoreTokenizer) or not tokenizer.has_backend_twin() or not path.is_file():
+        return
+    sources = ", ".join(name for name in type(tokenizer).vocab_files_names.values() if name != TOKENIZER_FILE)
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ValueError(f"{path} is not valid JSON ({exc}): delete it and save the tokenizer again "
+                         "(save_pretrained), or train the folder again") from None
+    expected = json.loads(tokenizer.to_backend_tokenizer().to_str())
+    keys = sorted(set(saved) | set(expected)) if isinstance(saved, dict) else ["the whole file"]
+    differ = [k for k in keys if _comparable(k, saved.get(k) if isinstance(saved, dict) else saved)
+              != _comparable(k, expected.get(k))]
+    if differ:
+        raise ValueError(f"{path} disagrees with {sources} ({', '.join(differ)} differ): the folder mixes two "
+                         f"tokenizers; train it again, or delete {TOKENIZER_FILE} and save the tokenizer again")
+
+
+def _comparable(key: str, value: Any) -> Any:
+    """A tokenizer.json part as it behaves: an empty template is no post-processor, Unigram scores are float32s."""
+    if key == "post_processor" and isinstance(value, dict) and value.get("type") == "TemplateProcessing":
+        if not value.get("special_tokens") and value.get("single") == [{"Sequence": {"id": "A", "type_id": 0}}]:
+            return None
+    if key == "model" and isinstance(value, dict) and value.get("type") == "Unigram":
+        try:
+            scores = [[piece, struct.unpack("<f", struct.pack("<f", score))[0]] for piece, score in value["vocab"]]
+        except (KeyError, TypeError, ValueError, struct.error):
+            return value  # malformed: compared as it is
+        return {**value, "vocab": scores}
+    return value
 
 
 def needs_remote_code_error(folder: str | os.PathLike) -> ValueError:

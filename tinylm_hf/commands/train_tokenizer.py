@@ -13,6 +13,7 @@ from ..tokenization.chat_template import CHAT_TOKENS, add_chat_tokens
 from ..tokenizer_training import sum_word_counts, train_tokenizer
 from ..tokenizer_training.families import FAMILIES
 from ..tokenizer_training.train_tokenizer import MASK_TOKEN, PAD_TOKEN
+from ..tokenizer_training.wordpiece_train import WORDPIECE_SCORES
 
 # what a saved tokenizer folder may hold (its files, and our remote code that save_pretrained copies): an --out
 # holding only these is an earlier tokenizer, replaced whole
@@ -32,8 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--special-token", action="append", dest="special_tokens", default=None,
         help=f"special token (repeatable). Defaults: bpe {list(FAMILIES['bpe'].special_tokens)} (the first becomes "
-        f"eos/bos/unk; {PAD_TOKEN!r} becomes pad if given), wordpiece {list(FAMILIES['wordpiece'].special_tokens)}, "
-        "none for unigram and sentencepiece-bpe (they have <unk>, <s>, </s>). "
+        f"eos/bos/unk), wordpiece {list(FAMILIES['wordpiece'].special_tokens)}, unigram and sentencepiece-bpe "
+        f"{list(FAMILIES['unigram'].special_tokens)} (they also have <unk>, <s>, </s>). "
         f"In every family {MASK_TOKEN!r} becomes the mask token (masked-LM pretraining) and {PAD_TOKEN!r} pad",
     )
     parser.add_argument("--chat", action="store_true",
@@ -49,6 +50,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                f"(default: {', '.join(f'{name} {on}' for name, on in defaults.items())})")
     fallback.add_argument("--no-byte-fallback", dest="byte_fallback", action="store_const", const=False,
                           help="map them to <unk> instead")
+    parser.add_argument("--wordpiece-score", choices=list(WORDPIECE_SCORES), default=None,
+                        help=f"wordpiece's merge rule (default: {FAMILIES['wordpiece'].score}, as tokenizers' "
+                             "WordPieceTrainer; likelihood: Schuster & Nakajima; pmi: freq(ab)/(freq(a)*freq(b)), "
+                             "which compresses 2-2.6x worse)")
     parser.add_argument("--out", required=True, help="output folder: new, empty, or an earlier tokenizer folder "
                         "(replaced whole); written beside and renamed into place")
     parser.add_argument("--num-workers", type=int, default=None, help="processes counting BPE pre-tokens (default: CPUs)")
@@ -84,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
         specials = [*(FAMILIES[args.algorithm].special_tokens if specials is None else specials), *CHAT_TOKENS]
     tokenizer = train_tokenizer(inputs, args.vocab_size, specials, algorithm=args.algorithm,
                                 pattern=args.pattern, lowercase=args.lowercase, byte_fallback=args.byte_fallback,
-                                num_workers=args.num_workers, progress=not args.no_progress)
+                                wordpiece_score=args.wordpiece_score, num_workers=args.num_workers,
+                                progress=not args.no_progress)
     if args.chat:
         add_chat_tokens(tokenizer)
     with staged_folder(args.out, replace=replace) as stage:

@@ -193,7 +193,8 @@ def check_llama_cpp_sentencepiece(model: SentencePieceModel) -> None:
     if llama_cpp_tokenizer(model) is None:
         problems.append(f"model type {model.model_type!r}")
     if model.model_type == "unigram" and model.byte_fallback:
-        problems.append("byte fallback in a Unigram model (llama.cpp's Unigram tokenizer has none)")
+        problems.append("byte fallback in a Unigram model (llama.cpp's Unigram tokenizer has none: "
+                        "train it with --no-byte-fallback, or use --algorithm sentencepiece-bpe)")
     if model.has_charsmap or model.normalizer_name not in ("", "identity"):
         problems.append(f"normalisation {model.normalizer_name!r} (llama.cpp applies none)")
     if model.remove_extra_whitespaces:

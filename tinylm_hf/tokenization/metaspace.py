@@ -216,6 +216,9 @@ def _parse_piece(data: bytes, what: str) -> tuple[str, float, int]:
             kind = value
     if not piece:
         raise reader.fail("a piece without text")
+    if not math.isfinite(score):
+        raise reader.fail(f"piece {piece!r} with score {score}: scores must be finite numbers; re-train or "
+                          "re-export the model")
     if kind not in (NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE):
         raise reader.fail(f"piece {piece!r} with unknown type {kind}")
     return piece, score, kind
@@ -230,19 +233,35 @@ def parse_sentencepiece_model(data: bytes, what: str = "data") -> SentencePieceM
     """Parse the bytes of a `.model` file (a serialized sentencepiece ModelProto)."""
     reader = _Reader(data, what)
     model = SentencePieceModel(pieces=[])
+    vocab_size = None  # the trainer_spec's; None until it is read
     for number, wire, value in reader.fields():
         if number == 1 and wire == 2:
             model.pieces.append(_parse_piece(value, what))
         elif number == 2 and wire == 2:
-            for n, w, v in _Reader(value, what).fields():
-                if n == 3 and w == 0:
-                    model.model_type = MODEL_TYPES.get(v, str(v))
-                elif n == 35 and w == 0:
-                    model.byte_fallback = bool(v)
+            vocab_size = _parse_trainer(value, what, model)
         elif number == 3 and wire == 2:
             _parse_normalizer(value, what, model)
+    if vocab_size is None:
+        raise reader.fail(f"no trainer_spec after its {len(model.pieces)} pieces: the file is cut short; "
+                          "copy or save it again")
+    if vocab_size and vocab_size != len(model.pieces):
+        raise reader.fail(f"{len(model.pieces)} pieces where its trainer_spec says {vocab_size}: the file is cut "
+                          "short or was edited; copy or save it again")
     _check_model(model, what)
     return model
+
+
+def _parse_trainer(data: bytes, what: str, model: SentencePieceModel) -> int:
+    """Read the trainer_spec's model type and byte fallback into `model`; return its vocab_size (0: not given)."""
+    vocab_size = 0
+    for number, wire, value in _Reader(data, what).fields():
+        if number == 3 and wire == 0:
+            model.model_type = MODEL_TYPES.get(value, str(value))
+        elif number == 4 and wire == 0:
+            vocab_size = value
+        elif number == 35 and wire == 0:
+            model.byte_fallback = bool(value)
+    return vocab_size
 
 
 def _parse_normalizer(data: bytes, what: str, model: SentencePieceModel) -> None:

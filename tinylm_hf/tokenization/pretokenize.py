@@ -21,8 +21,11 @@ GPT4_PATTERN = (
     r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
 )
 PATTERNS = {"gpt2": GPT2_PATTERN, "gpt4": GPT4_PATTERN}
-# The end-of-text token: document separator in corpora, and eos/bos/unk/pad of TinyLM's tokenizers.
+# The end-of-text token: document separator in corpora, and eos/bos/unk of TinyLM's byte-level BPE.
 EOS_TOKEN = "<|endoftext|>"
+# The pad token every family but WordPiece (which has BERT's [PAD]) is trained with unless told otherwise:
+# apart from the end of text, so that padding masked out of a loss never teaches a model not to end.
+PAD_TOKEN = "<|pad|>"
 
 
 def resolve_pattern(pattern: str) -> str:
@@ -34,6 +37,7 @@ def resolve_pattern(pattern: str) -> str:
         regex.compile(resolved)
     except regex.error as exc:
         raise ValueError(f"pattern {pattern!r} is not a valid regex: {exc}") from exc
+    check_pattern_backtracking(resolved)
     return resolved
 
 
@@ -192,3 +196,78 @@ def split_gpt2_stretches(text: str) -> Iterator[tuple[str, bool]]:
         yield text[start:end], False
         pos = end
     yield text[pos:], True
+
+
+# --------------------------------------------------------------------------- catastrophic backtracking
+# A quantifier: *, +, ?, {n}, {n,}, {,m}, {n,m}, then ? (lazy) or + (possessive: never gives back).
+_QUANTIFIER = re.compile(r"(?:([*+?])|\{(\d*)(,?)(\d*)\})([?+]?)")
+_GROUP_OPENING = re.compile(r"\((\?(?:[:>=!|]|<[=!]|P?<\w+>|P=\w+\)|[a-zA-Z^-]+[:)]|#[^)]*\)))?")
+
+
+def check_pattern_backtracking(pattern: str) -> None:
+    """Refuse a regex with the shapes that backtrack exponentially: a repeated group whose body itself repeats or
+    alternates, as `(a+)+`, `(\\w+\\s?)*` or `(a|ab)*` (three lines of text can take minutes).
+
+    A possessive quantifier (`++`, `*+`) or an atomic group (`(?>...)`) never backtracks, so either makes such a
+    shape safe; GPT-2's and GPT-4's patterns pass. Polynomial shapes (`\\s*\\s*x`) are not refused.
+    """
+    stack = [[False, False, False]]  # per open group: [body repeats, body alternates, atomic]
+    i = 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "(":
+            opening = _GROUP_OPENING.match(pattern, i)
+            i = opening.end()
+            prefix = opening.group(1) or ""
+            if not (prefix.endswith(")") and prefix != "("):  # (?i) and (?#...) open no group
+                stack.append([False, False, prefix == "?>"])
+            continue
+        if char == "|":
+            stack[-1][1] = True
+            i += 1
+            continue
+        if char == ")" and len(stack) > 1:
+            repeats, alternates, atomic = stack.pop()
+            end = i
+            i, repeated, unbounded = _read_quantifier(pattern, i + 1)
+            if repeated and not atomic and (repeats or alternates):
+                raise ValueError(
+                    f"pattern {pattern!r} can take exponential time: the group ending at character {end} repeats "
+                    "a part that itself repeats or alternates; make a quantifier possessive (++ or *+) or the "
+                    "group atomic ((?>...))")
+            stack[-1][0] |= unbounded or (repeats and not atomic)
+            continue
+        i = _skip_atom(pattern, i)
+        i, _, unbounded = _read_quantifier(pattern, i)
+        stack[-1][0] |= unbounded
+
+
+def _read_quantifier(pattern: str, i: int) -> tuple[int, bool, bool]:
+    """(index after the quantifier at `i`, whether it repeats more than once and backtracks, whether unbounded)."""
+    match = _QUANTIFIER.match(pattern, i)
+    if match is None:
+        return i, False, False
+    symbol, low, comma, high, mode = match.groups()
+    if symbol is None and not (low or high):
+        return i, False, False  # "{" or "{,}" is a literal here
+    if symbol is not None:
+        most = 1 if symbol == "?" else None
+    else:
+        most = (int(high) if high else None) if comma else int(low)
+    backtracks = mode != "+"
+    return match.end(), backtracks and (most is None or most > 1), backtracks and most is None
+
+
+def _skip_atom(pattern: str, i: int) -> int:
+    """The index after the atom at `i`: an escape (\\p{L}, \\x{41}), a character class, or one character."""
+    if pattern[i] == "\\":
+        braced = regex.match(r"\\[pPNxuUg]\{[^}]*\}", pattern[i:])
+        return i + (braced.end() if braced else 2)
+    if pattern[i] == "[":
+        j = i + 1
+        j += pattern[j] == "^" if j < len(pattern) else 0
+        j += pattern[j] == "]" if j < len(pattern) else 0  # a leading "]" is a literal
+        while j < len(pattern) and pattern[j] != "]":
+            j += 2 if pattern[j] == "\\" else 1
+        return j + 1
+    return i + 1

@@ -44,6 +44,21 @@ class TinyLMCoreTokenizer(PreTrainedTokenizer):
 
     model_input_names = ["input_ids", "attention_mask"]
 
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._check_added_token_ids()
+
+    def _check_added_token_ids(self) -> None:
+        """Refuse an added token (tokenizer_config.json's added_tokens_decoder) on an id the vocabulary gives
+        another token: text would encode to one token and decode as the other."""
+        for index, token in self._added_tokens_decoder.items():
+            base = self._tokens.get(index)
+            if base is not None and base != str(token):
+                raise ValueError(
+                    f"added token {str(token)!r} has id {index}, which the vocabulary gives to {base!r}: fix "
+                    f"added_tokens_decoder in tokenizer_config.json (ids from {len(self._vocab)} on are free) "
+                    "or train the tokenizer again")
+
     @classmethod
     def from_core(cls, core: Any, **kwargs: Any) -> TinyLMCoreTokenizer:
         """This class over a core tokenizer in memory (a trainer's result); `kwargs` as for `__init__`."""

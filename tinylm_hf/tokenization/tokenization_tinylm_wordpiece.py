@@ -3,7 +3,10 @@
 Files: BERT's `vocab.txt` (one token a line, line number = id); every saved folder also gets
 `tokenizer.json`, the same WordPiece as a `tokenizers` pipeline, for fast-tokenizer consumers
 (`TinyLMWordPieceTokenizerFast`). With special tokens, inputs are `[CLS] A [SEP]` and
-`[CLS] A [SEP] B [SEP]`, `token_type_ids` 0 for the first segment and 1 for the second, as BERT.
+`[CLS] A [SEP] B [SEP]`, `token_type_ids` 0 for the first segment and 1 for the second, as BERT, when
+asked for (`return_token_type_ids=True`): TinyLM's models have no token type embeddings, so by default the
+tokenizer returns only what they take (`input_ids`, `attention_mask`), and `model.generate(**tok(text))`
+works for a causal model trained on WordPiece pieces (as RoBERTa's tokenizer, whose model has none either).
 
 This file imports only same-folder siblings: transformers copies it flat for `trust_remote_code`.
 """
@@ -51,7 +54,6 @@ class TinyLMWordPieceTokenizer(TinyLMCoreTokenizer):
     """
 
     vocab_files_names = VOCAB_FILES_NAMES
-    model_input_names = ["input_ids", "token_type_ids", "attention_mask"]
 
     def __init__(
         self,

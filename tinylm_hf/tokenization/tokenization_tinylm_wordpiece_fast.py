@@ -32,7 +32,6 @@ class TinyLMWordPieceTokenizerFast(TinyLMCoreTokenizerFast):
     extracts from `tokenizer.json`) or from `vocab_file` (a BERT `vocab.txt`)."""
 
     vocab_files_names = {"vocab_file": VOCAB_TXT, "tokenizer_file": TOKENIZER_FILE}
-    model_input_names = ["input_ids", "token_type_ids", "attention_mask"]
     model = models.WordPiece
 
     def __init__(

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..tokenization.bpe import BPETokenizer
-from ..tokenization.pretokenize import EOS_TOKEN
+from ..tokenization.pretokenize import EOS_TOKEN, PAD_TOKEN
 from ..tokenization.sentencepiece_bpe import SentencePieceBPETokenizer
 from ..tokenization.tokenization_tinylm import TinyLMTokenizer
 from ..tokenization.tokenization_tinylm_base import TOKENIZER_FILE
@@ -28,11 +28,12 @@ from ..tokenization.unigram import UnigramTokenizer
 from ..tokenization.wordpiece import BERT_SPECIAL_TOKENS, WordPieceTokenizer
 from .bpe_train import train_bpe_tokenizer
 from .sentencepiece_bpe_train import SENTENCEPIECE_BPE_BYTE_FALLBACK, train_sentencepiece_bpe_tokenizer
-from .unigram_train import UNIGRAM_BYTE_FALLBACK, train_unigram_tokenizer
+from .unigram_train import UNIGRAM_FAMILY_BYTE_FALLBACK, train_unigram_tokenizer
 from .word_splitting import BERT_WORDS, BPE_WORDS, METASPACE_WORDS, WordSplitter
-from .wordpiece_train import train_wordpiece_tokenizer
+from .wordpiece_train import DEFAULT_WORDPIECE_SCORE, train_wordpiece_tokenizer
 
-# (counts: WordCounts, vocab_size, special_tokens, *, byte_fallback: bool | None, progress: bool) -> core tokenizer
+# (counts: WordCounts, vocab_size, special_tokens, *, byte_fallback: bool | None, progress: bool
+#  [, score: str where the family has one]) -> core tokenizer
 FamilyTrainer = Callable[..., Any]
 
 
@@ -47,8 +48,9 @@ class TokenizerFamily:
     core: type  # the hand-written tokenizer: encode / decode / save(dir) / load(dir)
     slow: type  # the Hugging Face class over the core (what AutoTokenizer returns)
     fast: type  # the same tokenizer run by `tokenizers`
-    special_tokens: tuple[str, ...]  # trained with these unless told otherwise
+    special_tokens: tuple[str, ...]  # trained with these unless told otherwise (a pad apart from end of text)
     byte_fallback: bool | None  # its default; None where it is no option (every input is covered without it)
+    score: str | None  # its trainer's default merge rule (wordpiece: WORDPIECE_SCORES); None where there is no choice
     llama_cpp: str | None  # llama.cpp's tokenizer model in a GGUF file; None: llama.cpp has none for it
 
     @property
@@ -62,24 +64,28 @@ FAMILIES: dict[str, TokenizerFamily] = {
     for family in (
         TokenizerFamily(
             name="bpe", title="byte-level BPE", words=BPE_WORDS, train=train_bpe_tokenizer, core=BPETokenizer,
-            slow=TinyLMTokenizer, fast=TinyLMTokenizerFast, special_tokens=(EOS_TOKEN,), byte_fallback=None,
-            llama_cpp="gpt2",
+            slow=TinyLMTokenizer, fast=TinyLMTokenizerFast, special_tokens=(EOS_TOKEN, PAD_TOKEN),
+            byte_fallback=None,
+            score=None, llama_cpp="gpt2",
         ),
         TokenizerFamily(
             name="wordpiece", title="WordPiece", words=BERT_WORDS, train=train_wordpiece_tokenizer,
             core=WordPieceTokenizer, slow=TinyLMWordPieceTokenizer, fast=TinyLMWordPieceTokenizerFast,
-            special_tokens=BERT_SPECIAL_TOKENS, byte_fallback=None, llama_cpp=None,
+            special_tokens=BERT_SPECIAL_TOKENS, byte_fallback=None, score=DEFAULT_WORDPIECE_SCORE,
+            llama_cpp=None,
         ),
         TokenizerFamily(
             name="unigram", title="Unigram", words=METASPACE_WORDS, train=train_unigram_tokenizer,
-            core=UnigramTokenizer, slow=TinyLMUnigramTokenizer, fast=TinyLMUnigramTokenizerFast, special_tokens=(),
-            byte_fallback=UNIGRAM_BYTE_FALLBACK, llama_cpp="t5",
+            core=UnigramTokenizer, slow=TinyLMUnigramTokenizer, fast=TinyLMUnigramTokenizerFast,
+            special_tokens=(PAD_TOKEN,),
+            byte_fallback=UNIGRAM_FAMILY_BYTE_FALLBACK, score=None, llama_cpp="t5",
         ),
         TokenizerFamily(
             name="sentencepiece-bpe", title="SentencePiece-style BPE", words=METASPACE_WORDS,
             train=train_sentencepiece_bpe_tokenizer, core=SentencePieceBPETokenizer,
-            slow=TinyLMSentencePieceBPETokenizer, fast=TinyLMSentencePieceBPETokenizerFast, special_tokens=(),
-            byte_fallback=SENTENCEPIECE_BPE_BYTE_FALLBACK, llama_cpp="llama",
+            slow=TinyLMSentencePieceBPETokenizer, fast=TinyLMSentencePieceBPETokenizerFast,
+            special_tokens=(PAD_TOKEN,),
+            byte_fallback=SENTENCEPIECE_BPE_BYTE_FALLBACK, score=None, llama_cpp="llama",
         ),
     )
 }

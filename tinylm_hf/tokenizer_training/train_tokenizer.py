@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from ..tokenization.bpe import BPETokenizer
-from ..tokenization.pretokenize import check_special_tokens
+from ..tokenization.pretokenize import PAD_TOKEN, check_special_tokens
 from ..tokenization.tokenization_tinylm import TinyLMTokenizer
-from .families import get_family
+from .families import TokenizerFamily, get_family
 from .word_counts import WordCounts, count_words, make_word_counts
+from .wordpiece_train import check_wordpiece_score
 
-PAD_TOKEN = "<|pad|>"  # becomes the pad token when given
 MASK_TOKEN = "<|mask|>"  # becomes the mask token (masked-LM pretraining) when given
 
 
@@ -95,25 +95,41 @@ def train_tokenizer(
     byte_fallback: bool | None = None,
     num_workers: int | None = None,
     progress: bool = True,
+    wordpiece_score: str | None = None,
 ) -> Any:
     """Train `algorithm` on `inputs` and return its Hugging Face tokenizer (save it with `save_pretrained`).
 
     Args:
         inputs: a list of text files, an iterator of texts (e.g. a `datasets` column), or `WordCounts`
             (e.g. `sum_word_counts([...])` over shards counted with `count_words`).
-        special_tokens: default the family's: `<|endoftext|>` for bpe, BERT's five for wordpiece, none for
-            the sentencepiece-style algorithms (they always have `<unk>`, `<s>`, `</s>`).
+        special_tokens: default the family's: `<|endoftext|>` and `<|pad|>` for bpe, BERT's five for
+            wordpiece, `<|pad|>` for the sentencepiece-style algorithms (they always have `<unk>`, `<s>`,
+            `</s>`). `<|pad|>` (`PAD_TOKEN`) becomes the pad token; without it bpe pads with its eos and
+            the sentencepiece-style families have no pad token.
         pattern: the pre-tokenization regex of bpe ("gpt2", "gpt4" or a regex).
         lowercase: lower-case and strip accents (wordpiece, as BERT's uncased models).
-        byte_fallback: sentencepiece-bpe and unigram: characters no piece covers become `<0x..>` byte
-            tokens, not `<unk>` (default: the family's, on for sentencepiece-bpe and off for unigram, as
-            sentencepiece).
+        byte_fallback: sentencepiece-bpe and unigram: characters no piece covers (newlines among them)
+            become `<0x..>` byte tokens, not `<unk>` (default: on for both; sentencepiece's Unigram
+            default, and llama.cpp's Unigram tokenizer for export-gguf, need False).
         num_workers: processes counting each large file (bpe; default: the CPU count).
+        wordpiece_score: wordpiece's merge rule, "frequency" (default, as `tokenizers`), "likelihood"
+            (Schuster & Nakajima) or "pmi" (freq(ab) / (freq(a) * freq(b)), the course's rule).
     """
     family = get_family(algorithm)
+    options = _score_option(family, wordpiece_score)
     specials = check_special_tokens(list(family.special_tokens if special_tokens is None else special_tokens))
     record = collect_word_counts(inputs, algorithm=algorithm, special_tokens=specials, pattern=pattern,
                                  lowercase=lowercase, num_workers=num_workers)
     byte_fallback = family.byte_fallback if byte_fallback is None else byte_fallback
-    core = family.train(record, vocab_size, specials, byte_fallback=byte_fallback, progress=progress)
+    core = family.train(record, vocab_size, specials, byte_fallback=byte_fallback, progress=progress, **options)
     return family.slow.from_core(core, **named_special_tokens(specials))
+
+
+def _score_option(family: TokenizerFamily, wordpiece_score: str | None) -> dict[str, str]:
+    """The `score=` a family's trainer takes (checked before counting), or nothing where it has no choice."""
+    if family.score is None:
+        if wordpiece_score is not None:
+            raise ValueError(f"a WordPiece score applies to algorithm 'wordpiece' only, not {family.name!r}: "
+                             "drop --wordpiece-score")
+        return {}
+    return {"score": check_wordpiece_score(family.score if wordpiece_score is None else wordpiece_score)}

@@ -54,8 +54,12 @@ MIN_EXPECTED = 0.5
 OVERSIZE = 1.1
 # Words per lattice part at least: below this one thread does the whole E step.
 MIN_WORDS_PER_PART = 5_000
-# sentencepiece's default (llama.cpp's Unigram tokenizer has no byte fallback either).
+# sentencepiece's default, kept by `train_unigram*` (llama.cpp's Unigram tokenizer has no byte fallback either).
 UNIGRAM_BYTE_FALLBACK = False
+# The Unigram family's default (`train_tokenizer`, `tinylm train-tokenizer`): training reads lines, so without
+# byte pieces every newline (and any character the text lacked) is <unk>, which a language model cannot
+# write. `--no-byte-fallback` gives sentencepiece's default (llama.cpp's `t5` tokenizer, for export-gguf).
+UNIGRAM_FAMILY_BYTE_FALLBACK = True
 
 
 def train_unigram(
@@ -121,9 +125,9 @@ def train_unigram_tokenizer(counts: WordCounts, vocab_size: int, special_tokens:
                             byte_fallback: bool | None = None, progress: bool = False) -> UnigramTokenizer:
     """The Unigram family's trainer: a `UnigramTokenizer` from sentencepiece word counts.
 
-    `byte_fallback` defaults to `UNIGRAM_BYTE_FALLBACK`.
+    `byte_fallback` defaults to `UNIGRAM_FAMILY_BYTE_FALLBACK` (on: newlines stay newlines).
     """
-    fallback = UNIGRAM_BYTE_FALLBACK if byte_fallback is None else byte_fallback
+    fallback = UNIGRAM_FAMILY_BYTE_FALLBACK if byte_fallback is None else byte_fallback
     return train_metaspace_tokenizer(UnigramTokenizer, train_unigram_from_counts, counts.counts, vocab_size,
                                      special_tokens, byte_fallback=fallback, progress=progress)
 

@@ -1,26 +1,39 @@
-"""WordPiece training: merge the pair with the best likelihood score, with incremental updates.
+"""WordPiece training: merge the pair with the best score, with incremental updates.
 
 Words are BERT words (`word_splitting.BERT_WORDS`). A word starts as its
 characters, every character after the first carrying the continuing-subword prefix ("##"):
-"hug" -> h ##u ##g. Each step merges the pair (a, b) with the greatest score
+"hug" -> h ##u ##g. Each step merges the pair (a, b) with the greatest score, by one of three rules
+(`WORDPIECE_SCORES`; freq: occurrences in the corpus' current segmentation, N: their total):
 
-    freq(ab) / (freq(a) * freq(b))        (freq: occurrences in the corpus' current segmentation)
+    "frequency"   freq(ab)                                               (the default)
+    "likelihood"  freq(ab) * log(freq(ab) * N / (freq(a) * freq(b)))
+    "pmi"         freq(ab) / (freq(a) * freq(b))
 
-ties broken to the lexicographically greatest (a, b) (Python string order); a + b drops b's prefix
+"frequency" is BPE's rule, the one `tokenizers`' WordPieceTrainer uses; it compresses held-out text as
+well as `tokenizers` does. "likelihood" is Schuster & Nakajima's original WordPiece: the gain in the
+training text's log-likelihood under a unigram model of the pieces (0.5-1.2% more tokens on English).
+"pmi" (the rule of Hugging Face's course) ranks pairs by pointwise mutual information alone: it
+prefers rare pairs of rare pieces, never learns "the" in 4,096 pieces of English, and takes 2-2.6x
+the tokens. Tokens per byte of each: docs/benchmarks/tokenizers.md (scripts/bench_wordpiece_scores.py).
+
+Ties break to the lexicographically greatest (a, b) (Python string order); a + b drops b's prefix
 (h + ##u -> hu, ##u + ##g -> ##ug). A merged string already in the vocabulary keeps its id.
 Vocabulary ids: the special tokens in the given order, the alphabet (first characters sorted by code
 point, then "##" characters sorted), then one id per new token in merge order.
 
 Bookkeeping is the BPE trainer's (`pair_merges.merge_words`: words as id lists, a pair -> words index,
 a max-heap with stale entries skipped). One difference: merging (a, b) lowers freq(a) and freq(b),
-which *raises* the score of every other pair holding a or b, so those pairs are pushed again (a
-token -> pairs index finds them). Scores compare exactly (integer cross-multiplication on ties of
-the float score), so the order never depends on rounding.
+which *raises* the pmi and likelihood scores of every other pair holding a or b, so those pairs are
+pushed again (a token -> pairs index finds them); a falling N lowers every likelihood score, so an
+entry whose N is old is pushed again when it reaches the top. pmi scores compare exactly (integer
+cross-multiplication on ties of the float score); likelihood scores are one float expression, the
+same in the test oracle.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 import os
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -34,6 +47,8 @@ from .word_splitting import BERT_WORDS, WordCounts, count_split_words, iter_text
 # point turns "greatest (a, b)" into "smallest bytes", which is what a min-heap pops first.
 _MAX_CODE = 0xFFFFFF
 _END = b"\xff\xff\xff"
+WORDPIECE_SCORES = ("frequency", "likelihood", "pmi")  # the merge rules, by name
+DEFAULT_WORDPIECE_SCORE = "frequency"
 # The heap is rebuilt from live pairs once it holds 4x their number plus this many entries.
 COMPACT_SLACK = 100_000
 
@@ -46,14 +61,17 @@ def train_wordpiece(
     lowercase: bool = False,
     continuing_subword_prefix: str = CONTINUING_SUBWORD_PREFIX,
     progress: bool = True,
+    score: str = DEFAULT_WORDPIECE_SCORE,
 ) -> list[str]:
     """Train WordPiece on a UTF-8 text file; return the vocabulary in id order (a BERT vocab.txt).
 
     Special tokens are cut out of the text before pre-tokenization. `lowercase` lower-cases and
-    strips accents, as BERT's uncased models (and `WordPieceTokenizer(lowercase=True)`) do.
+    strips accents, as BERT's uncased models (and `WordPieceTokenizer(lowercase=True)`) do. `score`
+    names the merge rule (`WORDPIECE_SCORES`: "frequency", "likelihood" or "pmi"; module docstring).
     """
     specials = check_special_tokens(special_tokens)
     _check_vocab_size(vocab_size, specials)
+    check_wordpiece_score(score)
     path = os.fspath(input_path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"training file not found: {path!r}")
@@ -62,7 +80,7 @@ def train_wordpiece(
     counts = count_split_words(path, BERT_WORDS, special_tokens=specials, lowercase=lowercase)
     if not counts:
         raise ValueError(f"training file {path!r} holds no words outside the special tokens")
-    return _train(counts, vocab_size, specials, continuing_subword_prefix, progress)
+    return _train(counts, vocab_size, specials, continuing_subword_prefix, score, progress)
 
 
 def train_wordpiece_from_iterator(
@@ -73,6 +91,7 @@ def train_wordpiece_from_iterator(
     lowercase: bool = False,
     continuing_subword_prefix: str = CONTINUING_SUBWORD_PREFIX,
     progress: bool = True,
+    score: str = DEFAULT_WORDPIECE_SCORE,
 ) -> list[str]:
     """Train WordPiece on an iterable of texts (a list, a generator, a `datasets` column).
 
@@ -81,10 +100,11 @@ def train_wordpiece_from_iterator(
     """
     specials = check_special_tokens(special_tokens)
     _check_vocab_size(vocab_size, specials)
+    check_wordpiece_score(score)
     counts = count_split_words(iter_texts(iterator), BERT_WORDS, special_tokens=specials, lowercase=lowercase)
     if not counts:
         raise ValueError("the iterator gave no words outside the special tokens")
-    return _train(counts, vocab_size, specials, continuing_subword_prefix, progress)
+    return _train(counts, vocab_size, specials, continuing_subword_prefix, score, progress)
 
 
 def train_wordpiece_from_counts(
@@ -94,6 +114,7 @@ def train_wordpiece_from_counts(
     *,
     continuing_subword_prefix: str = CONTINUING_SUBWORD_PREFIX,
     progress: bool = False,
+    score: str = DEFAULT_WORDPIECE_SCORE,
 ) -> list[str]:
     """Train WordPiece from word counts (`count_words(..., algorithm="wordpiece")`, summed shards).
 
@@ -101,6 +122,8 @@ def train_wordpiece_from_counts(
     already normalised (lower-cased if wanted): lowercasing happened when counting.
 
     >>> train_wordpiece_from_counts({"hug": 2, "hugs": 1, "pug": 1}, 10, ["[UNK]"])
+    ['[UNK]', 'h', 'p', '##g', '##s', '##u', '##ug', 'hug', 'pug', 'hugs']
+    >>> train_wordpiece_from_counts({"hug": 2, "hugs": 1, "pug": 1}, 10, ["[UNK]"], score="pmi")
     ['[UNK]', 'h', 'p', '##g', '##s', '##u', 'pu', 'hu', 'pug', 'hug']
     """
     if isinstance(counts, WordCounts):
@@ -111,6 +134,7 @@ def train_wordpiece_from_counts(
         raise TypeError(f"counts must be a mapping of word -> count, got {type(counts).__name__}")
     specials = check_special_tokens(special_tokens)
     _check_vocab_size(vocab_size, specials)
+    check_wordpiece_score(score)
     for word, count in counts.items():
         if not isinstance(word, str):
             raise TypeError(f"words must be str, got {word!r}")
@@ -119,18 +143,26 @@ def train_wordpiece_from_counts(
     kept = {word: count for word, count in counts.items() if word and count}
     if not kept:
         raise ValueError("counts hold no word with a positive count")
-    return _train(kept, vocab_size, specials, continuing_subword_prefix, progress)
+    return _train(kept, vocab_size, specials, continuing_subword_prefix, score, progress)
 
 
 def train_wordpiece_tokenizer(counts: WordCounts, vocab_size: int, special_tokens: Sequence[str], *,
-                              byte_fallback: bool | None = None, progress: bool = False) -> WordPieceTokenizer:
+                              byte_fallback: bool | None = None, score: str = DEFAULT_WORDPIECE_SCORE,
+                              progress: bool = False) -> WordPieceTokenizer:
     """The WordPiece family's trainer: a `WordPieceTokenizer` learned from BERT word counts (`count_words`).
 
     It lower-cases as the counts did; a word it cannot cover becomes `[UNK]`, so `byte_fallback` is no
-    option here (it is ignored).
+    option here (it is ignored). `score` is the merge rule (`WORDPIECE_SCORES`).
     """
-    vocab = train_wordpiece_from_counts(counts, vocab_size, special_tokens, progress=progress)
+    vocab = train_wordpiece_from_counts(counts, vocab_size, special_tokens, score=score, progress=progress)
     return WordPieceTokenizer(vocab, lowercase=bool(counts.lowercase), special_tokens=special_tokens)
+
+
+def check_wordpiece_score(score: str) -> str:
+    """`score` if it names a merge rule (`WORDPIECE_SCORES`), else a ValueError listing them."""
+    if score not in WORDPIECE_SCORES:
+        raise ValueError(f"unknown WordPiece score {score!r}: choose one of {', '.join(map(repr, WORDPIECE_SCORES))}")
+    return score
 
 
 def _check_vocab_size(vocab_size: int, specials: list[str]) -> None:
@@ -160,7 +192,8 @@ def _invert(token: str) -> bytes:
     return b"".join((_MAX_CODE - ord(c) - 1).to_bytes(3, "big") for c in token) + _END
 
 
-def _train(counts: Mapping[str, int], vocab_size: int, specials: list[str], prefix: str, progress: bool) -> list[str]:
+def _train(counts: Mapping[str, int], vocab_size: int, specials: list[str], prefix: str, score: str,
+           progress: bool) -> list[str]:
     # 1. Vocabulary: specials, then the alphabet (first characters, then prefixed others).
     tokens = list(specials)
     alphabet = sorted({word[0] for word in counts}) + sorted({prefix + c for word in counts for c in word[1:]})
@@ -182,8 +215,35 @@ def _train(counts: Mapping[str, int], vocab_size: int, specials: list[str], pref
         if len(word_ids) > 1:
             words.append(word_ids)
             freqs.append(count)
-    _merge(words, freqs, tokens, ids, token_freq, vocab_size, prefix, progress)
+    _merge(words, freqs, tokens, ids, _Scores(score, token_freq), vocab_size, prefix, progress)
     return tokens
+
+
+class _Scores:
+    """The merge rule `score` over the token frequencies it reads (`freq`, kept up to date by the merge loop).
+
+    A heap entry is (order, inverted pair, pair, state): `order` sorts the greatest score first, `state`
+    holds what the score was computed from, so an entry is current while `state(pair)` still equals it.
+    """
+
+    def __init__(self, score: str, token_freq: defaultdict[int, int]) -> None:
+        self.score = score
+        self.freq = token_freq  # token id -> occurrences in the current segmentation
+        self.total = sum(token_freq.values())  # N, for "likelihood"
+        self.reads_freq = score != "frequency"  # a falling freq(a) raises the score of a's other pairs
+
+    def state(self, count: int, left: int, right: int) -> tuple[int, int, int]:
+        if self.score == "frequency":
+            return (count, 0, 0)
+        return (count, self.freq[left] * self.freq[right], self.total if self.score == "likelihood" else 0)
+
+    def order(self, state: tuple[int, int, int]) -> tuple:
+        count, denominator, total = state
+        if self.score == "frequency":
+            return (-count,)
+        if self.score == "pmi":
+            return (-count / denominator, _Score(count, denominator))
+        return (-count * math.log(count * total / denominator),)
 
 
 def _merge(
@@ -191,13 +251,13 @@ def _merge(
     freqs: list[int],
     tokens: list[str],
     ids: dict[str, int],
-    token_freq: defaultdict[int, int],
+    scores: _Scores,
     vocab_size: int,
     prefix: str,
     progress: bool,
 ) -> None:
     """Merge best-scoring pairs until `tokens` holds `vocab_size` entries or no pair is left."""
-    shift = PAIR_SHIFT
+    shift, token_freq = PAIR_SHIFT, scores.freq
     # 3. Pair counts, the pair -> words index (entries may repeat or go stale, as in BPE), and the
     # token -> pairs index (pairs whose score rises when the token's frequency falls).
     pair_counts: defaultdict[int, int] = defaultdict(int)
@@ -214,24 +274,22 @@ def _merge(
     inverted = [_invert(t) for t in tokens]
 
     def entry(pair: int) -> tuple:
-        count = pair_counts[pair]
-        denominator = token_freq[pair >> shift] * token_freq[pair & PAIR_MASK]
-        key = inverted[pair >> shift] + inverted[pair & PAIR_MASK]
-        return (-count / denominator, _Score(count, denominator), key, pair)
+        state = scores.state(pair_counts[pair], pair >> shift, pair & PAIR_MASK)
+        return (scores.order(state), inverted[pair >> shift] + inverted[pair & PAIR_MASK], pair, state)
 
-    # 4. Max-heap by (score, greatest pair). An entry is current if its count and denominator still
-    # hold; a stale one is re-pushed with its current score (or dropped once its count is 0).
+    # 4. Max-heap by (score, greatest pair). An entry is current if its state still holds; a stale
+    # one is re-pushed with its current score (or dropped once its count is 0).
     heap = [entry(pair) for pair in pair_counts]
     heapq.heapify(heap)
     bar = progress_bar(vocab_size - len(tokens), progress, "WordPiece merges")
     # 5. Merge loop.
     while len(tokens) < vocab_size and heap:
-        _, score, _, pair = heapq.heappop(heap)
+        _, _, pair, state = heapq.heappop(heap)
         left, right = pair >> shift, pair & PAIR_MASK
         count = pair_counts.get(pair, 0)
         if count == 0:
             continue
-        if count != score.count or token_freq[left] * token_freq[right] != score.denominator:
+        if state != scores.state(count, left, right):
             heapq.heappush(heap, entry(pair))
             continue
         merged = tokens[left] + (tokens[right][len(prefix) :] if tokens[right].startswith(prefix) else tokens[right])
@@ -247,16 +305,11 @@ def _merge(
         token_freq[left] -= replaced
         token_freq[right] -= replaced
         token_freq[new_id] += replaced
+        scores.total -= replaced
         for new_pair in new_pairs:
             pairs_of[new_pair >> shift].add(new_pair)
             pairs_of[new_pair & PAIR_MASK].add(new_pair)
-        # Scores rose for every live pair holding left or right; new pairs have final counts.
-        rescored = set(new_pairs)
-        for token in {left, right}:
-            live = [p for p in pairs_of[token] if pair_counts.get(p, 0) > 0]
-            if 2 * len(live) < len(pairs_of[token]):
-                pairs_of[token] = set(live)  # drop pairs that died
-            rescored.update(live)
+        rescored = set(new_pairs) | (_live_pairs(pairs_of, pair_counts, (left, right)) if scores.reads_freq else set())
         for other in rescored:
             if pair_counts.get(other, 0) > 0:
                 heapq.heappush(heap, entry(other))
@@ -266,3 +319,15 @@ def _merge(
             heapq.heapify(heap)
     if bar is not None:
         bar.close()
+
+
+def _live_pairs(pairs_of: defaultdict[int, set[int]], pair_counts: defaultdict[int, int],
+                merged: tuple[int, int]) -> set[int]:
+    """The live pairs holding a token of the merged pair: their scores rose (new pairs have final counts)."""
+    live_pairs: set[int] = set()
+    for token in set(merged):
+        live = [p for p in pairs_of[token] if pair_counts.get(p, 0) > 0]
+        if 2 * len(live) < len(pairs_of[token]):
+            pairs_of[token] = set(live)  # drop pairs that died
+        live_pairs.update(live)
+    return live_pairs
