@@ -17,10 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .chat_quickstart import CHAT_CONTEXT, fine_tune_stories
+from .chat_quickstart import CHAT_CONTEXT, fine_tune_stories, stop_interrupted
 from .corpus import prepare_dataset
 from .corpus.sources import PACKAGE_DATA
-from .fileio import write_json_atomic
 from .publish import publish_run
 from .runtime import set_threads
 from .tokenization import EOS_TOKEN
@@ -60,11 +59,7 @@ def quickstart(
 
     Batches default to 16 x 128 tokens, 8 x 256 with `chat`, which fine-tunes for `chat_budget_s` seconds (or
     `chat_max_iters` steps) and adds the chat run's fields, folder and replies as "chat"."""
-    if train_budget_s is None or not train_budget_s > 0:
-        raise ValueError(f"the training budget must be a positive number of seconds, got {train_budget_s!r}")
-    for name, value in (("max_iters", max_iters), ("chat_max_iters", chat_max_iters)):
-        if value is not None and value < 1:
-            raise ValueError(f"{name} must be at least 1 step, got {value}; leave it out to train for the time budget")
+    check_steps(train_budget_s, max_iters=max_iters, chat_max_iters=chat_max_iters)
     out = Path(out_dir)
     threads = set_threads(threads)
     batch_size = batch_size or (CHAT_BATCH_SIZE if chat else 16)
@@ -101,8 +96,7 @@ def quickstart(
         eval_every=max(1, iters // 8), eval_iters=20, checkpoint_every=max(1, iters // 8), keep_last=1,
         device="cpu", dtype="float32", seed=seed, threads=threads, overwrite=True,
     )
-    summary = train(config)
-    if summary.interrupted:
+    if (summary := train(config)).interrupted:
         return stop_interrupted(out / "train_config.json", config, summary.iterations)
     hf_dir = publish_run(summary, out / "hf")
     print(f"      {summary.iterations:,} steps in {time.perf_counter() - t0:.0f}s")
@@ -125,12 +119,13 @@ def quickstart(
     return {**result, "total_s": time.perf_counter() - t0}
 
 
-def stop_interrupted(settings_file: Path, config: TrainConfig, iterations: int) -> dict[str, Any]:
-    """After Ctrl-C in training: publish nothing, keep the run's settings in `settings_file`, say how to continue."""
-    settings = write_json_atomic(settings_file, {**config.to_dict(), "overwrite": False})
-    print(f"interrupted at step {iterations}: the checkpoint is kept in {config.out_dir}; nothing was published. "
-          f"Continue with `tinylm train --config {settings} --resume` (a new quickstart starts afresh)")
-    return {"interrupted": True, "iterations": iterations, "out_dir": config.out_dir, "config_file": str(settings)}
+def check_steps(train_budget_s: float | None, **step_counts: int | None) -> None:
+    """Refuse, before any work, a budget that is not a positive number of seconds and step counts below 1."""
+    if train_budget_s is None or not train_budget_s > 0:
+        raise ValueError(f"the training budget must be a positive number of seconds, got {train_budget_s!r}")
+    for name, value in step_counts.items():
+        if value is not None and value < 1:
+            raise ValueError(f"{name} must be at least 1 step, got {value}; leave it out to train for the time budget")
 
 
 def tell_stories(hf_dir: Path, *, seed: int, max_new_tokens: int) -> list[str]:
