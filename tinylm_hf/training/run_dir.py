@@ -129,9 +129,7 @@ class RunDirectory:
                 f"{self.path} already holds a run ({', '.join(used)}): pass --resume to continue it, "
                 "--overwrite to delete it and start afresh, or choose another --out-dir"
             )
-        for name in used:
-            target = self.path / name
-            shutil.rmtree(target) if target.is_dir() and not target.is_symlink() else target.unlink()
+        self._remove(used)
         run_id = uuid.uuid4().hex[:12]
         write_json_atomic(self.path / RUN_FILE, {"run_id": run_id})
         return run_id, False
@@ -146,6 +144,10 @@ class RunDirectory:
             return
         if self.run_id() != run_id:
             return
-        for name in self.used():
+        self._remove(self.used())
+
+    def _remove(self, names: list[str]) -> None:
+        """Delete the run outputs `names` (a symlink itself, never what it points to)."""
+        for name in names:
             target = self.path / name
             shutil.rmtree(target) if target.is_dir() and not target.is_symlink() else target.unlink()
