@@ -163,10 +163,12 @@ def test_from_counts_sums_equal_str_and_bytes_keys():
     assert mixed[1] == [(b"a", b"b")]
 
 
-def test_invalid_utf8_is_replaced_not_fatal(tmp_path):
+def test_invalid_utf8_is_refused_with_its_offset(tmp_path):
+    """As every other family: a binary or Latin-1 file is not trained on with U+FFFD for each bad byte."""
     data = b"caf\xc3\xa9 \xff\xfe hello hello \xe2\x82 world" * 20
     path = write(tmp_path, "bad.bin", data)
-    assert train_bpe(path, 300, [], progress=False) == naive_train_file(path, 300, [])
+    with pytest.raises(ValueError, match="is not UTF-8 \\(bad byte near offset 6\\); re-encode it as UTF-8"):
+        train_bpe(path, 300, [], progress=False)
 
 
 def test_progress_bar_reports_merges(tmp_path, capsys):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 
 import pytest
@@ -18,6 +19,7 @@ from tinylm_hf.training.checkpoint import (
     save_training_state,
 )
 from tinylm_hf.training.optimizer import AdamW
+from tiny_runs import TINY_MODEL, byte_data  # noqa: F401  (byte_data is a fixture)
 
 
 def _trained_pair(seed: int = 0):
@@ -176,3 +178,27 @@ def test_checkpoint_files_are_world_readable(tmp_path):
     model, opt = _trained_pair()
     save_checkpoint(model, opt, 1, tmp_path / "c.pt")
     assert (tmp_path / "c.pt").stat().st_mode & 0o777 == 0o644
+
+
+def test_a_disk_filling_mid_checkpoint_stops_train_with_one_line(byte_data, tmp_path, monkeypatch, capsys):
+    """A write failing with ENOSPC inside torch.save surfaced as torch's RuntimeError ("unexpected pos"), a
+    traceback; now it is one line, and the previous checkpoint stays whole."""
+    import errno
+
+    from conftest import run_cli_error
+    from tinylm_hf.training import checkpoint
+
+    class DiskFullAtStep4(checkpoint.CheckpointFile):
+        def write_through(self, data):
+            if "00000004" in str(self.name) and self.tell() + len(data) > 4096:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return super().write_through(data)
+
+    monkeypatch.setattr(checkpoint, "CheckpointFile", DiskFullAtStep4)
+    out = tmp_path / "run"
+    err = run_cli_error(["train", "--data-dir", str(byte_data), "--out-dir", str(out), "--max-iters", "6",
+                         "--warmup-iters", "1", "--checkpoint-every", "2", "--eval-every", "0", "--batch-size", "2",
+                         "--context-length", "16", "--threads", "1", "--model", json.dumps(TINY_MODEL)], capsys)
+    assert f"no space left on {out / 'checkpoints'}" in err and "--resume" in err
+    assert [p.name for p in (out / "checkpoints").iterdir()] == ["ckpt_00000002.pt"]
+    assert checkpoint.load_state(out / "checkpoints" / "ckpt_00000002.pt")["iteration"] == 2

@@ -79,12 +79,23 @@ def test_foreign_code_runs_only_with_the_flag(planted, tmp_path, capsys):
     (["push", "{dir}", "--repo-id", "a/b.git"], "not a valid 'owner/name' Hub id"),
     (["export-llama", "{dir}", "{parent}", "--overwrite"], "contains the input folder"),
     (["export-gguf", "{dir}", "{text}"], "already exists .*--overwrite"),
+    (["export-gguf", "{dir}", "{dir}/model.safetensors", "--overwrite"], "is one of the inputs"),
+    (["count-words", "--input", "{text}", "--out", "{text}"], "is one of the inputs"),
+    (["eval", "{dir}", "--input", "{text}", "--out", "{text}"], "is one of the inputs"),
+    (["eval", "{dir}", "--input", "{text}", "--out", "{dir}/config.json"], "is one of the inputs"),
+    (["prepare", "--tokenizer", "{dir}", "--input", "{parent}", "--out", "{out}"], "is a directory, not a file"),
+    (["count-words", "--input", "{parent}", "--out", "{out}.json"], "is a directory, not a file"),
+    (["eval", "{dir}", "--input", "{parent}"], "is a directory, not a file"),
+    (["generate", "{text}", "--prompt", "Hi"], "is a file, not a folder"),
+    (["prepare", "--tokenizer", "{text}", "--input", "{text}", "--out", "{out}"], "is a file, not a folder"),
 ], ids=lambda v: v if isinstance(v, str) else " ".join(v[:2]))
 def test_user_errors_are_one_line_and_exit_2(folder, tmp_path, capsys, argv, message):
     (tmp_path / "t.txt").write_text("Once upon a time.", encoding="utf-8")
+    before = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
     args = [a.format(dir=folder, text=tmp_path / "t.txt", out=tmp_path / "qs", parent=folder.parent) for a in argv]
     assert re.search(message, run_cli_error(args, capsys))
-    assert folder.is_dir() and (folder / "config.json").is_file()
+    assert {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()} == before  # the inputs kept
+    assert (tmp_path / "t.txt").read_text(encoding="utf-8") == "Once upon a time."
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -107,3 +118,25 @@ def test_train_flag_errors(byte_data, tmp_path, capsys, flags, message, monkeypa
 def test_debug_shows_the_traceback(folder):
     with pytest.raises(ValueError, match="temperature"):
         main(["generate", str(folder), "--prompt", "Hi", "--temperature", "-1", "--debug"])
+
+
+def test_export_llama_overwrite_replaces_only_a_model_folder(folder, tmp_path, capsys):
+    """--overwrite once deleted whatever folder (or file) was named; now only an earlier model folder."""
+    mine = tmp_path / "notes"
+    mine.mkdir()
+    (mine / "todo.txt").write_text("keep me")
+    err = run_cli_error(["export-llama", str(folder), str(mine), "--overwrite"], capsys)
+    assert "is not a model folder" in err and (mine / "todo.txt").read_text() == "keep me"
+    assert main(["export-llama", str(folder), str(tmp_path / "llama")]) == 0
+    assert main(["export-llama", str(folder), str(tmp_path / "llama"), "--overwrite"]) == 0  # its own output: replaced
+
+
+def test_a_library_error_of_several_lines_is_printed_as_one(monkeypatch, capsys):
+    from tinylm_hf.commands import count_words
+
+    def fails(args):
+        raise OSError("the Hub said:\n\n  401 Unauthorized\n")
+
+    monkeypatch.setattr(count_words, "run", fails)
+    err = run_cli_error(["count-words", "--input", "x.txt", "--out", "c.json"], capsys)
+    assert err == "tinylm count-words: error: the Hub said: 401 Unauthorized (--debug shows the traceback)\n"

@@ -135,3 +135,33 @@ def test_load_tokens_without_header_raises(tmp_path):
     np.arange(10, dtype=np.uint16).tofile(tmp_path / "x.bin")
     with pytest.raises(FileNotFoundError, match="header"):
         load_tokens(tmp_path / "x.bin")
+
+
+@pytest.mark.parametrize("header", [
+    [1, 2], {"count": 4}, {"dtype": "uint16"}, {"dtype": "float64", "count": 4}, {"dtype": "uint16", "count": "4"},
+    {"dtype": "uint16", "count": -1}, {"dtype": "uint16", "count": 4, "eos_id": "256"},
+], ids=["list", "no-dtype", "no-count", "float-dtype", "count-string", "count-negative", "eos-string"])
+def test_a_malformed_header_is_one_clear_error(tmp_path, header):
+    """Headers without a key, or with one of the wrong type, were a KeyError / TypeError deep in a reader."""
+    import json
+
+    (tmp_path / "train.bin").write_bytes(b"\0" * 8)
+    (tmp_path / "train.json").write_text(json.dumps(header))
+    with pytest.raises(ValueError, match=r"header .*train.json is corrupt \(.*\); re-run `tinylm prepare`"):
+        load_tokens(tmp_path / "train.bin")
+
+
+def test_a_malformed_header_stops_train_with_one_line(tmp_path, capsys):
+    import json
+
+    from conftest import run_cli_error
+    from tiny_runs import write_byte_dataset
+
+    data = write_byte_dataset(tmp_path / "data", n_bytes=4000)
+    header = json.loads((data / "val.json").read_text())
+    del header["count"]
+    (data / "val.json").write_text(json.dumps(header))
+    err = run_cli_error(["train", "--data-dir", str(data), "--out-dir", str(tmp_path / "run"), "--max-iters", "1",
+                         "--warmup-iters", "1"], capsys)
+    assert "val.json is corrupt (count None is not an integer >= 0)" in err
+    assert not (tmp_path / "run" / "run.json").exists()

@@ -518,3 +518,19 @@ def test_llama_cpp_ends_generation_at_the_end_of_turn(chat_gguf, llama_cpp):
     end = tokenizer.convert_tokens_to_ids("<|end|>")
     assert vocab.token_eot() == vocab.token_eos() == end
     assert vocab.is_eog(end) and vocab.is_eog(tokenizer.eos_token_id)
+
+
+def test_a_terminated_export_leaves_no_temp_file(folders, tmp_path, monkeypatch, capsys):
+    """SIGTERM mid-write (a kill, a scheduler's limit) removes the temp file; the old output stays as it was."""
+    import signal
+
+    out = tmp_path / "model.gguf"
+    out.write_bytes(b"the previous export")
+
+    def killed_mid_write(self, *args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(gguf.GGUFWriter, "write_tensors_to_file", killed_mid_write)
+    assert main(["export-gguf", str(folders["untied"]), str(out), "--overwrite"]) == 143
+    assert "terminated" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.gguf"] and out.read_bytes() == b"the previous export"

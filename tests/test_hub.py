@@ -251,3 +251,18 @@ def test_card_of_a_classifier_folder_describes_a_classifier(fresh_copy, bidirect
     assert "generate(" not in card.text and "Perplexity" not in card.text and "Macro-F1" in card.text
     exported = "runs anywhere `LlamaForSequenceClassification` runs" in card.text
     assert exported is not bidirectional and ("refuses an encoder" in card.text) is bidirectional
+
+
+def test_push_without_a_network_is_one_line(fresh_copy):
+    """No network once printed a 73-line traceback: a real HTTP attempt now ends in one line and exit 2."""
+    import os
+    import subprocess
+    import sys
+
+    environ = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "HF_ENDPOINT")}
+    environ.update(PYTHONPATH=str(REPO_ROOT), HF_TOKEN="hf_not_a_real_token", HF_ENDPOINT="http://127.0.0.1:9")
+    proc = subprocess.run([sys.executable, "-m", "tinylm_hf.cli", "push", str(fresh_copy), "--repo-id", REPO_ID],
+                          cwd=REPO_ROOT, env=environ, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert f"could not upload to {REPO_ID}" in proc.stderr

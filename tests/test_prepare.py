@@ -140,3 +140,37 @@ def test_a_killed_worker_is_a_clear_error_within_seconds(tmp_path, tok_dir):
         prepare_dataset(tok_dir, tmp_path / "out", input_files=[tmp_path / "big.txt"], num_proc=2)
     assert killed and time.time() - start < 60
     assert not (tmp_path / "out" / "train.bin").exists()
+
+
+def test_a_terminated_prepare_leaves_no_worker_and_no_stage(tmp_path, tok_dir):
+    """SIGTERM to `tinylm prepare` mid-tokenizing: exit 143, its worker processes gone, no stage folder left."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tiny_runs import cli_env
+
+    psutil = pytest.importorskip("psutil")
+    text = "\n\n".join(f"Story {i}: the cat sat on the mat and looked at the moon." * 40 for i in range(6000))
+    (tmp_path / "big.txt").write_text(text, encoding="utf-8")
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "tinylm_hf.cli", "prepare", "--tokenizer", str(tok_dir), "--input",
+                             str(tmp_path / "big.txt"), "--out", str(out), "--num-proc", "2"], env=cli_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    parent, workers = psutil.Process(proc.pid), []
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        workers = parent.children(recursive=True)
+        if len(workers) >= 2 and list(out.glob(".prepare-*")):
+            break
+        time.sleep(0.05)
+    assert len(workers) >= 2, proc.stdout.read().decode() if proc.poll() is not None else "no workers started"
+    time.sleep(0.5)
+    os.kill(proc.pid, signal.SIGTERM)
+    output = proc.communicate(timeout=60)[0].decode()
+    assert proc.returncode == 143, output
+    gone, alive = psutil.wait_procs(workers, timeout=10)
+    assert not alive, f"workers left alive: {alive}"
+    assert not list(out.glob(".prepare-*")) and not (out / "train.bin").exists()

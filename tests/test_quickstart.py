@@ -72,3 +72,43 @@ def test_a_typo_in_the_model_overrides_is_refused_before_any_work(tmp_path):
     with pytest.raises(ValueError, match="unknown TinyLMConfig field 'hidden_sise'.*did you mean 'hidden_size'"):
         quickstart(tmp_path / "qs", model_overrides={"hidden_sise": 64})
     assert not (tmp_path / "qs").exists()
+
+
+@pytest.mark.parametrize("flag", ["--max-iters", "--chat-max-iters"])
+def test_zero_steps_is_refused_up_front(tmp_path, capsys, flag):
+    """`--max-iters 0` once ran the whole time-budgeted job; it is refused before any work."""
+    from conftest import run_cli_error
+
+    err = run_cli_error(["quickstart", "--out", str(tmp_path / "qs"), flag, "0"], capsys)
+    assert "at least 1 step" in err and not (tmp_path / "qs").exists()
+
+
+def test_ctrl_c_keeps_the_checkpoint_publishes_nothing_and_exits_130(tmp_path):
+    """Ctrl-C once published a 3-step model and exited 2; now it stops as `tinylm train` does, and the command it
+    prints continues the run."""
+    import signal
+    import time
+
+    from tiny_runs import cli_env, start_cli
+
+    (tmp_path / "train.txt").write_text(_slice(PACKAGE_DATA / "tinystories_train_small.txt", 150))
+    (tmp_path / "val.txt").write_text(_slice(PACKAGE_DATA / "tinystories_valid_small.txt", 20))
+    out = tmp_path / "qs"
+    proc = start_cli("quickstart", "--out", str(out), "--train-file", str(tmp_path / "train.txt"), "--val-file",
+                     str(tmp_path / "val.txt"), "--vocab-size", "300", "--max-iters", "100000", "--batch-size", "2",
+                     "--context-length", "16", "--threads", "1")
+    deadline = time.time() + 180
+    while time.time() < deadline and proc.poll() is None and not (out / "train" / "metrics.jsonl").is_file():
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    output = proc.communicate(timeout=120)[0].decode()
+    assert proc.returncode == 130, output
+    assert not (out / "hf").exists() and list((out / "train" / "checkpoints").glob("ckpt_*.pt"))
+    assert "--resume" in output and (out / "train_config.json").is_file()
+    step = json.loads((out / "train" / "summary.json").read_text())["iterations"]
+    resumed = subprocess.run([sys.executable, "-m", "tinylm_hf.cli", "train", "--config", str(out / "train_config.json"),
+                              "--resume", "--max-iters", str(step + 2), "--warmup-iters", "1", "--eval-iters", "2",
+                              "--publish", "none"],
+                             cwd=REPO_ROOT, env=cli_env(), capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resumed from" in resumed.stdout

@@ -117,3 +117,65 @@ def test_validation_data_shorter_than_the_context_fails_up_front(byte_data, tmp_
     with pytest.raises(ValueError, match="val.bin has .* too few for context_length 20000"):
         train(tiny_config(byte_data, tmp_path / "run", context_length=20000))
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_overwrite_refuses_a_folder_no_tinylm_run_wrote(byte_data, tmp_path):
+    """--overwrite once deleted checkpoints/, hf/ and tensorboard/ of any folder: only a run's own folder now."""
+    out = tmp_path / "theirs"
+    for name in ("checkpoints", "hf", "tensorboard"):
+        (out / name).mkdir(parents=True)
+        (out / name / "precious.bin").write_bytes(b"keep")
+    with pytest.raises(FileExistsError, match="no run.json: no tinylm run wrote it"):
+        train(tiny_config(byte_data, out, max_iters=4, overwrite=True))
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*.bin")) == [
+        "checkpoints/precious.bin", "hf/precious.bin", "tensorboard/precious.bin"]
+
+
+def test_resume_with_no_run_is_refused_not_started_fresh(byte_data, tmp_path):
+    with pytest.raises(FileNotFoundError, match="no run to resume"):
+        train(tiny_config(byte_data, tmp_path / "run", max_iters=4, resume=True))
+    assert not (tmp_path / "run" / "run.json").exists() and not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_a_failed_start_leaves_no_run_that_refuses_the_corrected_command(byte_data, tmp_path):
+    with pytest.raises(ValueError, match="unknown preset"):
+        train(tiny_config(byte_data, tmp_path / "run", max_iters=4, preset="cpu-quikstart", model={}))
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [".lock"]
+    assert train(tiny_config(byte_data, tmp_path / "run", max_iters=4)).iterations == 4
+
+
+def test_an_existing_out_dir_keeps_its_mode(byte_data, tmp_path):
+    out = tmp_path / "private"
+    out.mkdir(mode=0o700)
+    train(tiny_config(byte_data, out, max_iters=2, checkpoint_every=2))
+    assert out.stat().st_mode & 0o777 == 0o700
+
+
+def test_a_lock_file_that_is_a_symlink_is_refused_and_its_target_kept(tmp_path):
+    target = tmp_path / "notes.txt"
+    target.write_text("my notes\n")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / ".lock").symlink_to(target)
+    with pytest.raises(FileExistsError, match="is a symlink"):
+        RunDirectory(tmp_path / "run").lock()
+    assert target.read_text() == "my notes\n"
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", '{"id": 3}', "{not json"], ids=["list", "no-run-id", "not-json"])
+def test_a_malformed_run_json_is_one_clear_error(tmp_path, text):
+    (tmp_path / "run.json").write_text(text)
+    with pytest.raises(ValueError, match="run.json is corrupt"):
+        RunDirectory(tmp_path).run_id()
+
+
+def test_publishing_replaces_an_earlier_model_folder_but_never_other_files(byte_data, tmp_path):
+    from tinylm_hf.publish import publish_run
+
+    summary = train(tiny_config(byte_data, tmp_path / "run", max_iters=2, checkpoint_every=2))
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "todo.txt").write_text("keep me")
+    with pytest.raises(FileExistsError, match="is not a model folder"):
+        publish_run(summary, notes)
+    assert [p.name for p in notes.iterdir()] == ["todo.txt"]
+    assert publish_run(summary) == publish_run(summary) == tmp_path / "run" / "hf"  # its own folder: replaced

@@ -41,12 +41,13 @@ def test_a_retrained_folder_loads_afresh(tmp_path: Path) -> None:
     assert after is not before and after("abc", add_special_tokens=False)["input_ids"] == [257]
 
 
-@pytest.mark.parametrize("kind", ["missing", "a file"])
-def test_no_folder_is_a_clear_error(tmp_path: Path, kind: str) -> None:
+@pytest.mark.parametrize("kind, error, message", [("missing", FileNotFoundError, "does not exist"),
+                                                  ("a file", NotADirectoryError, "is a file, not a folder")])
+def test_no_folder_is_a_clear_error(tmp_path: Path, kind: str, error: type, message: str) -> None:
     path = tmp_path / "tok"
     if kind == "a file":
         path.write_text("not a folder")
-    with pytest.raises(FileNotFoundError, match=f"tokenizer folder {path} does not exist"):
+    with pytest.raises(error, match=f"tokenizer folder {path} {message}"):
         load_tokenizer(path)
 
 

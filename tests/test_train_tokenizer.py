@@ -120,6 +120,74 @@ def test_byte_fallback_is_on_for_unigram_and_sentencepiece_bpe_unless_refused(tm
     assert exit_info.value.code == 2 and "not allowed with argument --byte-fallback" in capsys.readouterr().err
 
 
+def _train_bpe_into(out: Path, shard: Path, vocab_size: int = 300) -> int:
+    return main(["train-tokenizer", "--input", str(shard), "--vocab-size", str(vocab_size), "--out", str(out),
+                 "--no-progress", "--num-workers", "1"])
+
+
+def test_an_existing_folder_of_other_files_is_refused_and_left_as_it_was(tmp_path, shards, capsys):
+    """A private key in --out once became 0644 and scripts lost their execute bit: now nothing there changes."""
+    out = tmp_path / "mine"
+    out.mkdir(mode=0o700)
+    (out / "id_key").write_text("secret")
+    (out / "id_key").chmod(0o600)
+    (out / "run.sh").write_text("#!/bin/sh\n")
+    (out / "run.sh").chmod(0o700)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("x")
+    outside.chmod(0o600)
+    (out / "link").symlink_to(outside)
+    assert _train_bpe_into(out, shards[0]) == 2
+    assert "not a tokenizer's" in capsys.readouterr().err
+    modes = {p.name: p.lstat().st_mode & 0o777 for p in (out, out / "id_key", out / "run.sh", outside)}
+    assert modes == {"mine": 0o700, "id_key": 0o600, "run.sh": 0o700, "outside.txt": 0o600}
+    assert sorted(p.name for p in out.iterdir()) == ["id_key", "link", "run.sh"]
+
+
+def test_retraining_replaces_an_earlier_tokenizer_folder_whole(tmp_path, shards):
+    out = tmp_path / "tok"
+    assert _train_bpe_into(out, shards[0], 300) == 0
+    assert _train_bpe_into(out, shards[1], 320) == 0
+    assert len(AutoTokenizer.from_pretrained(out)) == 320
+    assert {p.stat().st_mode & 0o777 for p in out.iterdir()} == {0o644} and out.stat().st_mode & 0o777 == 0o755
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no stage left beside
+
+
+def test_a_failed_save_leaves_the_earlier_tokenizer_intact(tmp_path, shards, monkeypatch, capsys):
+    """A full disk mid-save (or a kill) never leaves old and new files mixed: the save goes to a stage beside."""
+    import errno
+
+    from tinylm_hf.tokenization.tokenization_tinylm import TinyLMTokenizer
+
+    out = tmp_path / "tok"
+    assert _train_bpe_into(out, shards[0], 300) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def full_disk(self, save_directory, *args, **kwargs):
+        (Path(save_directory) / "vocab.json").write_text("{half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(TinyLMTokenizer, "save_vocabulary", full_disk)
+    assert _train_bpe_into(out, shards[1], 320) == 2
+    assert "No space left" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+@pytest.mark.parametrize("algorithm", [c[0] for c in CASES])
+@pytest.mark.parametrize("payload", [bytes(range(256)) * 8, "Café, naïve façade.\n".encode("latin-1") * 50],
+                         ids=["binary", "latin-1"])
+def test_a_file_that_is_not_utf8_is_refused_by_every_family(tmp_path, capsys, algorithm, payload):
+    """Byte-level BPE once trained silently on binary or Latin-1 files (U+FFFD for every bad byte)."""
+    from conftest import run_cli_error
+
+    (tmp_path / "data.txt").write_bytes(payload)
+    err = run_cli_error(["train-tokenizer", "--algorithm", algorithm, "--input", str(tmp_path / "data.txt"),
+                         "--vocab-size", "400", "--out", str(tmp_path / "tok"), "--no-progress"], capsys)
+    assert "not UTF-8" in err or "not valid UTF-8" in err
+    assert not (tmp_path / "tok").exists()
+
+
 def test_wordpiece_score_flag_picks_the_merge_rule(tmp_path, shards):
     from tinylm_hf.tokenizer_training.word_counts import count_words
     from tinylm_hf.tokenizer_training.wordpiece_train import BERT_SPECIAL_TOKENS, train_wordpiece_from_counts

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .corpus.conversations import STORY_CHATS
+from .fileio import write_json_atomic
 from .publish import publish_run
 from .training import TrainConfig, train
 
@@ -50,6 +51,8 @@ def fine_tune_stories(out: Path, base_dir: Path, *, budget_s: float = 120.0, max
         overwrite=True,
     )
     summary = train(config)
+    if summary.interrupted:
+        return stop_interrupted(out / "chat_config.json", config, summary.iterations)
     hf_dir = publish_run(summary, name=f"{out.resolve().name}-chat")
     print(f"      {summary.iterations:,} steps in {time.perf_counter() - t0:.0f}s; validation loss on the assistant's "
           f"tokens {summary.val_loss:.3f} -> {hf_dir}")
@@ -58,6 +61,14 @@ def fine_tune_stories(out: Path, base_dir: Path, *, budget_s: float = 120.0, max
     for prompt, reply in zip(CHAT_PROMPTS, replies):
         print(f"\nyou> {prompt}\nmodel> {reply}")
     return {**summary.to_dict(), "hf_dir": str(hf_dir), "replies": replies, "total_s": time.perf_counter() - t0}
+
+
+def stop_interrupted(settings_file: Path, config: TrainConfig, iterations: int) -> dict[str, Any]:
+    """After Ctrl-C in training: publish nothing, keep the run's settings in `settings_file`, say how to continue."""
+    settings = write_json_atomic(settings_file, {**config.to_dict(), "overwrite": False})
+    print(f"interrupted at step {iterations}: the checkpoint is kept in {config.out_dir}; nothing was published. "
+          f"Continue with `tinylm train --config {settings} --resume` (a new quickstart starts afresh)")
+    return {"interrupted": True, "iterations": iterations, "out_dir": config.out_dir, "config_file": str(settings)}
 
 
 def answer(folder: Path, prompts: tuple[str, ...], *, seed: int, max_new_tokens: int) -> list[str]:

@@ -1,7 +1,9 @@
 """The `tinylm` command line: a table from command name to its module in `tinylm_hf.commands`.
 
 Errors a user can fix (a bad flag value, a missing file, a used out-dir, a full disk) print one line
-saying what is wrong and exit 2; `--debug` shows the traceback instead. Ctrl-C exits 130.
+saying what is wrong and exit 2; `--debug` shows the traceback instead. Ctrl-C exits 130. SIGTERM (a `kill`,
+a job scheduler's time limit) is raised as `Terminated` in the command, so that its cleanups run (a staged
+folder or temp file is removed, worker pools are stopped) before it exits 143.
 """
 
 from __future__ import annotations
@@ -9,7 +11,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
+from types import FrameType
+from typing import Any
 
 from .training.run_dir import RunInUseError
 from .training.step import NonFiniteLossError
@@ -34,6 +39,29 @@ COMMANDS = {
 USER_ERRORS = (ValueError, TypeError, OSError, ImportError, RunInUseError, NonFiniteLossError)
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 128 + signal.SIGTERM
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived: raised where the command was, so that `finally` and `except BaseException` cleanups run."""
+
+
+def raise_on_sigterm() -> Any:
+    """Make SIGTERM raise `Terminated` in this process (a process forked from it, a worker, still just dies);
+    returns the handler it replaced (None outside the main thread, where Python sets no handlers)."""
+    pid = os.getpid()
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        if os.getpid() != pid:  # a forked worker inherited this handler: die as SIGTERM's default would
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        raise Terminated(f"terminated by signal {signum}")
+
+    try:
+        return signal.signal(signal.SIGTERM, handle)
+    except ValueError:
+        return None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,19 +95,26 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if not sys.stdout.isatty():
         disable_progress_bars()
+    previous = raise_on_sigterm()
     try:
         return int(args.run(args) or 0)
     except KeyboardInterrupt:
         print(f"tinylm {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Terminated:
+        print(f"tinylm {args.command}: terminated", file=sys.stderr)
+        return EXIT_TERMINATED
     except USER_ERRORS as err:
         if args.debug:
             raise
-        message = str(err) or type(err).__name__
+        message = " ".join(line.strip() for line in str(err).splitlines() if line.strip()) or type(err).__name__
         if isinstance(err, OSError) and err.filename and str(err.filename) not in message:
             message = f"{message}: {err.filename}"
         print(f"tinylm {args.command}: error: {message} (--debug shows the traceback)", file=sys.stderr)
         return EXIT_USER_ERROR
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

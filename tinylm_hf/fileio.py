@@ -1,22 +1,29 @@
 """File outputs: atomic writes (implemented in `tokenization/atomic_files.py`, which remote-code folders
-carry), JSON, a temp path for writers that take a file name (`atomic_output`), and finishing a freshly
-written folder (modes, fsync) before it is renamed into place."""
+carry), JSON, a temp path for writers that take a file name (`atomic_output`), a staged folder renamed into
+place (`staged_folder`), and the checks that keep a write to what we own (`check_input_file`,
+`check_not_an_input`, `make_folders`).
+
+The rule: modes are set only on files and folders we create, never through a symlink, never on what was
+there; an output never replaces one of the command's own inputs."""
 
 from __future__ import annotations
 
 import errno
 import json
 import os
+import shutil
+import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from .tokenization.atomic_files import DIR_MODE, FILE_MODE, write_bytes_atomic, write_text_atomic
 
-__all__ = ["DIR_MODE", "FILE_MODE", "atomic_output", "check_output_folder", "fsync_file", "no_space", "seal_folder",
-           "write_bytes_atomic", "write_json_atomic", "write_text_atomic"]
+__all__ = ["DIR_MODE", "FILE_MODE", "atomic_output", "check_input_file", "check_input_folder", "check_not_an_input", "check_ours_to_replace", "check_output_folder",
+           "fsync_file", "make_folders", "no_space", "seal_folder", "staged_folder", "write_bytes_atomic",
+           "write_json_atomic", "write_text_atomic"]
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
@@ -69,16 +76,105 @@ def check_output_folder(path: str | os.PathLike) -> Path:
 def seal_folder(folder: str | os.PathLike) -> Path:
     """Make a freshly written folder final: 0755 folders, 0644 files, every file fsynced to disk.
 
-    Call it on a temp folder before renaming it into place. Libraries that write through temp files
-    (safetensors, tempfile.mkdtemp) leave 0600/0700 modes behind.
+    Call it only on a temp folder we made (`staged_folder`, `tempfile.mkdtemp`) before renaming it into
+    place: libraries that write through temp files (safetensors, mkdtemp) leave 0600/0700 modes behind.
+    Symlinks are left alone (never followed), so nothing outside the folder changes.
     """
     folder = Path(folder)
     os.chmod(folder, DIR_MODE)
-    for root, dirs, files in os.walk(folder):
-        for name in dirs:
-            os.chmod(os.path.join(root, name), DIR_MODE)
-        for name in files:
+    for root, dirs, files in os.walk(folder):  # os.walk does not descend into symlinked folders
+        for name in dirs + files:
             path = os.path.join(root, name)
-            os.chmod(path, FILE_MODE)
-            fsync_file(path)
+            mode = os.lstat(path).st_mode
+            if stat.S_ISDIR(mode):
+                os.chmod(path, DIR_MODE)
+            elif stat.S_ISREG(mode):
+                os.chmod(path, FILE_MODE)
+                fsync_file(path)
     return folder
+
+
+def make_folders(path: str | os.PathLike) -> Path:
+    """Create `path` and any missing parents with mode 0755; folders that exist keep their mode."""
+    path = Path(path)
+    missing = []
+    while not path.exists() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    for folder in reversed(missing):
+        folder.mkdir(exist_ok=True)
+        os.chmod(folder, DIR_MODE)
+    return missing[0] if missing else path
+
+
+@contextmanager
+def staged_folder(out: str | os.PathLike, *, replace: bool = False) -> Iterator[Path]:
+    """Yield an empty temp folder beside `out` to write a whole output folder into; on success it is sealed
+    (`seal_folder`) and renamed onto `out`. On any error, a signal turned exception included, the temp folder
+    is removed and `out` is untouched.
+
+    `out` must not exist, or be an empty folder, or (with `replace`) be a folder the caller has checked is
+    its own earlier output: that one is replaced whole, in two renames (a kill between them leaves the old
+    folder beside, named `.OUT.old-*`, and never a mix of old and new files).
+    """
+    out = Path(out)
+    make_folders(out.parent)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
+    try:
+        yield tmp
+        seal_folder(tmp)
+        if out.is_dir() and not out.is_symlink() and any(out.iterdir()):
+            if not replace:
+                raise FileExistsError(f"{out} is not empty: choose a new or empty folder")
+            old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.old-"))
+            os.replace(out, old)
+            os.replace(tmp, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, out)  # onto an empty folder, or a new name
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def check_ours_to_replace(out: str | os.PathLike, marker: str, what: str) -> Path:
+    """`out` if replacing it destroys only an earlier output of ours: absent, an empty folder, or a folder holding
+    `marker` (a model folder's config.json); anything else (a file, a symlink, another folder) is a FileExistsError."""
+    out = Path(out)
+    if not out.exists() and not out.is_symlink():
+        return out
+    if out.is_symlink() or not out.is_dir() or (any(out.iterdir()) and not (out / marker).is_file()):
+        raise FileExistsError(f"{out} is not {what} (no {marker}): it is never replaced; choose another output path")
+    return out
+
+
+def check_input_file(path: str | os.PathLike, what: str = "input file", hint: str = "") -> Path:
+    """`path` if it is a readable file; else FileNotFoundError or IsADirectoryError saying which (and `hint`)."""
+    path = Path(path)
+    tail = f"; {hint}" if hint else ""
+    if path.is_dir():
+        raise IsADirectoryError(f"{what} {path} is a directory, not a file{tail}")
+    if not path.is_file():
+        raise FileNotFoundError(f"{what} {path} does not exist{tail}")
+    return path
+
+
+def check_input_folder(path: str | os.PathLike, what: str = "folder", hint: str = "") -> Path:
+    """`path` if it is a folder; else FileNotFoundError or NotADirectoryError saying which (and `hint`)."""
+    path = Path(path)
+    tail = f"; {hint}" if hint else ""
+    if path.exists() and not path.is_dir():
+        raise NotADirectoryError(f"{what} {path} is a file, not a folder{tail}")
+    if not path.is_dir():
+        raise FileNotFoundError(f"{what} {path} does not exist{tail}")
+    return path
+
+
+def check_not_an_input(out: str | os.PathLike, inputs: Iterable[str | os.PathLike], flag: str = "--out") -> Path:
+    """`out` unless it is (the same file as) one of `inputs`: writing it would replace the input."""
+    out = Path(out)
+    for source in inputs:
+        if out.exists() and Path(source).exists() and os.path.samefile(out, source):
+            raise ValueError(f"{flag} {out} is one of the inputs ({source}): writing it would replace that input; "
+                             "choose another output path")
+    return out

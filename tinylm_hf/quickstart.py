@@ -7,7 +7,8 @@
    `AutoModelForCausalLM` and print a few stories.
 With `chat`, the tokenizer also learns the chat tokens, and `chat_quickstart` adds two steps: fine-tuning on
 the bundled story conversations (the objective of `tinylm sft`) and the chat model's replies to a few requests.
-Re-running it into the same folder starts afresh.
+Re-running it into the same folder starts afresh. Ctrl-C during training keeps the checkpoint, publishes
+nothing, writes the run's settings to `train_config.json` and says how `tinylm train --resume` continues it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .chat_quickstart import CHAT_CONTEXT, fine_tune_stories
+from .chat_quickstart import CHAT_CONTEXT, fine_tune_stories, stop_interrupted
 from .corpus import prepare_dataset
 from .corpus.sources import PACKAGE_DATA
 from .modeling.configuration_tinylm import check_overrides
@@ -37,10 +38,15 @@ QUIET_MACHINE_STEPS = 1877
 CHAT_BATCH_SIZE = 8  # with `chat`: 8 x CHAT_CONTEXT tokens, the default recipe's 2,048 tokens a step
 
 
-def check_options(train_budget_s: float, preset: str, model_overrides: dict[str, Any] | None) -> None:
-    """The quickstart's own values, checked before the tokenizer is trained."""
+def check_options(train_budget_s: float | None, preset: str, model_overrides: dict[str, Any] | None,
+                  **step_counts: int | None) -> None:
+    """The quickstart's own values, checked before the tokenizer is trained: a budget that is not a positive
+    number of seconds, step counts below 1 and model overrides that are not TinyLMConfig's are refused."""
     if train_budget_s is None or not train_budget_s > 0:
         raise ValueError(f"the training budget must be a positive number of seconds, got {train_budget_s!r}")
+    for name, value in step_counts.items():
+        if value is not None and value < 1:
+            raise ValueError(f"{name} must be at least 1 step, got {value}; leave it out to train for the time budget")
     check_overrides(model_overrides or {}, preset=preset)
 
 
@@ -66,7 +72,7 @@ def quickstart(
 
     Batches default to 16 x 128 tokens, 8 x 256 with `chat`, which fine-tunes for `chat_budget_s` seconds (or
     `chat_max_iters` steps) and adds the chat run's fields, folder and replies as "chat"."""
-    check_options(train_budget_s, preset, model_overrides)
+    check_options(train_budget_s, preset, model_overrides, max_iters=max_iters, chat_max_iters=chat_max_iters)
     out = Path(out_dir)
     threads = set_threads(threads)
     batch_size = batch_size or (CHAT_BATCH_SIZE if chat else 16)
@@ -103,7 +109,8 @@ def quickstart(
         eval_every=max(1, iters // 8), eval_iters=20, checkpoint_every=max(1, iters // 8), keep_last=1,
         device="cpu", dtype="float32", seed=seed, threads=threads, overwrite=True,
     )
-    summary = train(config)
+    if (summary := train(config)).interrupted:
+        return stop_interrupted(out / "train_config.json", config, summary.iterations)
     hf_dir = publish_run(summary, out / "hf", name=out.resolve().name)  # the card names the quickstart, not its train/
     print(f"      {summary.iterations:,} steps in {time.perf_counter() - t0:.0f}s")
 

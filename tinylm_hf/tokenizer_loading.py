@@ -31,7 +31,9 @@ def load_tokenizer(folder: str | os.PathLike, *, trust_remote_code: bool = False
     if not path.is_dir():
         if from_hub and not path.exists():
             return _auto_tokenizer(str(folder), trust_remote_code)
-        raise FileNotFoundError(f"tokenizer folder {folder} does not exist")
+        from .fileio import check_input_folder
+
+        check_input_folder(path, "tokenizer folder")
     files = sorted((p.name, p.stat()) for p in path.iterdir() if p.is_file())
     key = (str(path.resolve()), trust_remote_code, tuple((name, st.st_size, st.st_mtime_ns) for name, st in files))
     if key not in _LOADED:

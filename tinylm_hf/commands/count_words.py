@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 from ..corpus.sources import expand_inputs
+from ..fileio import check_not_an_input
 from ..tokenizer_training import count_words, save_word_counts
 from ..tokenizer_training.families import FAMILIES
 
@@ -28,7 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     specials = list(FAMILIES[args.algorithm].special_tokens) if args.special_tokens is None else args.special_tokens
-    counts = count_words(expand_inputs(args.input), algorithm=args.algorithm, special_tokens=specials,
+    files = expand_inputs(args.input)
+    check_not_an_input(args.out, files)
+    counts = count_words(files, algorithm=args.algorithm, special_tokens=specials,
                          pattern=args.pattern, lowercase=args.lowercase)
     path = save_word_counts(counts, args.out, algorithm=args.algorithm, pattern=args.pattern,
                             lowercase=args.lowercase, special_tokens=specials)

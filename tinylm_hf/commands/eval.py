@@ -7,8 +7,9 @@ import sys
 from pathlib import Path
 
 from ..evaluation.perplexity import evaluate_perplexity, load_texts
-from ..fileio import write_json_atomic
+from ..fileio import check_not_an_input, make_folders, write_json_atomic
 from ..publish import load_folder
+from ..publish.model_card import EVAL_RESULTS_FILE
 from ..runtime import resolve_device, set_threads
 
 HELP = "perplexity, cross-entropy and bits per byte over whole texts"
@@ -33,6 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.out:  # never one of the texts or the model's files (its eval_results.json is eval's own output)
+        model_files = [p for p in Path(args.dir).glob("*") if p.name != EVAL_RESULTS_FILE]
+        check_not_an_input(args.out, [*(args.input or []), *model_files])
     texts = load_texts(args.input, args.dataset, split_docs=not args.whole_file, limit=args.limit)
     set_threads(args.threads)
     model, tokenizer = load_folder(args.dir, trust_remote_code=args.trust_remote_code)
@@ -52,6 +56,6 @@ def run(args: argparse.Namespace) -> int:
               "drops characters): the bits per byte leave out what it dropped and do not compare with lossless "
               "tokenizers'", file=sys.stderr)
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        make_folders(Path(args.out).parent)
         write_json_atomic(args.out, {"model": Path(args.dir).name, "stride": args.stride, "summary": summary})
     return 0

@@ -7,6 +7,7 @@ import argparse
 
 from ..quickstart import quickstart
 
+EXIT_INTERRUPTED = 130  # as `tinylm train` after Ctrl-C: the checkpoint kept, nothing published
 HELP = "tokenizer + data + a small model on bundled TinyStories (CPU)"
 
 
@@ -31,9 +32,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds of fine-tuning with --chat when --chat-max-iters is unset (default: 120)")
     parser.add_argument("--chat-max-iters", type=int, default=None, help="fine-tuning steps with --chat")
 
+
 def run(args: argparse.Namespace) -> int:
-    quickstart(args.out, train_file=args.train_file, val_file=args.val_file, vocab_size=args.vocab_size,
-               max_iters=args.max_iters, train_budget_s=args.time_budget, batch_size=args.batch_size,
-               context_length=args.context_length, max_new_tokens=args.max_new_tokens, threads=args.threads,
-               chat=args.chat, chat_budget_s=args.chat_budget, chat_max_iters=args.chat_max_iters)
-    return 0
+    result = quickstart(args.out, train_file=args.train_file, val_file=args.val_file, vocab_size=args.vocab_size,
+                        max_iters=args.max_iters, train_budget_s=args.time_budget, batch_size=args.batch_size,
+                        context_length=args.context_length, max_new_tokens=args.max_new_tokens, threads=args.threads,
+                        chat=args.chat, chat_budget_s=args.chat_budget, chat_max_iters=args.chat_max_iters)
+    interrupted = result.get("interrupted") or result.get("chat", {}).get("interrupted")
+    return EXIT_INTERRUPTED if interrupted else 0

@@ -6,14 +6,20 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from .. import tokenization
 from ..corpus.sources import expand_inputs, iter_dataset_texts
-from ..fileio import check_output_folder, seal_folder
+from ..fileio import check_output_folder, staged_folder
 from ..tokenization.chat_template import CHAT_TOKENS, add_chat_tokens
 from ..tokenizer_training import sum_word_counts, train_tokenizer
 from ..tokenizer_training.families import FAMILIES
 from ..tokenizer_training.train_tokenizer import MASK_TOKEN, PAD_TOKEN
 from ..tokenizer_training.wordpiece_train import WORDPIECE_SCORES
 
+# what a saved tokenizer folder may hold (its files, and our remote code that save_pretrained copies): an --out
+# holding only these is an earlier tokenizer, replaced whole
+TOKENIZER_FOLDER_FILES = frozenset({"tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+                                    "chat_template.jinja", *(name for f in FAMILIES.values() for name in f.files),
+                                    *(p.name for p in Path(tokenization.__file__).parent.glob("*.py"))})
 HELP = "train a tokenizer (bpe, wordpiece, unigram, sentencepiece-bpe) and save a Hugging Face tokenizer folder"
 
 
@@ -48,13 +54,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"wordpiece's merge rule (default: {FAMILIES['wordpiece'].score}, as tokenizers' "
                              "WordPieceTrainer; likelihood: Schuster & Nakajima; pmi: freq(ab)/(freq(a)*freq(b)), "
                              "which compresses 2-2.6x worse)")
-    parser.add_argument("--out", required=True, help="output folder (created; must not be a file)")
+    parser.add_argument("--out", required=True, help="output folder: new, empty, or an earlier tokenizer folder "
+                        "(replaced whole); written beside and renamed into place")
     parser.add_argument("--num-workers", type=int, default=None, help="processes counting BPE pre-tokens (default: CPUs)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar over merges")
 
 
+def check_tokenizer_out(out: str) -> bool:
+    """Whether `out` holds an earlier tokenizer (only tokenizer files) to replace; a folder holding anything else
+    is refused (FileExistsError), so that files we did not write are never deleted."""
+    folder = check_output_folder(out)
+    if folder.is_symlink():
+        raise FileExistsError(f"--out {folder} is a symlink: give the folder it points to, or a new folder")
+    if not folder.is_dir():
+        return False
+    others = sorted(p.name for p in folder.iterdir() if p.name not in TOKENIZER_FOLDER_FILES or not p.is_file()
+                    or p.is_symlink())
+    if others:
+        raise FileExistsError(f"--out {folder} holds files that are not a tokenizer's ({', '.join(others[:5])}): "
+                              "choose a new or empty folder")
+    return True
+
+
 def run(args: argparse.Namespace) -> int:
-    check_output_folder(args.out)
+    replace = check_tokenizer_out(args.out)
     if args.counts:
         inputs = sum_word_counts(args.counts)
     elif args.dataset:
@@ -70,9 +93,9 @@ def run(args: argparse.Namespace) -> int:
                                 progress=not args.no_progress)
     if args.chat:
         add_chat_tokens(tokenizer)
-    saved = tokenizer.save_pretrained(args.out)
-    seal_folder(args.out)
-    written = sorted({Path(p).name for p in saved if Path(p).is_file()})  # save_pretrained also names files it skipped
+    with staged_folder(args.out, replace=replace) as stage:
+        tokenizer.save_pretrained(stage)
+        written = sorted(p.name for p in stage.iterdir())
     print(f"saved a {len(tokenizer)}-token {args.algorithm} tokenizer ({type(tokenizer).__name__}) to {args.out}: "
           f"{', '.join(written)}")
     return 0

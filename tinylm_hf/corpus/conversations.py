@@ -13,6 +13,7 @@ import json
 import os
 from pathlib import Path
 
+from ..fileio import check_input_file
 from .sources import PACKAGE_DATA
 
 ROLES = ("system", "user", "assistant")
@@ -31,8 +32,7 @@ def load_conversations(path: str | os.PathLike) -> list[Conversation]:
     holding at least one assistant message (the turns a model is fine-tuned to say).
     """
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"conversation file {path} does not exist")
+    check_input_file(path, "conversation file")
     conversations = []
     with open(path, encoding="utf-8") as fh:
         for number, line in enumerate(fh, 1):

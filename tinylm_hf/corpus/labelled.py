@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ..fileio import check_input_file
 READERS = {".jsonl": "from_json", ".json": "from_json", ".csv": "from_csv"}  # suffix -> datasets.Dataset method
 HOLD_OUT_SEED = 0  # the held-out validation examples are the same in every run of a file and share
 
@@ -101,8 +102,7 @@ def _read_rows(path: Path) -> Any:
 
     if path.suffix.lower() not in READERS:
         raise ValueError(f"{path}: labelled data must be a .jsonl, .json or .csv file")
-    if not path.is_file():
-        raise FileNotFoundError(f"labelled data file {path} does not exist")
+    check_input_file(path, "labelled data file")
     try:
         with quiet_datasets():
             rows = getattr(datasets.Dataset, READERS[path.suffix.lower()])(str(path), keep_in_memory=True)

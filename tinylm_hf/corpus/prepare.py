@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..fileio import no_space
+from ..fileio import check_input_file, make_folders, no_space
 from ..tokenization.pretokenize import EOS_TOKEN
 from ..tokenization.process_pool import WorkerDiedError
 from ..tokenizer_loading import load_tokenizer
@@ -53,8 +53,7 @@ def _load_files(files: Sequence[str], text_column: str) -> tuple[Any, str]:
     from datasets import load_dataset
 
     for f in files:
-        if not Path(f).is_file():
-            raise FileNotFoundError(f"input file {f} does not exist")
+        check_input_file(f)
     suffixes = {Path(f).suffix.lower() for f in files}
     if suffixes <= {".json", ".jsonl"}:
         ds = load_dataset("json", data_files=list(files), split="train")
@@ -91,12 +90,23 @@ def _map_in_workers(ds: Any, function: Any, *, num_proc: int, desc: str, fn_kwar
         return ds.map(function, batched=True, num_proc=num_proc, remove_columns=ds.column_names, fn_kwargs=fn_kwargs,
                       desc=desc)
     except (RuntimeError, EOFError, ConnectionError, ProcessError) as err:
+        _reraise_interruption(err)
         if num_proc > 1 and ("died" in str(err) or not isinstance(err, RuntimeError)):
             raise WorkerDiedError(
                 f"a worker process died while {desc} (killed, or out of memory?); nothing was written. "
                 "Run again, with a lower --num-proc if memory is short"
             ) from err
         raise
+
+
+def _reraise_interruption(err: BaseException) -> None:
+    """Re-raise a Ctrl-C or a signal turned exception (`cli.Terminated`) that `datasets`' pool reported as a dead
+    worker while it stopped the workers: the run was stopped, no worker failed."""
+    cause = err.__context__
+    while cause is not None:
+        if not isinstance(cause, Exception):
+            raise cause from None
+        cause = cause.__context__
 
 
 def _carve_validation(ds: Any, column: str, val_fraction: float) -> tuple[Any, Any]:
@@ -184,7 +194,7 @@ def prepare_dataset(
         source["val_carved"] = val_fraction
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    make_folders(out)
     max_id = max(tok.get_vocab().values())
     dtype = token_dtype(max_id)
     base = {"tokenizer": os.path.abspath(tokenizer_dir), "tokenizer_fingerprint": tokenizer_fingerprint(tok),

@@ -17,6 +17,8 @@ def expand_inputs(patterns: Sequence[str | os.PathLike]) -> list[Path]:
     for pattern in patterns:
         pattern = os.fspath(pattern)
         matches = sorted(glob.glob(pattern, recursive=True)) if glob.has_magic(pattern) else [pattern]
+        if not glob.has_magic(pattern) and os.path.isdir(pattern):
+            raise IsADirectoryError(f"input {pattern} is a directory, not a file: name its files, e.g. {pattern}/*.txt")
         matches = [m for m in matches if os.path.isfile(m)]
         if not matches:
             raise FileNotFoundError(f"no input file matches {pattern}")

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..fileio import atomic_output, write_json_atomic
+from ..fileio import atomic_output, check_input_file, write_json_atomic
 
 HEADER_SUFFIX = ".json"
 TOKEN_DTYPES = ("uint16", "uint32", "uint8")  # token ids (token_dtype), and uint8 0/1 flags (static masks)
@@ -33,19 +33,39 @@ def read_header(path: str | os.PathLike) -> dict[str, Any]:
     if not header.is_file():
         raise FileNotFoundError(f"no header {header} beside {path}; make the data with `tinylm prepare`")
     try:
-        value = json.loads(header.read_text(encoding="utf-8"))
+        values = json.loads(header.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ValueError(f"header {header} is corrupt ({err}); re-run `tinylm prepare`") from None
-    if not isinstance(value, dict):
-        raise ValueError(f"header {header} must hold a JSON object, got {type(value).__name__}; re-run `tinylm prepare`")
-    return value
+    problem = header_problem(values)
+    if problem:
+        raise ValueError(f"header {header} is corrupt ({problem}); re-run `tinylm prepare`")
+    return values
+
+
+HEADER_COUNTS = ("count", "vocab_size", "bytes", "documents")  # integers >= 0 where present (`count` always)
+
+
+def header_problem(values: Any) -> str | None:
+    """What is wrong with a parsed header's shape (a JSON object, a known dtype, counts that are integers >= 0),
+    or None."""
+    if not isinstance(values, dict):
+        return f"a JSON object is expected, not {type(values).__name__}"
+    if values.get("dtype") not in TOKEN_DTYPES:
+        return f"dtype {values.get('dtype')!r} is not one of {', '.join(TOKEN_DTYPES)}"
+    for key in HEADER_COUNTS:
+        value = values.get(key, 0) if key != "count" else values.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            return f"{key} {value!r} is not an integer >= 0"
+    eos = values.get("eos_id")
+    if eos is not None and (isinstance(eos, bool) or not isinstance(eos, int) or eos < 0):
+        return f"eos_id {eos!r} is not an integer >= 0"
+    return None
 
 
 def load_tokens(path: str | os.PathLike) -> np.memmap:
     """Open a prepared `.bin` token file as a read-only `np.memmap`, checking it against its header."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"token file {path} does not exist; make it with `tinylm prepare`")
+    check_input_file(path, "token file", "make it with `tinylm prepare`")
     header = read_header(path)
     dtype, count = _header_layout(header, path)
     if path.stat().st_size != count * dtype.itemsize:

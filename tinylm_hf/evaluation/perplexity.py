@@ -25,6 +25,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..corpus.documents import split_documents
+from ..fileio import check_input_file
 
 
 def make_windows(n_tokens: int, *, context_length: int, stride: int) -> list[tuple[int, int, int]]:
@@ -148,9 +149,7 @@ def load_texts(inputs: Sequence[str] | None, dataset: str | None, *, split_docs:
     texts: list[str] = []
     if inputs:
         for name in inputs:
-            path = Path(name)
-            if not path.is_file():
-                raise FileNotFoundError(f"input file {path} does not exist")
+            path = check_input_file(name)
             text = path.read_text(encoding="utf-8")
             texts += split_documents(text, rule="separator") if split_docs else [text]
     else:

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..fileio import atomic_output
+from ..fileio import atomic_output, check_not_an_input, make_folders
 from ..tokenization.chat_template import end_of_turn_id, portable_chat_template
 from ..tokenization.metaspace import MODEL_FILE as SENTENCEPIECE_FILE
 from ..tokenization.metaspace import UNUSED, SentencePieceModel, read_sentencepiece_model
@@ -58,8 +58,10 @@ def gguf_types(dtype: str) -> tuple[Any, Any]:
     return table[dtype]
 
 
-def check_gguf_output(out: Path, *, overwrite: bool) -> None:
-    """Refuse an output path that is a folder, or an existing file unless `overwrite`."""
+def check_gguf_output(out: Path, src: Path, *, overwrite: bool) -> None:
+    """Refuse an output path that is a folder, one of the input folder's files (its weights, ...), or an existing
+    file unless `overwrite`."""
+    check_not_an_input(out, [p for p in src.iterdir() if p.is_file()], flag="output")
     if out.is_dir():
         raise IsADirectoryError(f"output {out} is a folder; give a file path such as {out / 'model.gguf'}")
     if out.exists() and not overwrite:
@@ -283,7 +285,7 @@ def export_gguf(
     if llama_class_name(config) != "LlamaForCausalLM":
         raise ValueError(f"{src} holds a {config['architectures'][0]}, a task head: GGUF carries a language model "
                          "for llama.cpp; export the head with export-llama instead")
-    check_gguf_output(out, overwrite=overwrite)
+    check_gguf_output(out, src, overwrite=overwrite)
     tokenizer = build_plain_tokenizer(src, trust_remote_code=trust_remote_code)  # checks it made the data
     model = build_llama_model(src)
     vocab_size = model.config.vocab_size
@@ -293,7 +295,7 @@ def export_gguf(
         check_llama_cpp_sentencepiece(sentencepiece)
     qtype, file_type = gguf_types(dtype)
     tensors = [(name, *encode_tensor(name, data, qtype)) for name, data in gguf_tensors(model)]
-    out.parent.mkdir(parents=True, exist_ok=True)
+    make_folders(out.parent)
     with atomic_output(out) as tmp:
         writer = gguf.GGUFWriter(tmp, gguf.MODEL_ARCH_NAMES[gguf.MODEL_ARCH.LLAMA])
         add_metadata(writer, model.config, tokenizer, vocab_size, file_type, src.resolve().name, sentencepiece)

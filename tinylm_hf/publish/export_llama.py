@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..corpus.token_files import check_tokenizer_fingerprint
-from ..fileio import seal_folder, write_json_atomic
+from ..fileio import check_ours_to_replace, make_folders, seal_folder, write_json_atomic
 from ..tokenization.byte_level_backend import build_byte_level_bpe
 from ..tokenization.gpt2_files import MERGES_FILE, VOCAB_FILE, read_merges_txt, read_vocab_json
 from ..tokenization.metaspace import MODEL_FILE as SENTENCEPIECE_FILE
@@ -223,9 +223,10 @@ def export_llama(
     check_output_outside(src, out)
     if out.exists() and not overwrite and (out.is_file() or any(out.iterdir())):
         raise FileExistsError(f"{out} already exists and is not empty (pass overwrite=True / --overwrite)")
+    check_ours_to_replace(out, "config.json", "a model folder")
     tokenizer = build_plain_tokenizer(src, trust_remote_code=trust_remote_code)
     model = build_llama_model(src)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    make_folders(out.parent)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
     try:
         model.save_pretrained(tmp)

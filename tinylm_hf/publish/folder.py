@@ -15,6 +15,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from ..fileio import check_input_folder
 from ..tokenization.gpt2_files import MERGES_FILE, VOCAB_FILE
 from ..tokenization.tokenization_tinylm_base import TOKENIZER_FILE
 from ..tokenizer_loading import load_tokenizer, needs_remote_code_error
@@ -84,9 +85,7 @@ def count_parameters(folder: str | os.PathLike) -> int:
 
 def check_folder_files(folder: str | os.PathLike) -> dict[str, Any]:
     """Check config.json, the weights and the tokenizer files are present and intact; return the config."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise FileNotFoundError(f"model folder {folder} does not exist")
+    folder = check_input_folder(folder, "model folder")
     if not (folder / "config.json").is_file():
         hint = f"a run's model folder is {folder / 'hf'}" if (folder / "hf" / "config.json").is_file() else \
             "is it a folder written by save_pretrained?"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..corpus.token_files import check_tokenizer_fingerprint
-from ..fileio import seal_folder
+from ..fileio import check_ours_to_replace, make_folders, seal_folder
 from ..tokenization.chat_template import stop_token_ids
 from ..tokenizer_loading import load_tokenizer
 from ..training.checkpoint import load_state
@@ -59,7 +59,10 @@ def publish_run(
     name: str | None = None,
 ) -> Path:
     """Write the run's Hugging Face folder (default: out_dir/hf) from its last (or best) checkpoint; the card calls
-    the model `name` (default: the name of the run's out_dir)."""
+    the model `name` (default: the name of the run's out_dir).
+
+    An earlier model folder at `out` is replaced; anything else there (a file, a folder of other files) is refused.
+    """
     from transformers import GenerationConfig
 
     from ..registration import register
@@ -81,8 +84,9 @@ def publish_run(
     model.config.tokenizer_fingerprint = summary.data.tokenizer_fingerprint  # what the exports check the folder by
     if summary.objective == "seq_cls":
         prepare_classifier_tokenizer(tokenizer, model.config.pad_token_id, summary.context_length)
-    out = Path(out) if out is not None else Path(summary.out_dir) / HF_DIR
-    out.parent.mkdir(parents=True, exist_ok=True)
+    out = check_ours_to_replace(Path(out) if out is not None else Path(summary.out_dir) / HF_DIR, "config.json",
+                                "a model folder")
+    make_folders(out.parent)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
     try:
         model.save_pretrained(tmp)

@@ -78,12 +78,22 @@ def push_folder(
     files = sorted(set(list_upload_files(folder)) | {"README.md"})
     if dry_run:
         return files
-    api = HfApi(token=token)
-    api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
-    if revision is not None:
-        api.create_branch(repo_id, branch=revision, exist_ok=True, repo_type="model")
     operations = [CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(folder / name))
                   for name in files if name != "README.md"]
     operations.append(CommitOperationAdd(path_in_repo="README.md", path_or_fileobj=card.encode("utf-8")))
-    api.create_commit(repo_id, operations, commit_message=commit_message, revision=revision, repo_type="model")
+    try:
+        api = HfApi(token=token)
+        api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
+        if revision is not None:
+            api.create_branch(repo_id, branch=revision, exist_ok=True, repo_type="model")
+        api.create_commit(repo_id, operations, commit_message=commit_message, revision=revision, repo_type="model")
+    except Exception as err:  # every local check passed: what fails here is the Hub, the network or the token
+        raise hub_error(err, repo_id) from err
     return files
+
+
+def hub_error(err: Exception, repo_id: str) -> ConnectionError:
+    """One line for a failed upload: what the Hub (or the HTTP client) said, and what to check."""
+    detail = (str(err).strip().splitlines() or [type(err).__name__])[0]
+    return ConnectionError(f"could not upload to {repo_id} ({type(err).__name__}: {detail}); check the network "
+                           "connection, HF_ENDPOINT and your token (`hf auth login`), then push again")

@@ -19,11 +19,12 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(tmp, "wb") as f:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE)  # never through a link
+        with open(fd, "wb") as f:
             f.write(data)
             f.flush()
+            os.fchmod(f.fileno(), FILE_MODE)
             os.fsync(f.fileno())
-        os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)

@@ -37,7 +37,7 @@ def train_bpe(
     """Train a byte-level BPE on a UTF-8 text file; return (vocab id -> bytes, merges in order).
 
     Special tokens are cut out of the text before pre-tokenization, so no merge crosses one.
-    Invalid UTF-8 is decoded with U+FFFD replacement. `num_workers` defaults to the CPU count;
+    A file that is not UTF-8 (binary, Latin-1) is a ValueError naming the byte offset, as in every family. `num_workers` defaults to the CPU count;
     files under 4 MiB are always counted in this process.
     """
     specials = check_special_tokens(special_tokens)

@@ -158,7 +158,12 @@ def _count_ranges(task: tuple[str, list[tuple[int, int]], list[str], str]) -> Co
     with open(path, "rb") as handle:
         for start, end in ranges:
             handle.seek(start)
-            text = handle.read(end - start).decode("utf-8", errors="replace")
+            data = handle.read(end - start)
+            try:  # ranges start and end at plain ASCII bytes, so a strict decode never cuts a character
+                text = data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ValueError(f"{path!r} is not UTF-8 (bad byte near offset {start + exc.start}); "
+                                 "re-encode it as UTF-8") from None
             parts = split_on_special_tokens(text, special_tokens)
             if pattern == GPT2_PATTERN:  # the same counts, as array operations
                 counts.update(count_gpt2_pretokens(parts))

@@ -10,6 +10,7 @@ carry the run id of the run that wrote them, so a resume never continues another
 from __future__ import annotations
 
 import errno
+import io
 import math
 import os
 import pickle
@@ -21,7 +22,7 @@ from typing import IO, Any, BinaryIO
 import numpy as np
 import torch
 
-from ..fileio import atomic_output, no_space
+from ..fileio import atomic_output, check_input_file, make_folders, no_space
 
 CHECKPOINT_PATTERN = re.compile(r"^ckpt_(\d+)\.pt$")
 BEST_CHECKPOINT = "best.pt"
@@ -51,17 +52,40 @@ def atomic_torch_save(obj: Any, out: str | os.PathLike | BinaryIO | IO[bytes]) -
         torch.save(obj, out)
         return
     path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folders(path.parent)
     hint = f"{path.name} was not written; free some space, then continue with --resume"
     try:
-        with atomic_output(path) as tmp, open(tmp, "wb") as fh:
-            torch.save(obj, fh)
+        with atomic_output(path) as tmp, CheckpointFile(tmp, "wb") as fh:
+            try:
+                torch.save(obj, fh)
+            except RuntimeError:
+                if fh.error is not None:  # torch reports a failed write only by its aftermath ("unexpected pos")
+                    raise fh.error from None
+                raise
     except OSError as err:
         raise no_space(err, path.parent, hint) from err
     except RuntimeError as err:  # torch reports a failed write as RuntimeError ("... file write failed")
         if "write" in str(err) and _disk_full(path.parent):
             raise no_space(OSError(errno.ENOSPC, str(err)), path.parent, hint) from err
         raise
+
+
+class CheckpointFile(io.FileIO):
+    """The file a checkpoint is written to, keeping the OSError of a failed write (a full disk): torch.save
+    swallows it and raises a RuntimeError about zip positions instead."""
+
+    error: OSError | None = None
+
+    def write(self, data: Any) -> int:
+        try:
+            return self.write_through(data)
+        except OSError as err:
+            self.error = err
+            raise
+
+    def write_through(self, data: Any) -> int:
+        """The plain write to disk."""
+        return super().write(data)
 
 
 def _disk_full(folder: Path) -> bool:
@@ -74,8 +98,8 @@ def _disk_full(folder: Path) -> bool:
 def load_state(src: str | os.PathLike | BinaryIO | IO[bytes]) -> dict[str, Any]:
     """`torch.load(weights_only=True)` on CPU; a corrupt, truncated or code-carrying file is a `CheckpointError`."""
     name = os.fspath(src) if isinstance(src, (str, os.PathLike)) else getattr(src, "name", "checkpoint")
-    if isinstance(src, (str, os.PathLike)) and not Path(src).is_file():
-        raise FileNotFoundError(f"checkpoint {src} does not exist")
+    if isinstance(src, (str, os.PathLike)):
+        check_input_file(src, "checkpoint")
     try:
         state = torch.load(src, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ..corpus.token_files import check_tokenizer_fingerprint, load_tokens, read_header
+from ..fileio import check_input_folder
 from .config import TrainConfig
 from .summary import DataProvenance
 
@@ -33,9 +34,7 @@ class TrainingData(RunData):
 
 def open_data(config: TrainConfig) -> TrainingData:
     """Open train.bin/val.bin and check they can feed `config` (before any model is built)."""
-    data_dir = Path(config.data_dir)
-    if not data_dir.is_dir():
-        raise FileNotFoundError(f"data folder {data_dir} does not exist; make it with `tinylm prepare`")
+    data_dir = check_input_folder(config.data_dir, "data folder", "make it with `tinylm prepare`")
     train, val = load_tokens(data_dir / "train.bin"), load_tokens(data_dir / "val.bin")
     train_header, val_header = read_header(data_dir / "train.bin"), read_header(data_dir / "val.bin")
     if train_header.get("tokenizer_fingerprint") != val_header.get("tokenizer_fingerprint"):

@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from ..fileio import check_input_folder
 from ..runtime import autocast_context, resolve_device, set_threads
 from .batches import StepBatches
 from .budget import StepPlan, TimeBudget
@@ -162,6 +163,7 @@ def open_run(config: TrainConfig, ddp: DataParallel) -> Iterator[tuple[RunDirect
     run = RunDirectory(config.out_dir)
     if ddp.main:
         run.lock()
+    run_id, resuming = None, True
     try:
         if ddp.main:
             run_id, resuming = run.start(resume=config.resume, overwrite=config.overwrite)
@@ -170,6 +172,10 @@ def open_run(config: TrainConfig, ddp: DataParallel) -> Iterator[tuple[RunDirect
         if not ddp.main:
             run_id, resuming = run.run_id(), config.resume
         yield run, run_id, resuming
+    except BaseException:
+        if ddp.main and not resuming:
+            run.abandon(run_id)  # a start that failed before its first step leaves the folder as it was
+        raise
     finally:
         run.unlock()
 
@@ -182,8 +188,7 @@ def build_model(config: TrainConfig, vocab_size: int, eos_id: int | None,
 
     model_class = OBJECTIVE_CLASSES[config.objective].model_class()
     if config.init_from:
-        if not Path(config.init_from).is_dir():
-            raise FileNotFoundError(f"init_from folder {config.init_from} does not exist")
+        check_input_folder(config.init_from, "init_from folder")
         model = model_class.from_pretrained(config.init_from, **(options or {}))
     else:
         overrides = {**config.model, **(options or {})}

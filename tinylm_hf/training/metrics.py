@@ -126,11 +126,11 @@ class MetricsLog:
         self.records.append(record)
         if not write:
             return
-        new = not self.path.exists()
-        with open(self.path, "a", encoding="utf-8") as fh:
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
+        if os.fstat(fd).st_size == 0:
+            os.fchmod(fd, FILE_MODE)  # the file is new (ours): 0644 whatever the umask
+        with open(fd, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(record) + "\n")
-        if new:
-            os.chmod(self.path, FILE_MODE)
         if self.tracker is not None:
             self.tracker.log(record)
 

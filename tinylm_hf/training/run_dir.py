@@ -1,21 +1,27 @@
 """A run's output folder: who owns it (a lock), which run it holds (run.json), and what a re-run may do.
 
 A folder holds one run. Training into it again without `resume` refuses (or, with `overwrite`,
-deletes the previous run's outputs first); `resume` continues only the run named in run.json, so
-checkpoints of another run are never picked up. A second process training into the same folder at
-the same time is refused by an exclusive lock.
+deletes the previous run's outputs first, and only in a folder whose run.json says a tinylm run wrote
+them); `resume` continues only the run named in run.json, so checkpoints of another run are never
+picked up, and with no run there it refuses rather than starting fresh. A start that fails before its
+first checkpoint takes its run.json back, so the corrected command is not refused. A second process
+training into the same folder at the same time is refused by an exclusive lock (a lock file that is a
+symlink or a hard link is refused, never written through). The folder's mode is set only if we create it.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
 import shutil
+import stat
 import uuid
 from pathlib import Path
+from typing import IO
 
-from ..fileio import DIR_MODE, write_json_atomic
+from ..fileio import FILE_MODE, make_folders, write_json_atomic
 
 RUN_FILE = "run.json"
 LOCK_FILE = ".lock"
@@ -33,7 +39,7 @@ class RunDirectory:
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
-        self._lock_fh = None
+        self._lock_fh: IO[str] | None = None
 
     @property
     def checkpoints(self) -> Path:
@@ -41,9 +47,8 @@ class RunDirectory:
 
     def lock(self) -> None:
         """Take the folder's exclusive lock; another live process holding it is a `RunInUseError`."""
-        self.path.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.path, DIR_MODE)
-        fh = open(self.path / LOCK_FILE, "a+")
+        make_folders(self.path)
+        fh = self._open_lock_file()
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -60,12 +65,29 @@ class RunDirectory:
         fh.flush()
         self._lock_fh = fh
 
+    def _open_lock_file(self) -> IO[str]:
+        """The lock file, opened without following a symlink; one that is not our plain file is refused."""
+        path = self.path / LOCK_FILE
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
+        except OSError as err:
+            if err.errno != errno.ELOOP:
+                raise
+            raise FileExistsError(f"{path} is a symlink, not tinylm's lock file: remove it, or choose another "
+                                  "--out-dir") from None
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
+            os.close(fd)
+            raise FileExistsError(f"{path} is not tinylm's lock file (a special file or a hard link): remove it, "
+                                  "or choose another --out-dir")
+        return open(fd, "a+", encoding="utf-8")
+
     def unlock(self) -> None:
         """Release the lock (also released when the process dies)."""
         if self._lock_fh is not None:
             fcntl.flock(self._lock_fh, fcntl.LOCK_UN)
             self._lock_fh.close()
-            self._lock_fh = None
+            self._lock_fh: IO[str] | None = None
 
     def used(self) -> list[str]:
         """The previous run's outputs present in the folder."""
@@ -77,9 +99,12 @@ class RunDirectory:
         if not path.is_file():
             return None
         try:
-            return str(json.loads(path.read_text(encoding="utf-8"))["run_id"])
-        except (json.JSONDecodeError, KeyError, UnicodeDecodeError) as err:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise ValueError(f"{path} is corrupt ({err}); use --overwrite to start a new run there") from None
+        if not isinstance(record, dict) or not isinstance(record.get("run_id"), str):
+            raise ValueError(f"{path} is corrupt (no \"run_id\" string); use --overwrite to start a new run there")
+        return record["run_id"]
 
     def start(self, *, resume: bool, overwrite: bool) -> tuple[str | None, bool]:
         """The run id to train under, and whether a previous run is continued.
@@ -88,18 +113,41 @@ class RunDirectory:
         A folder written before run ids existed resumes with id None (its checkpoints carry none).
         """
         previous = self.run_id()
-        if resume and (previous is not None or self.checkpoints.is_dir()):
+        if resume:
+            if previous is None and not self.checkpoints.is_dir():
+                raise FileNotFoundError(f"no run to resume in {self.path} (no {RUN_FILE}, no checkpoints): "
+                                        "leave out --resume to start one, or name the run's --out-dir")
             return previous, True
         used = self.used()
-        if used and not resume:
-            if not overwrite:
-                raise FileExistsError(
-                    f"{self.path} already holds a run ({', '.join(used)}): pass --resume to continue it, "
-                    "--overwrite to delete it and start afresh, or choose another --out-dir"
-                )
-            for name in used:
-                target = self.path / name
-                shutil.rmtree(target) if target.is_dir() else target.unlink()
+        if used and previous is None:
+            raise FileExistsError(
+                f"{self.path} holds {', '.join(used)} but no {RUN_FILE}: no tinylm run wrote it, so it is neither "
+                "continued nor deleted (--overwrite); choose another --out-dir, or move those files away yourself"
+            )
+        if used and not overwrite:
+            raise FileExistsError(
+                f"{self.path} already holds a run ({', '.join(used)}): pass --resume to continue it, "
+                "--overwrite to delete it and start afresh, or choose another --out-dir"
+            )
+        self._remove(used)
         run_id = uuid.uuid4().hex[:12]
         write_json_atomic(self.path / RUN_FILE, {"run_id": run_id})
         return run_id, False
+
+    def abandon(self, run_id: str | None) -> None:
+        """Undo the start of new run `run_id` when it failed before its first step (a typo'd preset, missing data):
+        what it wrote (run.json, ...) is removed, so that the corrected command finds the folder as it was.
+
+        A fresh start left none of `RUN_OUTPUTS` behind (`start` refuses or deletes them), so all present are its.
+        """
+        if run_id is None or self.checkpoints.exists() or (self.path / "metrics.jsonl").exists():
+            return
+        if self.run_id() != run_id:
+            return
+        self._remove(self.used())
+
+    def _remove(self, names: list[str]) -> None:
+        """Delete the run outputs `names` (a symlink itself, never what it points to)."""
+        for name in names:
+            target = self.path / name
+            shutil.rmtree(target) if target.is_dir() and not target.is_symlink() else target.unlink()
