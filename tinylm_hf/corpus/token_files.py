@@ -67,7 +67,7 @@ def load_tokens(path: str | os.PathLike) -> np.memmap:
     path = Path(path)
     check_input_file(path, "token file", "make it with `tinylm prepare`")
     header = read_header(path)
-    dtype, count = _header_layout(header, path)
+    dtype, count = np.dtype(header["dtype"]), int(header["count"])  # their shape checked by read_header
     if path.stat().st_size != count * dtype.itemsize:
         raise ValueError(
             f"token file {path} has {path.stat().st_size} bytes but its header promises {count} {dtype.name} "
@@ -78,17 +78,6 @@ def load_tokens(path: str | os.PathLike) -> np.memmap:
     tokens = np.memmap(path, dtype=dtype, mode="r", shape=(count,))
     _check_ids(tokens, header, path)
     return tokens
-
-
-def _header_layout(header: dict[str, Any], path: Path) -> tuple[np.dtype, int]:
-    """(dtype, count) a header promises, each checked to be one `write_tokens` writes."""
-    dtype, count = header.get("dtype"), header.get("count")
-    if dtype not in TOKEN_DTYPES:
-        raise ValueError(f"the header of {path} gives dtype {dtype!r}; token files hold one of "
-                         f"{', '.join(TOKEN_DTYPES)}: re-run `tinylm prepare`")
-    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-        raise ValueError(f"the header of {path} gives count {count!r}, not a number of tokens: re-run `tinylm prepare`")
-    return np.dtype(dtype), count
 
 
 def _check_ids(tokens: np.ndarray, header: dict[str, Any], path: Path) -> None:
