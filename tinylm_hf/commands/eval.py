@@ -6,11 +6,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..evaluation.perplexity import evaluate_perplexity, load_texts
-from ..fileio import write_json_atomic
-from ..publish import load_folder
-from ..runtime import resolve_device, set_threads
-
 HELP = "perplexity, cross-entropy and bits per byte over whole texts"
 
 
@@ -33,6 +28,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..evaluation.perplexity import evaluate_perplexity, load_texts
+    from ..fileio import write_json_atomic
+    from ..publish import load_folder
+    from ..runtime import resolve_device, set_threads
+
     texts = load_texts(args.input, args.dataset, split_docs=not args.whole_file, limit=args.limit)
     set_threads(args.threads)
     model, tokenizer = load_folder(args.dir, trust_remote_code=args.trust_remote_code)

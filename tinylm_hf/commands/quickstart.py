@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import argparse
 
-from ..quickstart import quickstart
-
 HELP = "tokenizer + data + a small model on bundled TinyStories (CPU)"
 
 
@@ -32,6 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chat-max-iters", type=int, default=None, help="fine-tuning steps with --chat")
 
 def run(args: argparse.Namespace) -> int:
+    from ..quickstart import quickstart
+
     quickstart(args.out, train_file=args.train_file, val_file=args.val_file, vocab_size=args.vocab_size,
                max_iters=args.max_iters, train_budget_s=args.time_budget, batch_size=args.batch_size,
                context_length=args.context_length, max_new_tokens=args.max_new_tokens, threads=args.threads,

@@ -6,17 +6,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..corpus.sources import expand_inputs, iter_dataset_texts
-from ..fileio import check_output_folder, seal_folder
-from ..tokenization.chat_template import CHAT_TOKENS, add_chat_tokens
-from ..tokenizer_training import sum_word_counts, train_tokenizer
-from ..tokenizer_training.families import FAMILIES
-from ..tokenizer_training.train_tokenizer import MASK_TOKEN, PAD_TOKEN
-
 HELP = "train a tokenizer (bpe, wordpiece, unigram, sentencepiece-bpe) and save a Hugging Face tokenizer folder"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ..tokenization.chat_template import CHAT_TOKENS
+    from ..tokenizer_training.families import FAMILIES
+    from ..tokenizer_training.train_tokenizer import MASK_TOKEN, PAD_TOKEN
+
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--input", nargs="+", help="UTF-8 text files or globs (data/*.txt) to train on")
     source.add_argument("--dataset", help="a `datasets` dataset NAME or NAME:SPLIT, streamed")
@@ -49,6 +46,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..corpus.sources import expand_inputs, iter_dataset_texts
+    from ..fileio import check_output_folder, seal_folder
+    from ..tokenization.chat_template import CHAT_TOKENS, add_chat_tokens
+    from ..tokenizer_training import sum_word_counts, train_tokenizer
+    from ..tokenizer_training.families import FAMILIES
+
     check_output_folder(args.out)
     if args.counts:
         inputs = sum_word_counts(args.counts)
