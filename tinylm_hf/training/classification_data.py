@@ -154,7 +154,7 @@ def check_base_folder(folder: str | None) -> dict[str, Any]:
 
 def folder_name(folder: str | None) -> str:
     """A model folder's name for cards and summaries: its own, or its run's for a run's hf/ folder."""
-    from ..publish.hf_folder import HF_DIR
+    from ..publish.folder import HF_DIR
 
     path = Path(str(folder)).resolve()
     return path.parent.name if path.name == HF_DIR else path.name
