@@ -6,7 +6,8 @@ Each row is the median wall time of `--runs` fresh processes (rows taken round-r
 all alike), its ratio to `python -c pass`, and whether the process imported torch. The rows: `tinylm --help`,
 `tinylm train --help`, flag errors (a mistyped flag; a training value `TrainConfig` refuses), and
 `python -c "import tinylm_hf"`, and, for scale, `python -c "import torch"`. The command line runs as the
-console script does (`tinylm_hf.cli.main`), with the interpreter running this script.
+console script does (`tinylm_hf.cli.main`), with the interpreter running this script, on the tinylm_hf that
+`python -c` imports from the current folder (run it from another checkout to time that one).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ ROWS = {
     "tinylm train --max-iterz 5 (unknown flag)": CLI.format(argv=["train", "--max-iterz", "5"]),
     "tinylm prepare --bogus (unknown flag)": CLI.format(argv=["prepare", "--bogus"]),
     "tinylm train-tokenizer --bogus (unknown flag)": CLI.format(argv=["train-tokenizer", "--bogus"]),
+    "tinylm export-gguf --bogus (unknown flag)": CLI.format(argv=["export-gguf", "--bogus"]),
     "tinylm train --max-iters 5 (value refused)": CLI.format(argv=["train", "--max-iters", "5"]),
     'python -c "import tinylm_hf"': "import tinylm_hf",
     'python -c "import torch"': "import torch",
@@ -53,7 +55,7 @@ def main() -> None:
             times[name].append(seconds)
     base = statistics.median(times["python -c pass"])
     print(f"| {'command':<46} | {'median s':>8} | {'x python -c pass':>16} | torch imported |")
-    print(f"|{'-' * 48}|{'-' * 10}:|{'-' * 17}:|----------------|")
+    print(f"|{'-' * 48}|{'-' * 9}:|{'-' * 17}:|{'-' * 16}|")
     for name in ROWS:
         median = statistics.median(times[name])
         print(f"| {name:<46} | {median:>8.2f} | {median / base:>16.1f} | {'yes' if torch_loaded[name] else 'no':<14} |")
