@@ -108,7 +108,7 @@ class _RegisterAfterImports(importlib.abc.MetaPathFinder):
         self._depth = threading.local()  # watched imports under way in this thread
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname.partition(".")[0] not in WATCHED_PACKAGES:
+        if fullname.partition(".")[0] not in WATCHED_PACKAGES or self not in sys.meta_path:
             return None
         for finder in sys.meta_path[sys.meta_path.index(self) + 1:]:
             spec = getattr(finder, "find_spec", lambda *args: None)(fullname, path, target)
