@@ -21,14 +21,14 @@ def _slice(path, n_docs):
     return "<|endoftext|>".join(docs) + "<|endoftext|>\n"
 
 
-def small_quickstart(tmp_path, **options):
+def small_quickstart(tmp_path, max_new_tokens=8, **options):
     """The quickstart on 150 + 20 bundled stories with a tiny model (threads restored afterwards)."""
     (tmp_path / "train.txt").write_text(_slice(PACKAGE_DATA / "tinystories_train_small.txt", 150))
     (tmp_path / "val.txt").write_text(_slice(PACKAGE_DATA / "tinystories_valid_small.txt", 20))
     threads = torch.get_num_threads()
     try:
         return quickstart(tmp_path / "qs", train_file=tmp_path / "train.txt", val_file=tmp_path / "val.txt",
-                          batch_size=4, context_length=32, max_new_tokens=8,
+                          batch_size=4, context_length=32, max_new_tokens=max_new_tokens,
                           model_overrides={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
                                            "num_attention_heads": 2}, **options)
     finally:
@@ -48,6 +48,12 @@ def test_quickstart_pipeline_small(tmp_path):
     assert str(tmp_path) not in card  # file names, never local paths
     assert "\n# qs\n" in card and "# train\n" not in card  # named after the quickstart, not its train/ folder
     assert "Measured on val.txt." in card  # the validation file used, not the training file
+
+
+def test_stories_stop_at_a_short_context(tmp_path):
+    # 40 new tokens after a prompt do not fit a 32-position model (generate refused them): each story stops there
+    result = small_quickstart(tmp_path, vocab_size=300, max_iters=2, max_new_tokens=40)
+    assert all(story.startswith(prompt) for story, prompt in zip(result["stories"], PROMPTS))
 
 
 def test_quickstart_chat_small(tmp_path):

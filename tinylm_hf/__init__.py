@@ -1,138 +1,44 @@
 """tinylm_hf: train a small language model from scratch that lives natively in Hugging Face.
 
-Importing the package registers TinyLM's config, models and tokenizer with the transformers Auto
-classes (`tinylm_hf.registration`).
+Importing the package registers TinyLM's config, models and tokenizer with the transformers Auto classes
+(`tinylm_hf.registration`) as soon as those are loaded: `import tinylm_hf` then
+`AutoModelForCausalLM.from_pretrained(folder)` loads a TinyLM folder without its own code. The package itself
+loads nothing heavy: each public name is imported on first use (`tinylm_hf.lazy_exports`), so the `tinylm`
+command line starts without torch.
 """
 
 from __future__ import annotations
 
-from .corpus import load_corpus_source_task, prepare_dataset, split_documents
-from .modeling import (
-    TinyLMConfig,
-    TinyLMForCausalLM,
-    TinyLMForMaskedLM,
-    TinyLMForQuestionAnswering,
-    TinyLMForSequenceClassification,
-    TinyLMForTokenClassification,
-    TinyLMModel,
-    TinyLMPreTrainedModel,
-    scaled_dot_product_attention,
-    softmax,
-)
-from .registration import register
-from .tokenization import (
-    EOS_TOKEN,
-    BPETokenizer,
-    SentencePieceBPETokenizer,
-    TinyLMSentencePieceBPETokenizer,
-    TinyLMSentencePieceBPETokenizerFast,
-    TinyLMTokenizer,
-    TinyLMTokenizerFast,
-    TinyLMUnigramTokenizer,
-    TinyLMUnigramTokenizerFast,
-    TinyLMWordPieceTokenizer,
-    TinyLMWordPieceTokenizerFast,
-    UnigramTokenizer,
-    WordPieceTokenizer,
-)
-from .tokenizer_training import (
-    WordCounts,
-    count_words,
-    load_word_counts,
-    save_word_counts,
-    sum_word_counts,
-    train_bpe,
-    train_bpe_from_counts,
-    train_bpe_from_iterator,
-    train_sentencepiece_bpe,
-    train_sentencepiece_bpe_from_counts,
-    train_sentencepiece_bpe_from_iterator,
-    train_tokenizer,
-    train_unigram,
-    train_unigram_from_counts,
-    train_unigram_from_iterator,
-    train_wordpiece,
-    train_wordpiece_from_counts,
-    train_wordpiece_from_iterator,
-)
-from .training import (
-    AdamW,
-    MLMCollator,
-    RunSummary,
-    TrainConfig,
-    clip_grad_norm,
-    cosine_lr,
-    cross_entropy,
-    get_batch,
-    load_checkpoint,
-    param_groups_for_weight_decay,
-    save_checkpoint,
-    train,
-    train_step,
-)
-
-register()
+from .lazy_exports import export_lazily
+from .registration import register_when_transformers_loads
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "AdamW",
-    "BPETokenizer",
-    "EOS_TOKEN",
-    "MLMCollator",
-    "RunSummary",
-    "SentencePieceBPETokenizer",
-    "TinyLMConfig",
-    "TinyLMForCausalLM",
-    "TinyLMForMaskedLM",
-    "TinyLMForQuestionAnswering",
-    "TinyLMForSequenceClassification",
-    "TinyLMForTokenClassification",
-    "TinyLMModel",
-    "TinyLMPreTrainedModel",
-    "TinyLMSentencePieceBPETokenizer",
-    "TinyLMSentencePieceBPETokenizerFast",
-    "TinyLMTokenizer",
-    "TinyLMTokenizerFast",
-    "TinyLMUnigramTokenizer",
-    "TinyLMUnigramTokenizerFast",
-    "TinyLMWordPieceTokenizer",
-    "TinyLMWordPieceTokenizerFast",
-    "TrainConfig",
-    "UnigramTokenizer",
-    "WordCounts",
-    "WordPieceTokenizer",
-    "__version__",
-    "clip_grad_norm",
-    "cosine_lr",
-    "count_words",
-    "cross_entropy",
-    "get_batch",
-    "load_checkpoint",
-    "load_corpus_source_task",
-    "load_word_counts",
-    "param_groups_for_weight_decay",
-    "prepare_dataset",
-    "register",
-    "save_checkpoint",
-    "save_word_counts",
-    "scaled_dot_product_attention",
-    "softmax",
-    "split_documents",
-    "sum_word_counts",
-    "train",
-    "train_bpe",
-    "train_bpe_from_counts",
-    "train_bpe_from_iterator",
-    "train_sentencepiece_bpe",
-    "train_sentencepiece_bpe_from_counts",
-    "train_sentencepiece_bpe_from_iterator",
-    "train_step",
-    "train_tokenizer",
-    "train_unigram",
-    "train_unigram_from_counts",
-    "train_unigram_from_iterator",
-    "train_wordpiece",
-    "train_wordpiece_from_counts",
-    "train_wordpiece_from_iterator",
-]
+__all__ = ["__version__", *export_lazily(__name__, {
+    ".corpus": ("load_corpus_source_task", "prepare_dataset", "split_documents"),
+    ".modeling": (
+        "TinyLMConfig", "TinyLMForCausalLM", "TinyLMForMaskedLM", "TinyLMForQuestionAnswering",
+        "TinyLMForSequenceClassification", "TinyLMForTokenClassification", "TinyLMModel", "TinyLMPreTrainedModel",
+        "scaled_dot_product_attention", "softmax",
+    ),
+    ".registration": ("register",),
+    ".tokenization": (
+        "EOS_TOKEN", "BPETokenizer", "SentencePieceBPETokenizer", "TinyLMSentencePieceBPETokenizer",
+        "TinyLMSentencePieceBPETokenizerFast", "TinyLMTokenizer", "TinyLMTokenizerFast", "TinyLMUnigramTokenizer",
+        "TinyLMUnigramTokenizerFast", "TinyLMWordPieceTokenizer", "TinyLMWordPieceTokenizerFast", "UnigramTokenizer",
+        "WordPieceTokenizer",
+    ),
+    ".tokenizer_training": (
+        "WordCounts", "count_words", "load_word_counts", "save_word_counts", "sum_word_counts", "train_bpe",
+        "train_bpe_from_counts", "train_bpe_from_iterator", "train_sentencepiece_bpe",
+        "train_sentencepiece_bpe_from_counts", "train_sentencepiece_bpe_from_iterator", "train_tokenizer",
+        "train_unigram", "train_unigram_from_counts", "train_unigram_from_iterator", "train_wordpiece",
+        "train_wordpiece_from_counts", "train_wordpiece_from_iterator",
+    ),
+    ".training": (
+        "AdamW", "MLMCollator", "RunSummary", "TrainConfig", "clip_grad_norm", "cosine_lr", "cross_entropy",
+        "get_batch", "load_checkpoint", "param_groups_for_weight_decay", "save_checkpoint", "train", "train_step",
+    ),
+})]
+
+register_when_transformers_loads()

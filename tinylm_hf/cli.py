@@ -4,6 +4,10 @@ Errors a user can fix (a bad flag value, a missing file, a used out-dir, a full 
 saying what is wrong and exit 2; `--debug` shows the traceback instead. Ctrl-C exits 130. SIGTERM (a `kill`,
 a job scheduler's time limit) is raised as `Terminated` in the command, so that its cleanups run (a staged
 folder or temp file is removed, worker pools are stopped) before it exits 143.
+
+The command line answers at once: the command modules import their libraries inside `run`, only the
+command named on the line gets its flags built, and nothing before `run` loads torch, transformers or
+datasets (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -13,11 +17,12 @@ import importlib
 import os
 import signal
 import sys
+from collections.abc import Collection
 from types import FrameType
 from typing import Any
 
+from .training.errors import NonFiniteLossError
 from .training.run_dir import RunInUseError
-from .training.step import NonFiniteLossError
 
 # command name -> module in tinylm_hf.commands
 COMMANDS = {
@@ -64,7 +69,12 @@ def raise_on_sigterm() -> Any:
         return None
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(with_flags: Collection[str] = tuple(COMMANDS)) -> argparse.ArgumentParser:
+    """The `tinylm` parser: every command, those named in `with_flags` with their flags.
+
+    Building a command's flags may import what its choices come from (the tokenizer families): `main` builds
+    only those of the command on its line.
+    """
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     parser = argparse.ArgumentParser(prog="tinylm", description="Train a small language model from scratch, "
@@ -73,26 +83,36 @@ def build_parser() -> argparse.ArgumentParser:
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(f".commands.{module_name}", __package__)
         sub = subparsers.add_parser(name, help=module.HELP, description=module.__doc__, parents=[common])
-        module.add_arguments(sub)
+        if name in with_flags:
+            module.add_arguments(sub)
         sub.set_defaults(run=module.run)
     return parser
 
 
-def disable_progress_bars() -> None:
-    """Plain log lines, no progress bars (ours, datasets', transformers'), when output goes to a file or pipe."""
-    import datasets
-    import huggingface_hub
-    import transformers
+def named_command(argv: list[str]) -> str | None:
+    """The command `argv` names (its first word that is not an option), or None."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
 
-    os.environ["TQDM_DISABLE"] = "1"
-    datasets.disable_progress_bars()
-    huggingface_hub.utils.disable_progress_bars()
-    transformers.utils.logging.disable_progress_bar()
+
+def disable_progress_bars() -> None:
+    """Plain log lines, no progress bars (ours, datasets', transformers'), when output goes to a file or pipe.
+
+    Libraries not loaded yet read it from the environment when they load (importing them here would cost the
+    start-up seconds); those already loaded are told.
+    """
+    os.environ.update(TQDM_DISABLE="1", HF_DATASETS_DISABLE_PROGRESS_BARS="1", HF_HUB_DISABLE_PROGRESS_BARS="1")
+    if "datasets" in sys.modules:
+        sys.modules["datasets"].disable_progress_bars()
+    if "huggingface_hub" in sys.modules:
+        sys.modules["huggingface_hub"].utils.disable_progress_bars()
+    if "transformers" in sys.modules:
+        sys.modules["transformers"].utils.logging.disable_progress_bar()
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one `tinylm` command; returns its exit code."""
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(with_flags=[named_command(argv)]).parse_args(argv)
     if not sys.stdout.isatty():
         disable_progress_bars()
     previous = raise_on_sigterm()

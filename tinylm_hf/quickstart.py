@@ -31,8 +31,9 @@ from .training import TrainConfig, train
 
 PROMPTS = ("Once upon a time", "Lily and Ben went to the park.", "The little dog")
 MAX_ITERS_CAP = 3000  # the schedule's horizon when the time budget decides the step count
-# what the default recipe reaches in the default 360 s budget on a quiet 2-core machine (README, "Quickstart":
-# 1,877 steps, validation loss 2.59); printed beside this run's figure, which a busy machine leaves higher
+# what the default recipe reaches in the default 360 s budget on a quiet 2-core machine (docs/benchmarks/training.md,
+# "The quickstart": 1,877 steps, validation loss 2.59); printed beside this run's figure, which a busy machine
+# leaves higher
 QUIET_MACHINE_BPB = 1.03
 QUIET_MACHINE_STEPS = 1877
 CHAT_BATCH_SIZE = 8  # with `chat`: 8 x CHAT_CONTEXT tokens, the default recipe's 2,048 tokens a step
@@ -133,7 +134,9 @@ def quickstart(
 
 
 def tell_stories(hf_dir: Path, *, seed: int, max_new_tokens: int) -> list[str]:
-    """Each of `PROMPTS` continued by the model in `hf_dir` (sampled: temperature 0.7, top-k 40), prompt included."""
+    """Each of `PROMPTS` continued by the model in `hf_dir` (sampled: temperature 0.7, top-k 40), prompt included.
+
+    A story stops at the model's context (`max_position_embeddings`) if `max_new_tokens` would run past it."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -143,8 +146,9 @@ def tell_stories(hf_dir: Path, *, seed: int, max_new_tokens: int) -> list[str]:
     stories = []
     for prompt in PROMPTS:
         ids = tokenizer(prompt, return_tensors="pt")
+        room = model.config.max_position_embeddings - ids["input_ids"].shape[1]
         with torch.no_grad():
-            gen = model.generate(**ids, max_new_tokens=max_new_tokens, do_sample=True, temperature=0.7, top_k=40,
-                                 pad_token_id=tokenizer.eos_token_id)
+            gen = model.generate(**ids, max_new_tokens=min(max_new_tokens, room), do_sample=True, temperature=0.7,
+                                 top_k=40, pad_token_id=tokenizer.eos_token_id)
         stories.append(tokenizer.decode(gen[0], skip_special_tokens=True))
     return stories

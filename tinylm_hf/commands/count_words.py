@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import argparse
 
-from ..corpus.sources import expand_inputs
-from ..fileio import check_not_an_input
-from ..tokenizer_training import count_words, save_word_counts
-from ..tokenizer_training.families import FAMILIES
-
 HELP = "count one shard's words for a tokenizer trainer (sum shards with train-tokenizer --counts)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ..tokenizer_training.families import FAMILIES
+
     parser.add_argument("--input", nargs="+", required=True, help="the shard's text files or globs")
     parser.add_argument("--algorithm", choices=list(FAMILIES), default="bpe",
                         help="whose words to count (default: bpe)")
@@ -28,6 +25,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..corpus.sources import expand_inputs
+    from ..fileio import check_not_an_input
+    from ..tokenizer_training import count_words, save_word_counts
+    from ..tokenizer_training.families import FAMILIES
+
     specials = list(FAMILIES[args.algorithm].special_tokens) if args.special_tokens is None else args.special_tokens
     files = expand_inputs(args.input)
     check_not_an_input(args.out, files)

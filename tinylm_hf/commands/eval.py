@@ -6,12 +6,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..evaluation.perplexity import evaluate_perplexity, load_texts
-from ..fileio import check_not_an_input, make_folders, write_json_atomic
-from ..publish import load_folder
-from ..publish.model_card import EVAL_RESULTS_FILE
-from ..runtime import resolve_device, set_threads
-
 HELP = "perplexity, cross-entropy and bits per byte over whole texts"
 
 
@@ -34,6 +28,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..evaluation.perplexity import evaluate_perplexity, load_texts
+    from ..fileio import check_not_an_input, make_folders, write_json_atomic
+    from ..publish import load_folder
+    from ..publish.model_card import EVAL_RESULTS_FILE
+    from ..runtime import resolve_device, set_threads
+
     if args.out:  # never one of the texts or the model's files (its eval_results.json is eval's own output)
         model_files = [p for p in Path(args.dir).glob("*") if p.name != EVAL_RESULTS_FILE]
         check_not_an_input(args.out, [*(args.input or []), *model_files])

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from ..publish import export_gguf
-from ..publish.export_gguf import DTYPES
-
 HELP = "write a GGUF file for llama.cpp / Ollama / LM Studio"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ..publish.export_gguf import DTYPES
+
     parser.add_argument("dir", help="TinyLM folder written by save_pretrained")
     parser.add_argument("out", help="output .gguf file (must not exist unless --overwrite)")
     parser.add_argument("--dtype", default="f16", choices=DTYPES,
@@ -21,6 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..publish import export_gguf
+
     out = export_gguf(args.dir, args.out, dtype=args.dtype, overwrite=args.overwrite,
                       trust_remote_code=args.trust_remote_code)
     print(f"wrote {out} ({out.stat().st_size:,} bytes, {args.dtype})")

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import argparse
 
-from ..publish import export_llama
-from ..publish.folder import read_json
-
 HELP = "write a plain Llama folder (LlamaForCausalLM or a Llama task head; no remote code)"
 
 
@@ -20,6 +17,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..publish import export_llama
+    from ..publish.folder import read_json
+
     out = export_llama(args.dir, args.out, overwrite=args.overwrite, trust_remote_code=args.trust_remote_code)
     architecture = read_json(out / "config.json")["architectures"][0]
     print(f"wrote a {architecture} folder to {out}: {', '.join(sorted(p.name for p in out.iterdir()))}")

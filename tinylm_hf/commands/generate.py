@@ -5,10 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..generation import check_sampling, generate_text
-from ..publish import load_folder
-from ..runtime import resolve_device, set_threads
-
 HELP = "sample text from a model folder, streamed as it is produced"
 
 
@@ -30,6 +26,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..generation import check_sampling, generate_text
+    from ..publish import load_folder
+    from ..runtime import resolve_device, set_threads
+
     if args.num_samples < 1:
         raise ValueError(f"--num-samples must be >= 1, got {args.num_samples}")
     check_sampling(args.temperature, args.top_p, args.top_k, args.max_new_tokens)

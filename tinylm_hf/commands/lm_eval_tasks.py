@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from ..evaluation.lm_eval_tasks import write_tasks
-
 HELP = "write the lm-evaluation-harness task YAMLs (for --include_path)"
 
 
@@ -16,5 +14,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..evaluation.lm_eval_tasks import write_tasks
+
     print(write_tasks(args.out_dir, data_file=args.data_file, cloze_file=args.cloze_file))
     return 0

@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from ..corpus import prepare_dataset
-from ..tokenizer_loading import load_tokenizer
-from ..training.mlm_data import write_static_masks
-
 HELP = "tokenize a corpus into train.bin / val.bin for training"
 
 
@@ -30,6 +26,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..corpus import prepare_dataset
+    from ..tokenizer_loading import load_tokenizer
+    from ..training.mlm_data import write_static_masks
+
     headers = prepare_dataset(
         args.tokenizer, args.out, input_files=args.input, dataset=args.dataset, split=args.split,
         text_column=args.text_column, val_fraction=args.val_fraction, num_proc=args.num_proc,

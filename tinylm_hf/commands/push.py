@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from ..publish import push_folder
-
 HELP = "check a saved model folder, write its card, upload it to the Hub"
 
 
@@ -20,6 +18,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..publish import push_folder
+
     files = push_folder(args.dir, args.repo_id, private=args.private, revision=args.revision, dry_run=args.dry_run,
                         trust_remote_code=args.trust_remote_code)
     target = args.repo_id + (f"@{args.revision}" if args.revision else "")

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import argparse
 
-from ..quickstart import quickstart
-
 EXIT_INTERRUPTED = 130  # as `tinylm train` after Ctrl-C: the checkpoint kept, nothing published
 HELP = "tokenizer + data + a small model on bundled TinyStories (CPU)"
 
@@ -34,6 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..quickstart import quickstart
+
     result = quickstart(args.out, train_file=args.train_file, val_file=args.val_file, vocab_size=args.vocab_size,
                         max_iters=args.max_iters, train_budget_s=args.time_budget, batch_size=args.batch_size,
                         context_length=args.context_length, max_new_tokens=args.max_new_tokens, threads=args.threads,

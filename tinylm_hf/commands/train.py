@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
-from ..publish import publish_run
-from ..training import RunSummary, TrainConfig, train
-from ..training.distributed import is_main_process, wait_for_all_ranks
 from .config_flags import (
     CONVERSATION_FIELDS,
     LABELLED_FIELDS,
@@ -15,6 +13,9 @@ from .config_flags import (
     add_run_arguments,
     config_from_args,
 )
+
+if TYPE_CHECKING:
+    from ..training import RunSummary, TrainConfig
 
 HELP = "train a TinyLM model on data made by `tinylm prepare`"
 
@@ -30,11 +31,16 @@ def run(args: argparse.Namespace) -> int:
 
 def train_and_publish(config: TrainConfig, publish: str) -> int:
     """Run `train(config)`, then `finish_run`; returns the command's exit code."""
+    from ..training import train
+
     return finish_run(train(config), publish)
 
 
 def finish_run(summary: RunSummary, publish: str) -> int:
     """Publish a finished run (`publish`: last, best or none) and print its summary; the command's exit code."""
+    from ..publish import publish_run
+    from ..training.distributed import is_main_process, wait_for_all_ranks
+
     if is_main_process() and not summary.interrupted and publish != "none":
         print(f"Hugging Face folder: {publish_run(summary, checkpoint=publish)}")
     wait_for_all_ranks()  # under torchrun: no rank leaves while rank 0 still publishes

@@ -6,24 +6,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .. import tokenization
-from ..corpus.sources import expand_inputs, iter_dataset_texts
-from ..fileio import check_output_folder, staged_folder
-from ..tokenization.chat_template import CHAT_TOKENS, add_chat_tokens
-from ..tokenizer_training import sum_word_counts, train_tokenizer
-from ..tokenizer_training.families import FAMILIES
-from ..tokenizer_training.train_tokenizer import MASK_TOKEN, PAD_TOKEN
-from ..tokenizer_training.wordpiece_train import WORDPIECE_SCORES
-
-# what a saved tokenizer folder may hold (its files, and our remote code that save_pretrained copies): an --out
-# holding only these is an earlier tokenizer, replaced whole
-TOKENIZER_FOLDER_FILES = frozenset({"tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
-                                    "chat_template.jinja", *(name for f in FAMILIES.values() for name in f.files),
-                                    *(p.name for p in Path(tokenization.__file__).parent.glob("*.py"))})
 HELP = "train a tokenizer (bpe, wordpiece, unigram, sentencepiece-bpe) and save a Hugging Face tokenizer folder"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ..tokenization.chat_template import CHAT_TOKENS
+    from ..tokenizer_training.families import FAMILIES
+    from ..tokenizer_training.train_tokenizer import MASK_TOKEN, PAD_TOKEN
+    from ..tokenizer_training.wordpiece_train import WORDPIECE_SCORES
+
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--input", nargs="+", help="UTF-8 text files or globs (data/*.txt) to train on")
     source.add_argument("--dataset", help="a `datasets` dataset NAME or NAME:SPLIT, streamed")
@@ -60,16 +51,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar over merges")
 
 
+def tokenizer_folder_files() -> frozenset[str]:
+    """What a saved tokenizer folder may hold: its files, and our remote code that save_pretrained copies."""
+    from .. import tokenization
+    from ..tokenizer_training.families import FAMILIES
+
+    return frozenset({"tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "chat_template.jinja",
+                      *(name for f in FAMILIES.values() for name in f.files),
+                      *(p.name for p in Path(tokenization.__file__).parent.glob("*.py"))})
+
+
 def check_tokenizer_out(out: str) -> bool:
     """Whether `out` holds an earlier tokenizer (only tokenizer files) to replace; a folder holding anything else
     is refused (FileExistsError), so that files we did not write are never deleted."""
+    from ..fileio import check_output_folder
+
     folder = check_output_folder(out)
     if folder.is_symlink():
         raise FileExistsError(f"--out {folder} is a symlink: give the folder it points to, or a new folder")
     if not folder.is_dir():
         return False
-    others = sorted(p.name for p in folder.iterdir() if p.name not in TOKENIZER_FOLDER_FILES or not p.is_file()
-                    or p.is_symlink())
+    known = tokenizer_folder_files()
+    others = sorted(p.name for p in folder.iterdir() if p.name not in known or not p.is_file() or p.is_symlink())
     if others:
         raise FileExistsError(f"--out {folder} holds files that are not a tokenizer's ({', '.join(others[:5])}): "
                               "choose a new or empty folder")
@@ -77,6 +80,12 @@ def check_tokenizer_out(out: str) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..corpus.sources import expand_inputs, iter_dataset_texts
+    from ..fileio import staged_folder
+    from ..tokenization.chat_template import CHAT_TOKENS, add_chat_tokens
+    from ..tokenizer_training import sum_word_counts, train_tokenizer
+    from ..tokenizer_training.families import FAMILIES
+
     replace = check_tokenizer_out(args.out)
     if args.counts:
         inputs = sum_word_counts(args.counts)

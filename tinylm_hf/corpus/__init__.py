@@ -1,18 +1,13 @@
 """Corpus preparation: text -> documents -> token files (`tinylm prepare`), apart from runtime batching; and the
-bundled labelled corpus-source task (`load_corpus_source_task`)."""
+bundled labelled corpus-source task (`load_corpus_source_task`). Names are imported on first use."""
 
 from __future__ import annotations
 
-from .documents import split_documents
-from .prepare import prepare_dataset
-from .source_task import load_corpus_source_task
-from .token_files import load_tokens, read_header, tokenizer_fingerprint
+from ..lazy_exports import export_lazily
 
-__all__ = [
-    "load_corpus_source_task",
-    "load_tokens",
-    "prepare_dataset",
-    "read_header",
-    "split_documents",
-    "tokenizer_fingerprint",
-]
+__all__ = export_lazily(__name__, {
+    ".documents": ("split_documents",),
+    ".prepare": ("prepare_dataset",),
+    ".source_task": ("load_corpus_source_task",),
+    ".token_files": ("load_tokens", "read_header", "tokenizer_fingerprint"),
+})

@@ -1,5 +1,8 @@
-"""Evaluation: sliding-window perplexity / bits per byte and lm-evaluation-harness task definitions."""
+"""Evaluation: sliding-window perplexity / bits per byte and lm-evaluation-harness task definitions.
+Names are imported on first use."""
 
-from .perplexity import evaluate_perplexity
+from __future__ import annotations
 
-__all__ = ["evaluate_perplexity"]
+from ..lazy_exports import export_lazily
+
+__all__ = export_lazily(__name__, {".perplexity": ("evaluate_perplexity",)})

@@ -2,26 +2,15 @@
 each a hand-written core with Hugging Face classes (slow and a `tokenizers` twin).
 
 These modules are what a saved tokenizer folder needs (transformers copies the ones a class file imports, flat,
-into the folder); training lives in `tinylm_hf.tokenizer_training`, which none of them imports. The training
-functions listed in `__all__` (`train_bpe`, `count_words`, ...) stay importable from this package for existing
-callers: they are looked up in `tinylm_hf.tokenizer_training` on first use, so importing this package imports no
-training code.
+into the folder); training lives in `tinylm_hf.tokenizer_training`, which none of them imports. Names are imported
+on first use (`tinylm_hf.lazy_exports`): the training names of `TRAINING_NAMES` (`train_bpe`, `count_words`, ...)
+stay importable from this package for existing callers, looked up in `tinylm_hf.tokenizer_training`, so
+importing this package imports no training code (nor transformers, until a Hugging Face class is used).
 """
 
-from .bpe import BPETokenizer
-from .metaspace import SPACE_SYMBOL
-from .pretokenize import EOS_TOKEN
-from .sentencepiece_bpe import SentencePieceBPETokenizer
-from .tokenization_tinylm import TinyLMTokenizer
-from .tokenization_tinylm_fast import TinyLMTokenizerFast
-from .tokenization_tinylm_sentencepiece_bpe import TinyLMSentencePieceBPETokenizer
-from .tokenization_tinylm_sentencepiece_bpe_fast import TinyLMSentencePieceBPETokenizerFast
-from .tokenization_tinylm_unigram import TinyLMUnigramTokenizer
-from .tokenization_tinylm_unigram_fast import TinyLMUnigramTokenizerFast
-from .tokenization_tinylm_wordpiece import TinyLMWordPieceTokenizer
-from .tokenization_tinylm_wordpiece_fast import TinyLMWordPieceTokenizerFast
-from .unigram import UnigramTokenizer
-from .wordpiece import WordPieceTokenizer
+from __future__ import annotations
+
+from ..lazy_exports import export_lazily
 
 # Names of tinylm_hf.tokenizer_training that this package exported before training moved there.
 TRAINING_NAMES = (
@@ -47,30 +36,20 @@ TRAINING_NAMES = (
     "train_wordpiece_from_iterator",
 )
 
-
-def __getattr__(name: str):
-    """The training names of `TRAINING_NAMES`, from `tinylm_hf.tokenizer_training` (imported on first use)."""
-    if name in TRAINING_NAMES:
-        from .. import tokenizer_training
-
-        return getattr(tokenizer_training, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = [
-    "EOS_TOKEN",
-    "BPETokenizer",
-    "SPACE_SYMBOL",
-    "SentencePieceBPETokenizer",
-    "TinyLMSentencePieceBPETokenizer",
-    "TinyLMSentencePieceBPETokenizerFast",
-    "TinyLMTokenizer",
-    "TinyLMTokenizerFast",
-    "TinyLMUnigramTokenizer",
-    "TinyLMUnigramTokenizerFast",
-    "TinyLMWordPieceTokenizer",
-    "TinyLMWordPieceTokenizerFast",
-    "UnigramTokenizer",
-    "WordPieceTokenizer",
-    *TRAINING_NAMES,
-]
+__all__ = export_lazily(__name__, {
+    ".bpe": ("BPETokenizer",),
+    ".metaspace": ("SPACE_SYMBOL",),
+    ".pretokenize": ("EOS_TOKEN",),
+    ".sentencepiece_bpe": ("SentencePieceBPETokenizer",),
+    ".tokenization_tinylm": ("TinyLMTokenizer",),
+    ".tokenization_tinylm_fast": ("TinyLMTokenizerFast",),
+    ".tokenization_tinylm_sentencepiece_bpe": ("TinyLMSentencePieceBPETokenizer",),
+    ".tokenization_tinylm_sentencepiece_bpe_fast": ("TinyLMSentencePieceBPETokenizerFast",),
+    ".tokenization_tinylm_unigram": ("TinyLMUnigramTokenizer",),
+    ".tokenization_tinylm_unigram_fast": ("TinyLMUnigramTokenizerFast",),
+    ".tokenization_tinylm_wordpiece": ("TinyLMWordPieceTokenizer",),
+    ".tokenization_tinylm_wordpiece_fast": ("TinyLMWordPieceTokenizerFast",),
+    ".unigram": ("UnigramTokenizer",),
+    ".wordpiece": ("WordPieceTokenizer",),
+    "..tokenizer_training": TRAINING_NAMES,
+})

@@ -18,11 +18,12 @@ from .metaspace_tokenizer import MetaspaceTokenizer
 class SentencePieceBPETokenizer(MetaspaceTokenizer):
     """SentencePiece BPE (Llama 2's tokenizer family): code points, `▁` for spaces, byte fallback.
 
-    >>> pieces = [("<unk>", 0.0), ("<s>", 0.0), ("</s>", 0.0), ("▁a", 0.0), ("ab", -1.0),
-    ...           ("▁ab", -2.0), ("a", -3.0), ("b", -4.0), ("▁", -5.0)]
-    >>> tok = SentencePieceBPETokenizer(pieces, byte_fallback=False)
-    >>> [tok.id_to_piece(i) for i in tok.encode("ab b")]
-    ['▁ab', '▁', 'b']
+    Examples:
+        >>> pieces = [("<unk>", 0.0), ("<s>", 0.0), ("</s>", 0.0), ("▁a", 0.0), ("ab", -1.0),
+        ...           ("▁ab", -2.0), ("a", -3.0), ("b", -4.0), ("▁", -5.0)]
+        >>> tok = SentencePieceBPETokenizer(pieces, byte_fallback=False)
+        >>> [tok.id_to_piece(i) for i in tok.encode("ab b")]
+        ['▁ab', '▁', 'b']
     """
 
     model_type = "bpe"

@@ -42,8 +42,8 @@ class TinyLMTokenizer(TinyLMCoreTokenizer):
     Args:
         vocab_file: path to `vocab.json` (bytes-to-unicode token string -> id).
         merges_file: path to `merges.txt` (`#version: 0.2` header, one merge a line).
-        vocab, merges: the same in memory (id -> bytes, byte pairs in rank order), e.g. straight from
-            `train_bpe`, instead of the two files.
+        vocab: the vocabulary in memory (id -> bytes), e.g. straight from `train_bpe`, instead of the files.
+        merges: the merges in memory (byte pairs in rank order), given with `vocab`.
         errors: how `decode` treats invalid UTF-8 (default "replace": U+FFFD, never an exception).
         pattern: pre-tokenization regex, "gpt2" (default), "gpt4" or a custom regex. Only "gpt2"
             can be mirrored by `tokenizer.json`; with another pattern no `tokenizer.json` is written.

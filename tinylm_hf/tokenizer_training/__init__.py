@@ -2,40 +2,21 @@
 
 Nothing here runs when a saved tokenizer encodes text, and transformers never copies it into a saved
 folder: what a folder needs lives in `tinylm_hf.tokenization`, whose modules import nothing from here
-(its package `__init__` only forwards the training names it used to export).
+(its package `__init__` only forwards the training names it used to export). Names are imported on first use.
 """
 
-from .bpe_train import train_bpe, train_bpe_from_counts, train_bpe_from_iterator
-from .metaspace_train import split_metaspace_words
-from .sentencepiece_bpe_train import (
-    train_sentencepiece_bpe,
-    train_sentencepiece_bpe_from_counts,
-    train_sentencepiece_bpe_from_iterator,
-)
-from .train_tokenizer import build_hf_tokenizer, train_tokenizer
-from .unigram_train import train_unigram, train_unigram_from_counts, train_unigram_from_iterator
-from .word_counts import WordCounts, count_words, load_word_counts, save_word_counts, sum_word_counts
-from .wordpiece_train import train_wordpiece, train_wordpiece_from_counts, train_wordpiece_from_iterator
+from __future__ import annotations
 
-__all__ = [
-    "WordCounts",
-    "build_hf_tokenizer",
-    "count_words",
-    "load_word_counts",
-    "save_word_counts",
-    "split_metaspace_words",
-    "sum_word_counts",
-    "train_bpe",
-    "train_bpe_from_counts",
-    "train_bpe_from_iterator",
-    "train_sentencepiece_bpe",
-    "train_sentencepiece_bpe_from_counts",
-    "train_sentencepiece_bpe_from_iterator",
-    "train_tokenizer",
-    "train_unigram",
-    "train_unigram_from_counts",
-    "train_unigram_from_iterator",
-    "train_wordpiece",
-    "train_wordpiece_from_counts",
-    "train_wordpiece_from_iterator",
-]
+from ..lazy_exports import export_lazily
+
+__all__ = export_lazily(__name__, {
+    ".bpe_train": ("train_bpe", "train_bpe_from_counts", "train_bpe_from_iterator"),
+    ".metaspace_train": ("split_metaspace_words",),
+    ".sentencepiece_bpe_train": (
+        "train_sentencepiece_bpe", "train_sentencepiece_bpe_from_counts", "train_sentencepiece_bpe_from_iterator",
+    ),
+    ".train_tokenizer": ("build_hf_tokenizer", "train_tokenizer"),
+    ".unigram_train": ("train_unigram", "train_unigram_from_counts", "train_unigram_from_iterator"),
+    ".word_counts": ("WordCounts", "count_words", "load_word_counts", "save_word_counts", "sum_word_counts"),
+    ".wordpiece_train": ("train_wordpiece", "train_wordpiece_from_counts", "train_wordpiece_from_iterator"),
+})

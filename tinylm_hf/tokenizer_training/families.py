@@ -12,18 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .. import tokenization
 from ..tokenization.bpe import BPETokenizer
 from ..tokenization.pretokenize import EOS_TOKEN, PAD_TOKEN
 from ..tokenization.sentencepiece_bpe import SentencePieceBPETokenizer
-from ..tokenization.tokenization_tinylm import TinyLMTokenizer
-from ..tokenization.tokenization_tinylm_base import TOKENIZER_FILE
-from ..tokenization.tokenization_tinylm_fast import TinyLMTokenizerFast
-from ..tokenization.tokenization_tinylm_sentencepiece_bpe import TinyLMSentencePieceBPETokenizer
-from ..tokenization.tokenization_tinylm_sentencepiece_bpe_fast import TinyLMSentencePieceBPETokenizerFast
-from ..tokenization.tokenization_tinylm_unigram import TinyLMUnigramTokenizer
-from ..tokenization.tokenization_tinylm_unigram_fast import TinyLMUnigramTokenizerFast
-from ..tokenization.tokenization_tinylm_wordpiece import TinyLMWordPieceTokenizer
-from ..tokenization.tokenization_tinylm_wordpiece_fast import TinyLMWordPieceTokenizerFast
 from ..tokenization.unigram import UnigramTokenizer
 from ..tokenization.wordpiece import BERT_SPECIAL_TOKENS, WordPieceTokenizer
 from .bpe_train import train_bpe_tokenizer
@@ -46,16 +38,28 @@ class TokenizerFamily:
     words: WordSplitter  # how its trainer splits text into the words it counts
     train: FamilyTrainer  # word counts -> its core tokenizer
     core: type  # the hand-written tokenizer: encode / decode / save(dir) / load(dir)
-    slow: type  # the Hugging Face class over the core (what AutoTokenizer returns)
-    fast: type  # the same tokenizer run by `tokenizers`
+    slow_name: str  # the Hugging Face class over the core (what AutoTokenizer returns), in tinylm_hf.tokenization
+    fast_name: str  # the same tokenizer run by `tokenizers`
     special_tokens: tuple[str, ...]  # trained with these unless told otherwise (a pad apart from end of text)
     byte_fallback: bool | None  # its default; None where it is no option (every input is covered without it)
     score: str | None  # its trainer's default merge rule (wordpiece: WORDPIECE_SCORES); None where there is no choice
     llama_cpp: str | None  # llama.cpp's tokenizer model in a GGUF file; None: llama.cpp has none for it
 
     @property
+    def slow(self) -> type:
+        """The Hugging Face class over the core (imported here, on first use: it loads transformers)."""
+        return getattr(tokenization, self.slow_name)
+
+    @property
+    def fast(self) -> type:
+        """The Hugging Face class over the `tokenizers` twin (imported on first use, as `slow`)."""
+        return getattr(tokenization, self.fast_name)
+
+    @property
     def files(self) -> tuple[str, ...]:
         """The files a saved tokenizer of this family holds besides tokenizer_config.json."""
+        from ..tokenization.tokenization_tinylm_base import TOKENIZER_FILE
+
         return (*self.core.files, TOKENIZER_FILE)
 
 
@@ -64,28 +68,25 @@ FAMILIES: dict[str, TokenizerFamily] = {
     for family in (
         TokenizerFamily(
             name="bpe", title="byte-level BPE", words=BPE_WORDS, train=train_bpe_tokenizer, core=BPETokenizer,
-            slow=TinyLMTokenizer, fast=TinyLMTokenizerFast, special_tokens=(EOS_TOKEN, PAD_TOKEN),
-            byte_fallback=None,
-            score=None, llama_cpp="gpt2",
+            slow_name="TinyLMTokenizer", fast_name="TinyLMTokenizerFast", special_tokens=(EOS_TOKEN, PAD_TOKEN),
+            byte_fallback=None, score=None, llama_cpp="gpt2",
         ),
         TokenizerFamily(
             name="wordpiece", title="WordPiece", words=BERT_WORDS, train=train_wordpiece_tokenizer,
-            core=WordPieceTokenizer, slow=TinyLMWordPieceTokenizer, fast=TinyLMWordPieceTokenizerFast,
-            special_tokens=BERT_SPECIAL_TOKENS, byte_fallback=None, score=DEFAULT_WORDPIECE_SCORE,
-            llama_cpp=None,
+            core=WordPieceTokenizer, slow_name="TinyLMWordPieceTokenizer", fast_name="TinyLMWordPieceTokenizerFast",
+            special_tokens=BERT_SPECIAL_TOKENS, byte_fallback=None, score=DEFAULT_WORDPIECE_SCORE, llama_cpp=None,
         ),
         TokenizerFamily(
             name="unigram", title="Unigram", words=METASPACE_WORDS, train=train_unigram_tokenizer,
-            core=UnigramTokenizer, slow=TinyLMUnigramTokenizer, fast=TinyLMUnigramTokenizerFast,
-            special_tokens=(PAD_TOKEN,),
-            byte_fallback=UNIGRAM_FAMILY_BYTE_FALLBACK, score=None, llama_cpp="t5",
+            core=UnigramTokenizer, slow_name="TinyLMUnigramTokenizer", fast_name="TinyLMUnigramTokenizerFast",
+            special_tokens=(PAD_TOKEN,), byte_fallback=UNIGRAM_FAMILY_BYTE_FALLBACK, score=None, llama_cpp="t5",
         ),
         TokenizerFamily(
             name="sentencepiece-bpe", title="SentencePiece-style BPE", words=METASPACE_WORDS,
             train=train_sentencepiece_bpe_tokenizer, core=SentencePieceBPETokenizer,
-            slow=TinyLMSentencePieceBPETokenizer, fast=TinyLMSentencePieceBPETokenizerFast,
-            special_tokens=(PAD_TOKEN,),
-            byte_fallback=SENTENCEPIECE_BPE_BYTE_FALLBACK, score=None, llama_cpp="llama",
+            slow_name="TinyLMSentencePieceBPETokenizer", fast_name="TinyLMSentencePieceBPETokenizerFast",
+            special_tokens=(PAD_TOKEN,), byte_fallback=SENTENCEPIECE_BPE_BYTE_FALLBACK, score=None,
+            llama_cpp="llama",
         ),
     )
 }

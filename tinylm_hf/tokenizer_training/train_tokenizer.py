@@ -13,14 +13,16 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..tokenization.bpe import BPETokenizer
 from ..tokenization.pretokenize import PAD_TOKEN, check_special_tokens
-from ..tokenization.tokenization_tinylm import TinyLMTokenizer
 from .families import TokenizerFamily, get_family
 from .word_counts import WordCounts, count_words, make_word_counts
 from .wordpiece_train import check_wordpiece_score
+
+if TYPE_CHECKING:
+    from ..tokenization.tokenization_tinylm import TinyLMTokenizer
 
 MASK_TOKEN = "<|mask|>"  # becomes the mask token (masked-LM pretraining) when given
 
@@ -38,6 +40,8 @@ def build_hf_tokenizer(
     given, else pad is eos; `MASK_TOKEN` becomes the mask token when given (`TinyLMTokenizer.from_core`).
     """
     special_tokens = check_special_tokens(special_tokens)
+    from ..tokenization.tokenization_tinylm import TinyLMTokenizer  # transformers: loaded when a tokenizer is built
+
     core = BPETokenizer(vocab, merges, special_tokens, pattern=pattern)  # gives missing specials their ids
     return TinyLMTokenizer.from_core(core, **named_special_tokens(special_tokens))
 

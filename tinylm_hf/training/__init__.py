@@ -1,38 +1,24 @@
-"""Training: our AdamW, schedule, clipping, loss, batching, checkpoints, the step and the loop."""
+"""Training: our AdamW, schedule, clipping, loss, batching, checkpoints, the step and the loop.
+
+Names are imported on first use (`tinylm_hf.lazy_exports`): `TrainConfig` (training/config.py) loads without
+torch, so the command line builds its flags from it at once.
+"""
 
 from __future__ import annotations
 
-from ..corpus import load_tokens, prepare_dataset
-from .batches import get_batch, iter_eval_batches
-from .checkpoint import load_checkpoint, save_checkpoint
-from .config import TrainConfig
-from .functional import clip_grad_norm, cross_entropy
-from .loop import train
-from .masking import MLMCollator
-from .optimizer import AdamW, param_groups_for_weight_decay
-from .schedule import cosine_lr
-from .step import NonFiniteLossError, StepResult, compiled_cross_entropy, train_step
-from .summary import DataProvenance, RunSummary
+from ..lazy_exports import export_lazily
 
-__all__ = [
-    "AdamW",
-    "DataProvenance",
-    "MLMCollator",
-    "NonFiniteLossError",
-    "RunSummary",
-    "StepResult",
-    "TrainConfig",
-    "clip_grad_norm",
-    "compiled_cross_entropy",
-    "cosine_lr",
-    "cross_entropy",
-    "get_batch",
-    "iter_eval_batches",
-    "load_checkpoint",
-    "load_tokens",
-    "param_groups_for_weight_decay",
-    "prepare_dataset",
-    "save_checkpoint",
-    "train",
-    "train_step",
-]
+__all__ = export_lazily(__name__, {
+    "..corpus": ("load_tokens", "prepare_dataset"),
+    ".batches": ("get_batch", "iter_eval_batches"),
+    ".checkpoint": ("load_checkpoint", "save_checkpoint"),
+    ".config": ("TrainConfig",),
+    ".errors": ("NonFiniteLossError",),
+    ".functional": ("clip_grad_norm", "cross_entropy"),
+    ".loop": ("train",),
+    ".masking": ("MLMCollator",),
+    ".optimizer": ("AdamW", "param_groups_for_weight_decay"),
+    ".schedule": ("cosine_lr",),
+    ".step": ("StepResult", "compiled_cross_entropy", "train_step"),
+    ".summary": ("DataProvenance", "RunSummary"),
+})

@@ -14,8 +14,9 @@ def cosine_lr(
     ``warmup_iters <= it <= cosine_cycle_iters``: cosine from ``max_lr`` down to ``min_lr``;
     after that: ``min_lr``.
 
-    >>> [cosine_lr(it, 1.0, 0.1, 10, 100) for it in (0, 5, 10, 55, 100, 500)]
-    [0.0, 0.5, 1.0, 0.55, 0.1, 0.1]
+    Examples:
+        >>> [cosine_lr(it, 1.0, 0.1, 10, 100) for it in (0, 5, 10, 55, 100, 500)]
+        [0.0, 0.5, 1.0, 0.55, 0.1, 0.1]
     """
     if warmup_iters < 0:
         raise ValueError(f"warmup_iters must be >= 0, got {warmup_iters}")

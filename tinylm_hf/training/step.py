@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from ..modeling.loss_tinylm import IGNORE_INDEX
+from .errors import NonFiniteLossError
 from .functional import clip_grad_norm, cross_entropy
 
 
@@ -41,10 +42,6 @@ def model_logits(model: torch.nn.Module, batch: Sequence[torch.Tensor]) -> torch
     if mask:
         return model(input_ids=input_ids, attention_mask=mask[0]).logits
     return model(input_ids=input_ids).logits
-
-
-class NonFiniteLossError(RuntimeError):
-    """The loss or gradient norm became NaN or infinite; the weights were not updated."""
 
 
 @dataclass
