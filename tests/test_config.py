@@ -115,6 +115,11 @@ def test_a_huge_config_file_is_refused_unread(tmp_path: Path) -> None:
         read_config_file(path)
 
 
+def test_a_folder_given_as_the_config_file_is_named_as_such(tmp_path: Path) -> None:
+    with pytest.raises(IsADirectoryError, match="config file .* is a directory, not a file"):
+        read_config_file(tmp_path)
+
+
 def model_examples_in_docs() -> list[tuple[str, str]]:
     """(file, text) of every `--model '...'` example in README.md and docs/."""
     from conftest import REPO_ROOT

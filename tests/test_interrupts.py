@@ -1,4 +1,4 @@
-"""Ctrl-C during training sets a flag instead of raising, and only inside the `with`."""
+"""Ctrl-C or SIGTERM during training sets a flag instead of stopping the process, and only inside the `with`."""
 
 from __future__ import annotations
 
@@ -7,19 +7,22 @@ import signal
 import threading
 import time
 
+import pytest
+
 from tinylm_hf.training.interrupts import InterruptFlag
 
 
-def test_sigint_sets_the_flag_and_the_old_handler_returns():
-    before = signal.getsignal(signal.SIGINT)
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+def test_a_stop_signal_sets_the_flag_and_the_old_handler_returns(stop):
+    before = signal.getsignal(stop)
     with InterruptFlag() as interrupt:
         assert not interrupt.requested
-        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), stop)
         deadline = time.time() + 5
         while not interrupt.requested and time.time() < deadline:
             time.sleep(0.01)
         assert interrupt.requested
-    assert signal.getsignal(signal.SIGINT) is before
+    assert signal.getsignal(stop) is before
 
 
 def test_outside_the_main_thread_sigint_is_left_alone():

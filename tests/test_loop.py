@@ -113,14 +113,16 @@ def test_sigkill_mid_run_then_resume_matches_uninterrupted(byte_data, tmp_path):
     assert losses(tmp_path / "killed") == losses(tmp_path / "ref")
 
 
-def test_sigint_saves_checkpoint_and_exits_cleanly(byte_data, tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_stop_signal_saves_a_checkpoint_and_exits_cleanly(byte_data, tmp_path, stop):
+    """Ctrl-C, and SIGTERM (a `kill`, a scheduler's time limit), stop at a checkpoint of the step reached."""
     cfg = tiny_config(byte_data, tmp_path / "run", max_iters=100_000, checkpoint_every=1000, eval_every=0)
     (tmp_path / "cfg.json").write_text(json.dumps(cfg.to_dict()))
     proc = start_cli("train", "--config", str(tmp_path / "cfg.json"))
     deadline = time.time() + 60
     while not ((tmp_path / "run" / "metrics.jsonl").is_file() and losses(tmp_path / "run")) and time.time() < deadline:
         time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(stop)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, out.decode()
     assert b"Traceback" not in out and b"interrupted" in out

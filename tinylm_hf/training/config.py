@@ -265,9 +265,9 @@ class TrainConfig:
 
 def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
     """The mapping of TrainConfig fields in a YAML (.yaml/.yml) or JSON file."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"config file {path} does not exist")
+    from ..fileio import check_input_file
+
+    path = check_input_file(path, "config file")
     if path.stat().st_size > MAX_CONFIG_BYTES:
         raise ValueError(f"config file {path} has {path.stat().st_size:,} bytes; a config is at most "
                          f"{MAX_CONFIG_BYTES:,}: is it the right file?")
