@@ -137,9 +137,16 @@ def test_resume_with_no_run_is_refused_not_started_fresh(byte_data, tmp_path):
     assert not (tmp_path / "run" / "run.json").exists() and not (tmp_path / "run" / "checkpoints").exists()
 
 
-def test_a_failed_start_leaves_no_run_that_refuses_the_corrected_command(byte_data, tmp_path):
+def test_a_typo_in_the_preset_is_refused_before_the_run_folder_is_made(byte_data, tmp_path):
     with pytest.raises(ValueError, match="unknown preset"):
         train(tiny_config(byte_data, tmp_path / "run", max_iters=4, preset="cpu-quikstart", model={}))
+    assert not (tmp_path / "run").exists()
+    assert train(tiny_config(byte_data, tmp_path / "run", max_iters=4)).iterations == 4
+
+
+def test_a_failed_start_leaves_no_run_that_refuses_the_corrected_command(byte_data, tmp_path):
+    with pytest.raises(ValueError, match="outside the vocabulary"):  # found when the model is built, in the run
+        train(tiny_config(byte_data, tmp_path / "run", max_iters=4, model={"vocab_size": 8}))
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [".lock"]
     assert train(tiny_config(byte_data, tmp_path / "run", max_iters=4)).iterations == 4
 
