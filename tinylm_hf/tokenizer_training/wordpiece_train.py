@@ -237,13 +237,29 @@ class _Scores:
             return (count, 0, 0)
         return (count, self.freq[left] * self.freq[right], self.total if self.score == "likelihood" else 0)
 
-    def order(self, state: tuple[int, int, int]) -> tuple:
-        count, denominator, total = state
+    def entries(self, pairs: Iterable[int], pair_counts: Mapping[int, int], inverted: list[bytes]) -> list[tuple]:
+        """Heap entries of the live pairs among `pairs`, each `(order, inverted pair, pair, state(pair))`.
+
+        One loop per rule with the score written out: this is the trainer's hottest code for "pmi" and
+        "likelihood" (every live pair of both merged tokens, at every merge).
+        """
+        shift, mask, freq, total = PAIR_SHIFT, PAIR_MASK, self.freq, self.total
+        live = [(pair, count) for pair in pairs if (count := pair_counts.get(pair, 0)) > 0]
         if self.score == "frequency":
-            return (-count,)
-        if self.score == "pmi":
-            return (-count / denominator, _Score(count, denominator))
-        return (-count * math.log(count * total / denominator),)
+            return [(-count, inverted[pair >> shift] + inverted[pair & mask], pair, (count, 0, 0))
+                    for pair, count in live]
+        out = []
+        for pair, count in live:
+            left, right = pair >> shift, pair & mask
+            denominator = freq[left] * freq[right]
+            if self.score == "pmi":
+                order = (-count / denominator, _Score(count, denominator))
+                state = (count, denominator, 0)
+            else:
+                order = -count * math.log(count * total / denominator)
+                state = (count, denominator, total)
+            out.append((order, inverted[left] + inverted[right], pair, state))
+        return out
 
 
 def _merge(
@@ -268,18 +284,12 @@ def _merge(
             pair = (left << shift) | right
             pair_counts[pair] += freqs[index]
             where[pair].append(index)
-    for pair in pair_counts:
-        pairs_of[pair >> shift].add(pair)
-        pairs_of[pair & PAIR_MASK].add(pair)
+    _index_pairs(pairs_of, pair_counts if scores.reads_freq else ())
     inverted = [_invert(t) for t in tokens]
-
-    def entry(pair: int) -> tuple:
-        state = scores.state(pair_counts[pair], pair >> shift, pair & PAIR_MASK)
-        return (scores.order(state), inverted[pair >> shift] + inverted[pair & PAIR_MASK], pair, state)
 
     # 4. Max-heap by (score, greatest pair). An entry is current if its state still holds; a stale
     # one is re-pushed with its current score (or dropped once its count is 0).
-    heap = [entry(pair) for pair in pair_counts]
+    heap = scores.entries(pair_counts, pair_counts, inverted)
     heapq.heapify(heap)
     bar = progress_bar(vocab_size - len(tokens), progress, "WordPiece merges")
     # 5. Merge loop.
@@ -290,7 +300,7 @@ def _merge(
         if count == 0:
             continue
         if state != scores.state(count, left, right):
-            heapq.heappush(heap, entry(pair))
+            heapq.heappush(heap, scores.entries((pair,), pair_counts, inverted)[0])
             continue
         merged = tokens[left] + (tokens[right][len(prefix) :] if tokens[right].startswith(prefix) else tokens[right])
         new_id = ids.get(merged)
@@ -306,19 +316,25 @@ def _merge(
         token_freq[right] -= replaced
         token_freq[new_id] += replaced
         scores.total -= replaced
-        for new_pair in new_pairs:
-            pairs_of[new_pair >> shift].add(new_pair)
-            pairs_of[new_pair & PAIR_MASK].add(new_pair)
-        rescored = set(new_pairs) | (_live_pairs(pairs_of, pair_counts, (left, right)) if scores.reads_freq else set())
-        for other in rescored:
-            if pair_counts.get(other, 0) > 0:
-                heapq.heappush(heap, entry(other))
+        rescored = new_pairs
+        if scores.reads_freq:
+            _index_pairs(pairs_of, new_pairs)
+            rescored = new_pairs | _live_pairs(pairs_of, pair_counts, (left, right))
+        for item in scores.entries(rescored, pair_counts, inverted):
+            heapq.heappush(heap, item)
         if len(heap) > 4 * len(pair_counts) + COMPACT_SLACK:
             # Most entries are stale duplicates: rebuild from the live pairs to bound memory.
-            heap = [entry(p) for p, count in pair_counts.items() if count > 0]
+            heap = scores.entries(pair_counts, pair_counts, inverted)
             heapq.heapify(heap)
     if bar is not None:
         bar.close()
+
+
+def _index_pairs(pairs_of: defaultdict[int, set[int]], pairs: Iterable[int]) -> None:
+    """Add each pair to the token -> pairs index under both of its tokens."""
+    for pair in pairs:
+        pairs_of[pair >> PAIR_SHIFT].add(pair)
+        pairs_of[pair & PAIR_MASK].add(pair)
 
 
 def _live_pairs(pairs_of: defaultdict[int, set[int]], pair_counts: defaultdict[int, int],
