@@ -26,8 +26,10 @@ from ..tokenization.pretokenize import (
 )
 from ..tokenization.wordpiece import pretokenize_bert
 
-# Files are read in blocks of this many bytes and cut where words end (bounded memory).
-READ_BYTES = 1 << 20
+# Files are read in blocks of this many bytes and cut where words end (bounded memory). A block's
+# list of words takes ~15x its size: 256 KiB keeps WordPiece training's peak near its counts, at no cost
+# in speed (1 MiB blocks added ~17 MB).
+READ_BYTES = 1 << 18
 
 # (pattern, lowercase) -> a function from text (free of special tokens) to its words.
 SplitFactory = Callable[[str, bool], Callable[[str], list[str]]]
