@@ -23,9 +23,11 @@ point, then "##" characters sorted), then one id per new token in merge order.
 
 Bookkeeping is the BPE trainer's (`pair_merges.merge_words`: words as id lists, a pair -> words index,
 a max-heap with stale entries skipped). One difference: merging (a, b) lowers freq(a) and freq(b),
-which *raises* the pmi and likelihood scores of every other pair holding a or b, so those pairs are
-pushed again (a token -> pairs index finds them); a falling N lowers every likelihood score, so an
-entry whose N is old is pushed again when it reaches the top. pmi scores compare exactly (integer
+which *raises* the pmi and likelihood scores of every other pair holding a or b. Rather than re-score
+those pairs at once, the merge pushes one entry per token holding an upper bound on the scores of all
+its pairs (`_Scores.bound_entry`); only when that bound reaches the top are the token's pairs (a token
+-> pairs index finds them) scored again. A falling N lowers every likelihood score, so an entry whose
+N is old is pushed again when it reaches the top. pmi scores compare exactly (integer
 cross-multiplication on ties of the float score); likelihood scores are one float expression, the
 same in the test oracle.
 """
@@ -237,6 +239,18 @@ class _Scores:
             return (count, 0, 0)
         return (count, self.freq[left] * self.freq[right], self.total if self.score == "likelihood" else 0)
 
+    def bound_entry(self, token: int) -> tuple:
+        """An entry that pops no later than any pair holding `token`: a bound on all their scores.
+
+        pmi: c(ty) <= f(y) and c(yt) <= f(y), so each such score is <= 1/f(t). likelihood: c <= f(t) and
+        c <= f(y), so c*log(c*N/(f(t)f(y))) <= f(t)*log(N/f(t)), raised by 1e-9 against rounding. Its
+        inverted pair b"" sorts it before a pair entry of an equal score; its state None marks it.
+        """
+        f = self.freq[token]
+        if self.score == "pmi":
+            return ((-1 / f, _Score(1, f)), b"", token, None)
+        return (-f * math.log(self.total / f) * (1 + 1e-9), b"", token, None)
+
     def entries(self, pairs: Iterable[int], pair_counts: Mapping[int, int], inverted: list[bytes]) -> list[tuple]:
         """Heap entries of the live pairs among `pairs`, each `(order, inverted pair, pair, state(pair))`.
 
@@ -291,10 +305,17 @@ def _merge(
     # one is re-pushed with its current score (or dropped once its count is 0).
     heap = scores.entries(pair_counts, pair_counts, inverted)
     heapq.heapify(heap)
+    risen: set[int] = set()  # tokens whose frequency fell since their pairs were last scored
     bar = progress_bar(vocab_size - len(tokens), progress, "WordPiece merges")
     # 5. Merge loop.
     while len(tokens) < vocab_size and heap:
         _, _, pair, state = heapq.heappop(heap)
+        if state is None:  # a token's bound (`bound_entry`): now re-score its pairs if they rose
+            if pair in risen:
+                risen.discard(pair)
+                for item in scores.entries(_live_pairs(pairs_of, pair_counts, (pair,)), pair_counts, inverted):
+                    heapq.heappush(heap, item)
+            continue
         left, right = pair >> shift, pair & PAIR_MASK
         count = pair_counts.get(pair, 0)
         if count == 0:
@@ -316,16 +337,19 @@ def _merge(
         token_freq[right] -= replaced
         token_freq[new_id] += replaced
         scores.total -= replaced
-        rescored = new_pairs
+        for item in scores.entries(new_pairs, pair_counts, inverted):
+            heapq.heappush(heap, item)
         if scores.reads_freq:
             _index_pairs(pairs_of, new_pairs)
-            rescored = new_pairs | _live_pairs(pairs_of, pair_counts, (left, right))
-        for item in scores.entries(rescored, pair_counts, inverted):
-            heapq.heappush(heap, item)
+            for token in {left, right}:  # a lower frequency moves the bound: push it again
+                if token_freq[token] > 0:
+                    risen.add(token)
+                    heapq.heappush(heap, scores.bound_entry(token))
         if len(heap) > 4 * len(pair_counts) + COMPACT_SLACK:
             # Most entries are stale duplicates: rebuild from the live pairs to bound memory.
             heap = scores.entries(pair_counts, pair_counts, inverted)
             heapq.heapify(heap)
+            risen.clear()
     if bar is not None:
         bar.close()
 
