@@ -12,7 +12,7 @@ workers (sampled every 20 ms) and the subprocess's own high-water mark (VmHWM, w
 ru_maxrss, does not inherit the high-water mark of this script's process). Our side loads only the tokenization
 modules (not the whole package, whose torch import would dominate memory).
 
-    python scripts/bench_tokenizer.py [--quick] [--data ../shared/data] [--only-wordpiece] [--hostile-mb 1]
+    python scripts/bench_tokenizer.py [--quick] [--data ../shared/data] [--only-wordpiece] [--skip-train | --skip-encode] [--hostile-mb 1]
 
 The hostile row trains on `--hostile-mb` MB of random "ACGT" without any whitespace: one
 pre-token of that many bytes, the case that was quadratic before long words got their own merge
