@@ -117,8 +117,12 @@ def _normalize_character(char: str, lowercase: bool) -> tuple[str, bool]:
     """
     key = (char, lowercase)
     if key not in _CHARACTER_CACHE:
-        out = _normalize_before_lower(char, lowercase, _ALL if ord(char) > 0xFFFF else _BMP)
-        context_free = not lowercase or not any(unicodedata.combining(c) for c in out)
+        patterns = _ALL if ord(char) > 0xFFFF else _BMP
+        out = _normalize_before_lower(char, lowercase, patterns)
+        decomposed = unicodedata.normalize("NFD", char)
+        context_free = not lowercase or not any(
+            unicodedata.combining(c) and not patterns.marks.fullmatch(c) for c in decomposed + out
+        )
         _CHARACTER_CACHE[key] = (out, context_free)
     return _CHARACTER_CACHE[key]
 
