@@ -83,16 +83,68 @@ def normalize_bert(text: str, *, lowercase: bool = False) -> str:
     if text.isascii():
         text = text.translate(_ASCII_CLEAN)
         return text.lower() if lowercase else text
+    replaced = _normalize_by_characters(text, lowercase)
+    if replaced is not None:
+        return replaced.lower() if lowercase else replaced
     return _normalize_unicode(text, lowercase, _ALL if _ASTRAL.search(text) else _BMP)
 
 
 def _normalize_unicode(text: str, lowercase: bool, patterns: _Patterns) -> str:
+    text = _normalize_before_lower(text, lowercase, patterns)
+    return text.lower() if lowercase else text
+
+
+def _normalize_before_lower(text: str, lowercase: bool, patterns: _Patterns) -> str:
+    """Steps 1-3 up to the final `str.lower` (which is per character once no Σ is left)."""
     text = patterns.space.sub(" ", patterns.remove.sub("", text))
     text = patterns.cjk.sub(r" \1 ", text)
     if lowercase:
         text = patterns.marks.sub("", _nfd(text, patterns.nfd_kept))
         text = _LOWER_EXTRA.sub(lambda m: LOWERCASE_EXTRA[ord(m.group())], text)
-        text = text.replace("\u03a3", "\u03c3").lower()  # Σ: no final-sigma rule, as in tokenizers
+        text = text.replace("\u03a3", "\u03c3")  # Σ: no final-sigma rule, as in tokenizers
+    return text
+
+
+# (character, lowercase) -> (its normalisation before `str.lower`, whether that is context-free).
+_CHARACTER_CACHE: dict[tuple[str, bool], tuple[str, bool]] = {}
+
+
+def _normalize_character(char: str, lowercase: bool) -> tuple[str, bool]:
+    """One character's normalisation (before lower-casing), and whether it is the same inside any text.
+
+    Every step is per character except NFD's canonical reordering, which moves only characters of
+    non-zero combining class; if none survives the removal of marks, the order they had is lost anyway.
+    """
+    key = (char, lowercase)
+    if key not in _CHARACTER_CACHE:
+        patterns = _ALL if ord(char) > 0xFFFF else _BMP
+        out = _normalize_before_lower(char, lowercase, patterns)
+        decomposed = unicodedata.normalize("NFD", char)
+        context_free = not lowercase or not any(
+            unicodedata.combining(c) and not patterns.marks.fullmatch(c) for c in decomposed + out
+        )
+        _CHARACTER_CACHE[key] = (out, context_free)
+    return _CHARACTER_CACHE[key]
+
+
+def _normalize_by_characters(text: str, lowercase: bool) -> str | None:
+    """Steps 1-3 before lower-casing, by one `str.replace` per distinct character that changes.
+
+    Text is mostly characters that stay as they are, so this beats running every pattern over it.
+    None when some character's normalisation depends on its neighbours (NFD reordering), or holds
+    another character that changes (a later `replace` would change it a second time).
+    """
+    changes = {}
+    for char in set(text):
+        out, context_free = _normalize_character(char, lowercase)
+        if not context_free:
+            return None
+        if out != char:
+            changes[char] = out
+    if any(c != char and c in changes for char, out in changes.items() for c in out):
+        return None
+    for char, out in changes.items():
+        text = text.replace(char, out)
     return text
 
 

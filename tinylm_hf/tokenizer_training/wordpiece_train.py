@@ -23,9 +23,11 @@ point, then "##" characters sorted), then one id per new token in merge order.
 
 Bookkeeping is the BPE trainer's (`pair_merges.merge_words`: words as id lists, a pair -> words index,
 a max-heap with stale entries skipped). One difference: merging (a, b) lowers freq(a) and freq(b),
-which *raises* the pmi and likelihood scores of every other pair holding a or b, so those pairs are
-pushed again (a token -> pairs index finds them); a falling N lowers every likelihood score, so an
-entry whose N is old is pushed again when it reaches the top. pmi scores compare exactly (integer
+which *raises* the pmi and likelihood scores of every other pair holding a or b. Rather than re-score
+those pairs at once, the merge pushes one entry per token holding an upper bound on the scores of all
+its pairs (`_Scores.bound_entry`); only when that bound reaches the top are the token's pairs (a token
+-> pairs index finds them) scored again. A falling N lowers every likelihood score, so an entry whose
+N is old is pushed again when it reaches the top. pmi scores compare exactly (integer
 cross-multiplication on ties of the float score); likelihood scores are one float expression, the
 same in the test oracle.
 """
@@ -237,13 +239,41 @@ class _Scores:
             return (count, 0, 0)
         return (count, self.freq[left] * self.freq[right], self.total if self.score == "likelihood" else 0)
 
-    def order(self, state: tuple[int, int, int]) -> tuple:
-        count, denominator, total = state
-        if self.score == "frequency":
-            return (-count,)
+    def bound_entry(self, token: int) -> tuple:
+        """An entry that pops no later than any pair holding `token`: a bound on all their scores.
+
+        pmi: c(ty) <= f(y) and c(yt) <= f(y), so each such score is <= 1/f(t). likelihood: c <= f(t) and
+        c <= f(y), so c*log(c*N/(f(t)f(y))) <= f(t)*log(N/f(t)), raised by 1e-9 against rounding. Its
+        inverted pair b"" sorts it before a pair entry of an equal score; its state None marks it.
+        """
+        f = self.freq[token]
         if self.score == "pmi":
-            return (-count / denominator, _Score(count, denominator))
-        return (-count * math.log(count * total / denominator),)
+            return ((-1 / f, _Score(1, f)), b"", token, None)
+        return (-f * math.log(self.total / f) * (1 + 1e-9), b"", token, None)
+
+    def entries(self, pairs: Iterable[int], pair_counts: Mapping[int, int], inverted: list[bytes]) -> list[tuple]:
+        """Heap entries of the live pairs among `pairs`, each `(order, inverted pair, pair, state(pair))`.
+
+        One loop per rule with the score written out: this is the trainer's hottest code for "pmi" and
+        "likelihood" (every live pair of both merged tokens, at every merge).
+        """
+        shift, mask, freq, total = PAIR_SHIFT, PAIR_MASK, self.freq, self.total
+        live = [(pair, count) for pair in pairs if (count := pair_counts.get(pair, 0)) > 0]
+        if self.score == "frequency":
+            return [(-count, inverted[pair >> shift] + inverted[pair & mask], pair, (count, 0, 0))
+                    for pair, count in live]
+        out = []
+        for pair, count in live:
+            left, right = pair >> shift, pair & mask
+            denominator = freq[left] * freq[right]
+            if self.score == "pmi":
+                order = (-count / denominator, _Score(count, denominator))
+                state = (count, denominator, 0)
+            else:
+                order = -count * math.log(count * total / denominator)
+                state = (count, denominator, total)
+            out.append((order, inverted[left] + inverted[right], pair, state))
+        return out
 
 
 def _merge(
@@ -268,29 +298,30 @@ def _merge(
             pair = (left << shift) | right
             pair_counts[pair] += freqs[index]
             where[pair].append(index)
-    for pair in pair_counts:
-        pairs_of[pair >> shift].add(pair)
-        pairs_of[pair & PAIR_MASK].add(pair)
+    _index_pairs(pairs_of, pair_counts if scores.reads_freq else ())
     inverted = [_invert(t) for t in tokens]
-
-    def entry(pair: int) -> tuple:
-        state = scores.state(pair_counts[pair], pair >> shift, pair & PAIR_MASK)
-        return (scores.order(state), inverted[pair >> shift] + inverted[pair & PAIR_MASK], pair, state)
 
     # 4. Max-heap by (score, greatest pair). An entry is current if its state still holds; a stale
     # one is re-pushed with its current score (or dropped once its count is 0).
-    heap = [entry(pair) for pair in pair_counts]
+    heap = scores.entries(pair_counts, pair_counts, inverted)
     heapq.heapify(heap)
+    risen: set[int] = set()  # tokens whose frequency fell since their pairs were last scored
     bar = progress_bar(vocab_size - len(tokens), progress, "WordPiece merges")
     # 5. Merge loop.
     while len(tokens) < vocab_size and heap:
         _, _, pair, state = heapq.heappop(heap)
+        if state is None:  # a token's bound (`bound_entry`): now re-score its pairs if they rose
+            if pair in risen:
+                risen.discard(pair)
+                for item in scores.entries(_live_pairs(pairs_of, pair_counts, (pair,)), pair_counts, inverted):
+                    heapq.heappush(heap, item)
+            continue
         left, right = pair >> shift, pair & PAIR_MASK
         count = pair_counts.get(pair, 0)
         if count == 0:
             continue
         if state != scores.state(count, left, right):
-            heapq.heappush(heap, entry(pair))
+            heapq.heappush(heap, scores.entries((pair,), pair_counts, inverted)[0])
             continue
         merged = tokens[left] + (tokens[right][len(prefix) :] if tokens[right].startswith(prefix) else tokens[right])
         new_id = ids.get(merged)
@@ -306,19 +337,28 @@ def _merge(
         token_freq[right] -= replaced
         token_freq[new_id] += replaced
         scores.total -= replaced
-        for new_pair in new_pairs:
-            pairs_of[new_pair >> shift].add(new_pair)
-            pairs_of[new_pair & PAIR_MASK].add(new_pair)
-        rescored = set(new_pairs) | (_live_pairs(pairs_of, pair_counts, (left, right)) if scores.reads_freq else set())
-        for other in rescored:
-            if pair_counts.get(other, 0) > 0:
-                heapq.heappush(heap, entry(other))
+        for item in scores.entries(new_pairs, pair_counts, inverted):
+            heapq.heappush(heap, item)
+        if scores.reads_freq:
+            _index_pairs(pairs_of, new_pairs)
+            for token in {left, right}:  # a lower frequency moves the bound: push it again
+                if token_freq[token] > 0:
+                    risen.add(token)
+                    heapq.heappush(heap, scores.bound_entry(token))
         if len(heap) > 4 * len(pair_counts) + COMPACT_SLACK:
             # Most entries are stale duplicates: rebuild from the live pairs to bound memory.
-            heap = [entry(p) for p, count in pair_counts.items() if count > 0]
+            heap = scores.entries(pair_counts, pair_counts, inverted)
             heapq.heapify(heap)
+            risen.clear()
     if bar is not None:
         bar.close()
+
+
+def _index_pairs(pairs_of: defaultdict[int, set[int]], pairs: Iterable[int]) -> None:
+    """Add each pair to the token -> pairs index under both of its tokens."""
+    for pair in pairs:
+        pairs_of[pair >> PAIR_SHIFT].add(pair)
+        pairs_of[pair & PAIR_MASK].add(pair)
 
 
 def _live_pairs(pairs_of: defaultdict[int, set[int]], pair_counts: defaultdict[int, int],
