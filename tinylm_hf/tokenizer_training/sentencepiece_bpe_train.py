@@ -213,7 +213,8 @@ class _PairQueue:
     3. A max-heap of (-count, length, bytes, pair); a stale count is re-offered when popped (counts of
     old pairs only fall). Only pairs counted at least `floor` are in the heap (the max count never
     rises: a new pair occurs at most as often as the merged one). When the heap runs dry the floor
-    halves: most pairs never get near the top, so they never get a key or a heap entry.
+    drops to 7/8 of the highest count left: most pairs never get near the top, so they never get a
+    key or a heap entry (a floor of half the top admitted 3% more work on TinyStories).
     """
 
     def __init__(self, pair_counts: dict[int, int], key_of: Callable[[int], tuple[int, bytes] | None]) -> None:
@@ -249,12 +250,12 @@ class _PairQueue:
             self.offer(pair)
 
     def _lower_floor(self) -> bool:
-        """Halve the floor below the highest count left and admit the pairs that reach it; False if none is left."""
+        """Lower the floor to 7/8 of the highest count left and admit the pairs that reach it; False if none is left."""
         by_count, aside = self.by_count, self.aside
         top = max(by_count[self.cursor][1] if self.cursor < len(by_count) else 0, -aside[0][0] if aside else 0)
         if top <= 0:
             return False
-        self.floor = max(1, top // 2)
+        self.floor = max(1, top * 7 // 8)
         while self.cursor < len(by_count) and by_count[self.cursor][1] >= self.floor:
             self.cursor += 1
             self.offer(by_count[self.cursor - 1][0])
