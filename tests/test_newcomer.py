@@ -61,7 +61,9 @@ def test_newcomer_path_with_a_wordpiece_tokenizer(tmp_path, capsys, monkeypatch)
     assert main(["train-tokenizer", "--algorithm", "wordpiece", "--input", "small.txt", "--vocab-size", "400",
                  "--out", "tok", "--no-progress"]) == 0
     said = capsys.readouterr().out
-    assert said.rstrip().endswith("tokenizer.json, tokenizer_config.json, vocab.txt")  # files actually written
+    written = said.rstrip().split(": ", 1)[1].split(", ")  # the files actually written
+    assert {"tokenizer.json", "tokenizer_config.json", "vocab.txt"} <= set(written)
+    assert sorted(written) == sorted(p.name for p in (tmp_path / "tok").iterdir())
     assert main(["prepare", "--tokenizer", "tok", "--input", "small.txt", "--out", "data", "--num-proc", "1"]) == 0
     sep = (tmp_path / "tok" / "vocab.txt").read_text(encoding="utf-8").splitlines().index("[SEP]")
     assert json.loads(Path("data/train.json").read_text(encoding="utf-8"))["eos_id"] == sep

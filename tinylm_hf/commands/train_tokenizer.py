@@ -82,6 +82,7 @@ def check_tokenizer_out(out: str) -> bool:
 def run(args: argparse.Namespace) -> int:
     from ..corpus.sources import expand_inputs, iter_dataset_texts
     from ..fileio import staged_folder
+    from ..registration import register
     from ..tokenization.chat_template import CHAT_TOKENS, add_chat_tokens
     from ..tokenizer_training import sum_word_counts, train_tokenizer
     from ..tokenizer_training.families import FAMILIES
@@ -102,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
                                 progress=not args.no_progress)
     if args.chat:
         add_chat_tokens(tokenizer)
+    register()  # the folder always carries its tokenizer code (auto_map), whatever this process imported before
     with staged_folder(args.out, replace=replace) as stage:
         tokenizer.save_pretrained(stage)
         written = sorted(p.name for p in stage.iterdir())
