@@ -168,3 +168,9 @@ def validate_folder(folder: str | os.PathLike, *, load: bool = True, trust_remot
         if logits.shape[-1] != config["vocab_size"] or not torch.isfinite(logits).all():
             raise ValueError(f"the model in {folder} gives non-finite or mis-shaped logits {tuple(logits.shape)}")
     return config
+
+
+def model_folder_name(folder: str | os.PathLike) -> str:
+    """A model folder's name for cards and summaries: its own, or its run's for a run's hf/ folder (never a path)."""
+    path = Path(folder).resolve()
+    return path.parent.name if path.name == HF_DIR else path.name

@@ -21,7 +21,7 @@ from ..fileio import write_text_atomic
 from ..modeling.compat import TRANSFORMERS_REQUIREMENT
 from ..tokenizer_training.families import FAMILIES
 from ..training.summary import ClassificationTask, DataProvenance, RunSummary
-from .folder import CHAT_TEMPLATE_FILE, HF_DIR, count_parameters, read_json
+from .folder import CHAT_TEMPLATE_FILE, count_parameters, model_folder_name, read_json
 
 TEMPLATE_PATH = Path(__file__).resolve().parent.parent / "templates" / "model_card.md"
 EVAL_RESULTS_FILE = "eval_results.json"
@@ -191,8 +191,7 @@ def base_model_name(folder: str | os.PathLike) -> str:
         name = ModelCard.load(path / "README.md").data.model_name
         if name:
             return str(name)
-    resolved = path.resolve()
-    return resolved.parent.name if resolved.name == HF_DIR else resolved.name
+    return model_folder_name(path)
 
 
 MASKING_NAMES = {

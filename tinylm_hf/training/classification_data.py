@@ -89,6 +89,7 @@ class ClassificationData(RunData):
 
 def open_classification_data(config: TrainConfig) -> ClassificationData:
     """Check the folder to fine-tune, then read, label, split and tokenize the labelled files of a seq_cls run."""
+    from ..publish.folder import model_folder_name
     from ..tokenizer_loading import load_tokenizer
     from ..corpus.token_files import tokenizer_fingerprint
 
@@ -106,7 +107,7 @@ def open_classification_data(config: TrainConfig) -> ClassificationData:
     task = ClassificationTask(
         labels=label_set.names, text_column=config.text_column, label_column=config.label_column,
         train_examples=len(train), validation_examples=len(val), validation=where,
-        majority_accuracy=majority_accuracy(train.labels, val.labels), base_model=folder_name(config.init_from))
+        majority_accuracy=majority_accuracy(train.labels, val.labels), base_model=model_folder_name(config.init_from))
     provenance = DataProvenance(
         input_files=[labelled.name], val_files=[Path(config.validation_file).name] if config.validation_file else [],
         train_tokens=train.tokens, val_tokens=val.tokens, documents=len(train), tokenizer_dir=config.init_from,
@@ -150,11 +151,3 @@ def check_base_folder(folder: str | None) -> dict[str, Any]:
         raise ValueError(f"{folder} holds {kind}, not a TinyLM: fine-tune a folder written by `tinylm train` or "
                          "`tinylm quickstart` (a run's hf/ folder)")
     return config
-
-
-def folder_name(folder: str | None) -> str:
-    """A model folder's name for cards and summaries: its own, or its run's for a run's hf/ folder."""
-    from ..publish.folder import HF_DIR
-
-    path = Path(str(folder)).resolve()
-    return path.parent.name if path.name == HF_DIR else path.name
