@@ -1,0 +1,62 @@
+"""numba, imported when a kernel first runs: the one module of the package that touches it.
+
+A kernel is a plain Python function over numpy arrays and numbers, written as the textbook loop, in a
+`*_kernels.py` module and decorated with `njit()` below: numba compiles it at its first call and caches it
+on disk (beside its source, or in the user's cache folder where the install is read-only: numba picks the
+first that is writable). Every kernel sits beside a
+short pure-Python reference of the same algorithm: the specification, the oracle the tests compare the
+kernel to, and the path that runs where numba is not installed (a saved folder's remote code on a machine
+without it). `kernels_enabled()` says which path runs, and says it once, in one line, when it is the slow one.
+
+Importing this module imports neither numba nor numpy, so `import tinylm_hf` and `tinylm --help` stay light;
+a caller imports a kernel module inside the function that runs it, after `kernels_enabled()`.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+# Set to "0" to run the pure-Python references even where numba is installed (tests, debugging).
+KERNELS_ENV = "TINYLM_KERNELS"
+INSTALL_HINT = "pip install numba"
+
+
+@functools.cache
+def numba_installed() -> bool:
+    """Whether numba can be imported here (looked up without importing it)."""
+    return importlib.util.find_spec("numba") is not None
+
+
+def kernels_enabled() -> bool:
+    """Whether the compiled kernels run: numba is installed and `TINYLM_KERNELS` is not "0".
+
+    Where numba is missing, the first call says so on stderr, once, with how to get the fast path.
+    """
+    if os.environ.get(KERNELS_ENV, "1") == "0":
+        return False
+    if numba_installed():
+        return True
+    _say_reference_path_once()
+    return False
+
+
+@functools.cache
+def _say_reference_path_once() -> None:
+    print(f"tinylm_hf: numba is not installed, so tokenizers run their pure-Python reference (slower): "
+          f"{INSTALL_HINT}", file=sys.stderr)
+
+
+def njit(*, parallel: bool = False) -> Callable[[Callable[..., Any]], Any]:
+    """`numba.njit` with the package's options: cached on disk, releasing the GIL (threads run kernels at once).
+
+    Only kernel modules call this, at their import, and they are imported only once `kernels_enabled()`
+    is true (`from .x_kernels import ...` inside the function that dispatches), so numba loads on first use.
+    """
+    import numba
+
+    return numba.njit(cache=True, nogil=True, parallel=parallel)
