@@ -177,3 +177,16 @@ def test_a_conversation_too_long_is_dropped_before_it_is_tokenized_whole(tokeniz
     characters_tokenized.clear()
     data = tokenize_conversations(tokenizer, [messages, SHORT], context_length=64)
     assert (len(data), data.dropped) == (1, 1) and sum(characters_tokenized) < rendered / 50
+
+
+def test_a_chat_tokenizer_whose_template_lost_its_generation_markers_still_marks_the_assistant(story_text, tmp_path):
+    """A template that renders the same chats (saved without `{% generation %}`, or with an editor's final newline)."""
+    from tinylm_hf.tokenization.chat_template import portable_chat_template
+
+    tokenizer = chat_copy(trained(story_text, "bpe", chat_tokens=True))
+    tokenizer.chat_template = portable_chat_template() + "\n"
+    tokenizer.save_pretrained(tmp_path / "tok")
+    chat, _, extended = load_chat_tokenizer(TrainConfig(objective="sft", conversations="c.jsonl",
+                                                        tokenizer_dir=str(tmp_path / "tok")))
+    data = tokenize_conversations(chat, [CONVERSATION], context_length=256)
+    assert not extended and learned_text(chat, data.labels) == ASSISTANT_TEXT

@@ -24,7 +24,7 @@ import torch
 from ..corpus.conversations import Conversation
 from ..corpus.token_files import tokenizer_fingerprint
 from ..modeling.loss_tinylm import IGNORE_INDEX
-from ..tokenization.chat_template import add_chat_tokens, has_chat_format
+from ..tokenization.chat_template import CHAT_TEMPLATE, add_chat_tokens, has_chat_format
 from ..tokenization.plain_text import encode_chat
 from .config import TrainConfig
 from .data import TrainingData
@@ -179,6 +179,7 @@ def load_chat_tokenizer(config: TrainConfig) -> tuple[Any, str, bool]:
                          "or --tokenizer-dir")
     tokenizer = copy.deepcopy(load_tokenizer(folder))  # the loader's copy is shared: never change it
     if has_chat_format(tokenizer):
+        tokenizer.chat_template = CHAT_TEMPLATE  # the same text (an editor's newline, no generation markers): ours marks the turns
         return tokenizer, str(folder), False
     if config.tokenizer_dir:
         raise ValueError(f"the tokenizer in {folder} has no chat tokens and template: train one with "
