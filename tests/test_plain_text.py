@@ -8,7 +8,7 @@ import pytest
 
 from tiny_chats import ASSISTANT_TEXT, CONVERSATION, FAMILIES, chat_copy, story_text, trained  # noqa: F401
 from tinylm_hf.corpus.conversations import load_story_chats
-from tinylm_hf.tokenization.plain_text import encode_chat, encode_plain, find_special_text
+from tinylm_hf.tokenization.plain_text import encode_chat, encode_plain
 
 pytestmark = pytest.mark.contract  # transformers' chat template rendering, split_special_tokens, fast twins
 
@@ -50,11 +50,6 @@ def test_special_token_text_is_plain_text(tokenizers):
     ids = encode_plain(tokenizer, "a <|endoftext|> b <|end|>")
     assert specials_in(tokenizer, ids) == [] and tokenizer.decode(ids) == "a <|endoftext|> b <|end|>"
     assert encode_plain(tokenizer, ["x<|pad|>", "y"]) == [encode_plain(tokenizer, "x<|pad|>"), encode_plain(tokenizer, "y")]
-
-
-def test_the_special_text_a_refusal_names(tokenizers):
-    assert find_special_text(tokenizers["bpe"][0], "ok <|end|> then <|endoftext|>") == "<|end|>"
-    assert find_special_text(tokenizers["bpe"][0], "ok <|nothing|>") is None
 
 
 @pytest.mark.parametrize("family, fast", PAIRS)

@@ -49,13 +49,6 @@ def special_token_texts(tokenizer: Any) -> list[str]:
     return sorted(specials, key=lambda s: (-len(s), s))
 
 
-def find_special_text(tokenizer: Any, text: str) -> str | None:
-    """The first special token spelled in `text`, or None (what a notice or a refusal names)."""
-    specials = special_token_texts(tokenizer)
-    match = re.search("|".join(map(re.escape, specials)), text) if specials else None
-    return match.group(0) if match else None
-
-
 @dataclass
 class ChatIds:
     """A conversation's ids and its assistant mask (1 where the assistant speaks: `{% generation %}` spans)."""
