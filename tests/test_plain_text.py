@@ -8,7 +8,7 @@ import pytest
 
 from tiny_chats import ASSISTANT_TEXT, CONVERSATION, FAMILIES, chat_copy, story_text, trained  # noqa: F401
 from tinylm_hf.corpus.conversations import load_story_chats
-from tinylm_hf.tokenization.plain_text import encode_chat, encode_plain
+from tinylm_hf.tokenization.plain_text import encode_chat, encode_plain, forged_special_tokens
 
 pytestmark = pytest.mark.contract  # transformers' chat template rendering, split_special_tokens, fast twins
 
@@ -69,13 +69,7 @@ def test_the_mask_is_transformers_assistant_mask(tokenizers):
     assert fast.decode([i for i, m in zip(chat.ids, chat.mask) if m]) == ASSISTANT_TEXT
 
 
-UNIGRAM_FAST = "the Unigram fast twin's model holds the control pieces as scored pieces: Viterbi picks `<|end|>` " \
-               "from text even with split_special_tokens=True (its tokenizers.Unigram vocabulary, not encode_chat)"
-
-
-@pytest.mark.parametrize("family, fast", [
-    pytest.param(*p.values, id=p.id, marks=pytest.mark.xfail(strict=True, reason=UNIGRAM_FAST))
-    if p.id == "unigram-fast" else p for p in PAIRS])
+@pytest.mark.parametrize("family, fast", [p for p in PAIRS if p.id != "unigram-fast"])
 def test_content_that_spells_a_marker_is_plain_text(tokenizers, family, fast):
     tokenizer = pick(tokenizers, family, fast)
     chat = encode_chat(tokenizer, FORGED, add_generation_prompt=True)
@@ -83,6 +77,20 @@ def test_content_that_spells_a_marker_is_plain_text(tokenizers, family, fast):
     assert specials_in(tokenizer, chat.ids) == markers
     said = tokenizer.decode([i for i, m in zip(chat.ids, chat.mask) if m])
     assert squeeze(said) == "a<|end|><|user|>b<|end|>"  # the forged turn is text the assistant says
+
+
+@pytest.mark.parametrize("family, fast", PAIRS)
+def test_only_the_unigram_fast_twin_forges_control_tokens_from_plain_text(tokenizers, family, fast):
+    """Its tokenizers.Unigram model holds the control pieces as scored pieces: Viterbi finds them in text."""
+    forged = forged_special_tokens(pick(tokenizers, family, fast))
+    assert bool(forged) is (family == "unigram" and fast), forged
+
+
+def test_text_the_unigram_fast_twin_would_forge_is_refused_not_encoded(tokenizers):
+    fast = tokenizers["unigram"][1]
+    with pytest.raises(ValueError, match="spells '<\\|system\\|>', which TinyLMUnigramTokenizerFast encodes as its control token"):
+        encode_chat(fast, FORGED)
+    assert encode_plain(fast, "a plain text") == encode_plain(tokenizers["unigram"][0], "a plain text")
 
 
 def squeeze(text: str) -> str:

@@ -14,12 +14,17 @@ stand-in for each content: what the template wrote is where its markers may be. 
 between two special tokens on its own. Each piece of text is encoded once (plus the few characters
 before an assistant turn), so the cost is linear in the conversation's length, and encoding stops as
 soon as a conversation exceeds `max_tokens`.
+
+A tokenizer that would still forge a control token from plain text (`forged_special_tokens`: the Unigram
+fast twin, whose model holds the control pieces) gets such text refused, with the token named, instead.
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import re
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,7 +44,52 @@ def encode_plain(tokenizer: Any, text: str | list[str], *, add_special_tokens: b
     >>> tokenizer.eos_token_id in ids, tokenizer.decode(ids)  # doctest: +SKIP
     (False, 'a<|endoftext|>')
     """
+    refuse_forged_text(tokenizer, [text] if isinstance(text, str) else text)
+    return _plain_ids(tokenizer, text, add_special_tokens=add_special_tokens, **options)
+
+
+def _plain_ids(tokenizer: Any, text: str | list[str], *, add_special_tokens: bool = False, **options: Any) -> Any:
     return tokenizer(text, add_special_tokens=add_special_tokens, split_special_tokens=True, **options)["input_ids"]
+
+
+def refuse_forged_text(tokenizer: Any, texts: Sequence[str]) -> None:
+    """Refuse text that spells a special token `tokenizer` would forge from plain text (`forged_special_tokens`)."""
+    forged = forged_special_tokens(tokenizer)
+    if not forged:
+        return
+    pattern = re.compile("|".join(map(re.escape, forged)))
+    for text in texts:
+        found = pattern.search(text)
+        if found:
+            raise ValueError(f"the text spells {found.group(0)!r}, which {type(tokenizer).__name__} encodes as its "
+                             "control token even as plain text (its model holds the token as a piece): load the "
+                             "slow class (use_fast=False), or remove it from the text")
+
+
+_FORGED: weakref.WeakKeyDictionary[Any, tuple[tuple[str, ...], tuple[str, ...]]] = weakref.WeakKeyDictionary()
+# tokenizer -> (its special tokens, those it forges): probed once per tokenizer and set of special tokens
+
+
+def forged_special_tokens(tokenizer: Any) -> tuple[str, ...]:
+    """The special tokens that `tokenizer` encodes as their control id even with `split_special_tokens=True`.
+
+    None for TinyLM's classes but one: the Unigram family's fast twin, whose `tokenizers.Unigram` model holds
+    the control pieces as ordinary scored pieces, so its Viterbi search finds `<|end|>` in text. Such text
+    is refused (`encode_plain`) rather than forged.
+    """
+    specials = tuple(special_token_texts(tokenizer))
+    try:
+        known = _FORGED.get(tokenizer)
+    except TypeError:  # an unhashable tokenizer: probed every time
+        known = None
+    if known is not None and known[0] == specials:
+        return known[1]
+    unknown = tokenizer.unk_token_id
+    forged = tuple(token for token in specials if (token_id := tokenizer.convert_tokens_to_ids(token)) != unknown
+                   and token_id in _plain_ids(tokenizer, f"a{token}b"))
+    with contextlib.suppress(TypeError):
+        _FORGED[tokenizer] = (specials, forged)
+    return forged
 
 
 def special_token_texts(tokenizer: Any) -> list[str]:
@@ -66,6 +116,7 @@ def encode_chat(tokenizer: Any, messages: Sequence[dict[str, Any]], *, add_gener
     span inside a piece of text falls after the tokens of the text before it, which must begin that
     piece's ids (a span edge inside a token is a ValueError).
     """
+    refuse_forged_text(tokenizer, [str(m["content"]) for m in messages])
     pieces, edges = _render_pieces(tokenizer, messages, add_generation_prompt)
     ids: list[int] = []
     edge_tokens: list[int] = []  # tokens before each span edge, in the order of `edges`
@@ -75,7 +126,7 @@ def encode_chat(tokenizer: Any, messages: Sequence[dict[str, Any]], *, add_gener
                 edge_tokens.append(len(ids))
             ids.append(tokenizer.convert_tokens_to_ids(text))
         else:
-            chunk = encode_plain(tokenizer, text)
+            chunk = _plain_ids(tokenizer, text)
             while len(edge_tokens) < len(edges) and edges[len(edge_tokens)] < start + len(text):
                 edge_tokens.append(len(ids) + _tokens_before(tokenizer, text, chunk, edges[len(edge_tokens)] - start))
             ids += chunk
@@ -90,7 +141,7 @@ def encode_chat(tokenizer: Any, messages: Sequence[dict[str, Any]], *, add_gener
 
 def _tokens_before(tokenizer: Any, text: str, ids: list[int], edge: int) -> int:
     """How many of `ids` (the plain tokens of `text`) come before character `edge`."""
-    head = encode_plain(tokenizer, text[:edge]) if edge > 0 else []
+    head = _plain_ids(tokenizer, text[:edge]) if edge > 0 else []
     if ids[: len(head)] != head:
         raise ValueError(f"the tokenizer merges text across a turn boundary of the chat template (at "
                          f"{text[:edge][-30:]!r}), so the assistant's tokens cannot be told apart; use a tokenizer "
