@@ -61,11 +61,12 @@ def test_ids_equal_the_core_and_sentencepiece(family):
 
 
 def test_auto_tokenizer_loads_the_saved_folder(family):
-    slow_cls, _, folder, _ = family
+    slow_cls, fast_cls, folder, _ = family
     config = json.loads((folder / "tokenizer_config.json").read_text())
-    assert config["auto_map"]["AutoTokenizer"][0].endswith(slow_cls.__name__)
+    assert [entry.rpartition(".")[2] for entry in config["auto_map"]["AutoTokenizer"]] == [
+        slow_cls.__name__, fast_cls.__name__]
     loaded = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
-    assert type(loaded).__name__ == slow_cls.__name__
+    assert type(loaded) is fast_cls
     assert loaded("Once upon a time")["input_ids"] == slow_cls.from_pretrained(folder)("Once upon a time")["input_ids"]
 
 
@@ -77,7 +78,7 @@ def test_fast_save_loads_with_the_slow_class(family, tmp_path):
 
 
 def test_saved_folder_loads_without_tinylm(family, tmp_path):
-    slow_cls, _, folder, _ = family
+    slow_cls, fast_cls, folder, _ = family
     expected = slow_cls.from_pretrained(folder)("Once upon a time, a cat.")["input_ids"]
     code = textwrap.dedent(f"""
         import importlib.util, json
@@ -87,7 +88,7 @@ def test_saved_folder_loads_without_tinylm(family, tmp_path):
         print(json.dumps([type(tok).__name__, tok("Once upon a time, a cat.")["input_ids"]]))
     """)
     name, ids = json.loads(run_fresh(code, tmp_path).stdout.strip().splitlines()[-1])
-    assert name == slow_cls.__name__ and ids == expected
+    assert name == fast_cls.__name__ and ids == expected
 
 
 def test_fast_class_needs_a_model_file(tmp_path):

@@ -3,7 +3,9 @@ exports and the quickstart all call it).
 
 A folder loads through `AutoTokenizer` with TinyLM's classes registered, so the installed classes run and
 the folder's own code never does (unless `trust_remote_code=True`, for a folder whose tokenizer is not
-TinyLM's). A TinyLM folder's `tokenizer.json` (what fast-tokenizer consumers run) must be the twin of the
+TinyLM's). Where `AutoTokenizer` gives a TinyLM fast class (the default for other callers), the package
+runs its slow twin instead: the hand-written core that prepare's throughput and the family's guarantees
+are measured on (the two give the same ids; `tests/test_tokenization_tinylm_auto.py` checks it). A TinyLM folder's `tokenizer.json` (what fast-tokenizer consumers run) must be the twin of the
 files the tokenizer was built from (`vocab.json`/`merges.txt`, `vocab.txt`, `tokenizer.model`): a folder
 that mixes two tokenizers is refused, since its data, model and exports would disagree on the ids. A loaded tokenizer is kept for the rest of the process (each `datasets` worker process loads a
 folder once), under the folder's absolute path and its files' sizes and times: a re-trained folder, or
@@ -66,7 +68,11 @@ def check_tokenizer_json(tokenizer: Any, folder: str | os.PathLike) -> None:
 
 
 def _comparable(key: str, value: Any) -> Any:
-    """A tokenizer.json part as it behaves: an empty template is no post-processor, Unigram scores are float32s."""
+    """A tokenizer.json part as it behaves: an empty template is no post-processor, Unigram scores are float32s;
+    the byte-piece guards a sentencepiece-style twin gained (`metaspace_backend`) are left out, so that folders
+    saved without them still load (their ids differ only on text that spells a byte piece, "<0x41>")."""
+    if key in ("decoder", "pre_tokenizer"):
+        value = _without_byte_guards(value)
     if key == "post_processor" and isinstance(value, dict) and value.get("type") == "TemplateProcessing":
         if not value.get("special_tokens") and value.get("single") == [{"Sequence": {"id": "A", "type_id": 0}}]:
             return None
@@ -77,6 +83,22 @@ def _comparable(key: str, value: Any) -> Any:
             return value  # malformed: compared as it is
         return {**value, "vocab": scores}
     return value
+
+
+def _without_byte_guards(part: Any) -> Any:
+    """A decoder or pre-tokenizer without `lone_byte_decoders`' Replace steps and the `BYTE_PIECE_CUT` split."""
+    from .tokenization.metaspace_backend import BYTE_PIECE_CUT
+
+    if not isinstance(part, dict) or part.get("type") != "Sequence":
+        return part
+    kind = "decoders" if "decoders" in part else "pretokenizers"
+    steps = [step for step in part.get(kind, []) if not _is_byte_guard(step, BYTE_PIECE_CUT)]
+    return {**part, kind: steps} if kind == "decoders" or len(steps) > 1 else (steps[0] if steps else None)
+
+
+def _is_byte_guard(step: Any, cut: str) -> bool:
+    pattern = step.get("pattern", {}).get("Regex", "") if isinstance(step, dict) else ""
+    return (step.get("type") == "Replace" and pattern.startswith("^<0x")) or (step.get("type") == "Split" and pattern == cut)
 
 
 def needs_remote_code_error(folder: str | os.PathLike) -> ValueError:
@@ -93,9 +115,31 @@ def _auto_tokenizer(name: str | Path, trust_remote_code: bool) -> Any:
     from .registration import register
 
     register()  # TinyLM's tokenizer classes for AutoTokenizer
+    slow = _slow_twin(name)
+    if slow is not None:
+        return slow.from_pretrained(name)
     try:
-        return AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
+        tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
     except ValueError as err:
         if "trust_remote_code" in str(err):
             raise needs_remote_code_error(name) from None
         raise
+    slow = _slow_class_of(type(tokenizer).__name__)
+    return tokenizer if slow is None or isinstance(tokenizer, slow) else slow.from_pretrained(name)
+
+
+def _slow_twin(folder: str | Path) -> type | None:
+    """The TinyLM slow class that the local `folder`'s tokenizer_config.json names (itself or its fast twin)."""
+    path = Path(folder) / "tokenizer_config.json"
+    try:
+        name = json.loads(path.read_text(encoding="utf-8")).get("tokenizer_class")
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return None  # no such file, or not a TinyLM one: AutoTokenizer says what is wrong
+    return _slow_class_of(name) if isinstance(name, str) else None
+
+
+def _slow_class_of(class_name: str) -> type | None:
+    """The TinyLM slow tokenizer class called `class_name`, or whose fast twin is; None for any other name."""
+    from .tokenizer_training.families import FAMILIES
+
+    return next((f.slow for f in FAMILIES.values() if class_name in (f.slow_name, f.fast_name)), None)
