@@ -137,15 +137,10 @@ class TinyLMCoreTokenizer(PreTrainedTokenizer):
         """Whether `to_backend_tokenizer` can mirror this tokenizer (then `tokenizer.json` is saved too)."""
         return True
 
-    def _save_pretrained(
-        self,
-        save_directory: str | os.PathLike,
-        file_names: tuple[str, ...],
-        legacy_format: bool | None = None,
-        filename_prefix: str | None = None,
-    ) -> tuple[str, ...]:
+    def _save_pretrained(self, save_directory: str | os.PathLike, file_names: tuple[str, ...], *args: Any,
+                         **kwargs: Any) -> tuple[str, ...]:
         """Save as transformers does; a folder with `auto_map` also gets the fast twin's code, named there second."""
-        saved = super()._save_pretrained(save_directory, file_names, legacy_format, filename_prefix)
+        saved = super()._save_pretrained(save_directory, file_names, *args, **kwargs)
         if self._auto_class is not None and self.fast_twin and self.has_backend_twin():
             add_fast_twin(save_directory, file_names[0], self.fast_twin)  # [0]: the tokenizer_config.json written
         return saved
