@@ -137,3 +137,16 @@ def test_remote_code_gives_the_assistant_mask_without_tinylm_hf(chat_folder, bot
     class_name, ids, mask = json.loads(out.stdout.strip().splitlines()[-1])
     expected = both[1].apply_chat_template(CONVERSATION, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
     assert (class_name, ids, mask) == ("TinyLMTokenizerFast", expected["input_ids"], expected["assistant_masks"])
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_chat_tokens_the_fast_class_adds_and_saves_load_with_the_package_loader(name, story_text, tmp_path):  # noqa: F811
+    # the fast class writes the added tokens into tokenizer.json; a sentencepiece-style slow twin's tokenizer.json
+    # is its core's: the folder must still count as one tokenizer
+    trained(story_text, name).save_pretrained(tmp_path / "plain")
+    fast = AutoTokenizer.from_pretrained(tmp_path / "plain")
+    add_chat_tokens(fast)
+    fast.save_pretrained(tmp_path / "chat")
+    slow = load_tokenizer(tmp_path / "chat")
+    chat = dict(tokenize=True, return_dict=True)
+    assert slow.apply_chat_template(CONVERSATION, **chat)["input_ids"] == fast.apply_chat_template(CONVERSATION, **chat)["input_ids"]

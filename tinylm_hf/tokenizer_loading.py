@@ -59,12 +59,25 @@ def check_tokenizer_json(tokenizer: Any, folder: str | os.PathLike) -> None:
         raise ValueError(f"{path} is not valid JSON ({exc}): delete it and save the tokenizer again "
                          "(save_pretrained), or train the folder again") from None
     expected = json.loads(tokenizer.to_backend_tokenizer().to_str())
+    if isinstance(saved, dict):  # the tokens tokenizer_config.json adds: both classes load them from there
+        added = {(index, str(token)) for index, token in tokenizer.added_tokens_decoder.items()}
+        saved, expected = _without_added(saved, added), _without_added(expected, added)
     keys = sorted(set(saved) | set(expected)) if isinstance(saved, dict) else ["the whole file"]
     differ = [k for k in keys if _comparable(k, saved.get(k) if isinstance(saved, dict) else saved)
               != _comparable(k, expected.get(k))]
     if differ:
         raise ValueError(f"{path} disagrees with {sources} ({', '.join(differ)} differ): the folder mixes two "
                          f"tokenizers; train it again, or delete {TOKENIZER_FILE} and save the tokenizer again")
+
+
+def _without_added(part: dict, added: set[tuple[int, str]]) -> dict:
+    """tokenizer.json `part` without the added tokens in `added` ((id, text) pairs). The fast class writes the
+    tokens added on top of a sentencepiece-style core into tokenizer.json; the slow class's twin is the core's."""
+    tokens = part.get("added_tokens")
+    if not isinstance(tokens, list):
+        return part
+    kept = [t for t in tokens if not (isinstance(t, dict) and (t.get("id"), t.get("content")) in added)]
+    return {**part, "added_tokens": kept}
 
 
 def _comparable(key: str, value: Any) -> Any:
