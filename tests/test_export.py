@@ -124,18 +124,6 @@ def test_sentencepiece_folder_keeps_its_model_file_and_ids(tmp_path):
         assert plain(text)["input_ids"] == ours(text)["input_ids"]
 
 
-def test_an_exported_sentencepiece_folder_decodes_byte_pieces_as_sentencepiece_does(tmp_path):
-    import sentencepiece as spm
-    from transformers import AutoTokenizer
-
-    src = sentencepiece_folder(tmp_path / "src", "sentencepiece-bpe", extra_rows=0)
-    assert main(["export-llama", str(src), str(tmp_path / "out")]) == 0
-    plain = AutoTokenizer.from_pretrained(tmp_path / "out")  # a plain PreTrainedTokenizerFast on tokenizer.json
-    processor = spm.SentencePieceProcessor(model_file=str(src / "tokenizer.model"))
-    ids = [plain.convert_tokens_to_ids(piece) for piece in ("<0x41>", "<0xE2>", "<0x41>")]
-    assert plain.decode(ids) == processor.decode(ids) == "A\ufffdA"
-
-
 def test_a_chat_model_keeps_its_template_and_where_it_stops(tmp_path):
     from tiny_chats import make_chat_folder
     from transformers import AutoTokenizer

@@ -82,10 +82,10 @@ def _without_added(part: dict, added: set[tuple[int, str]]) -> dict:
 
 def _comparable(key: str, value: Any) -> Any:
     """A tokenizer.json part as it behaves: an empty template is no post-processor, Unigram scores are float32s;
-    the byte-piece guards a sentencepiece-style twin gained (`metaspace_backend`) are left out, so that folders
-    saved without them still load (their ids differ only on text that spells a byte piece, "<0x41>")."""
-    if key in ("decoder", "pre_tokenizer"):
-        value = _without_byte_guards(value)
+    the cut a Unigram twin gained (`metaspace_backend.BYTE_PIECE_CUT`) is left out, so that folders saved without
+    it still load (their ids differ only on text that spells a byte piece, "<0x41>")."""
+    if key == "pre_tokenizer":
+        value = _without_byte_piece_cut(value)
     if key == "post_processor" and isinstance(value, dict) and value.get("type") == "TemplateProcessing":
         if not value.get("special_tokens") and value.get("single") == [{"Sequence": {"id": "A", "type_id": 0}}]:
             return None
@@ -98,20 +98,15 @@ def _comparable(key: str, value: Any) -> Any:
     return value
 
 
-def _without_byte_guards(part: Any) -> Any:
-    """A decoder or pre-tokenizer without `lone_byte_decoders`' Replace steps and the `BYTE_PIECE_CUT` split."""
+def _without_byte_piece_cut(part: Any) -> Any:
+    """A pre-tokenizer without the `BYTE_PIECE_CUT` split (a Sequence of one left is that one)."""
     from .tokenization.metaspace_backend import BYTE_PIECE_CUT
 
     if not isinstance(part, dict) or part.get("type") != "Sequence":
         return part
-    kind = "decoders" if "decoders" in part else "pretokenizers"
-    steps = [step for step in part.get(kind, []) if not _is_byte_guard(step, BYTE_PIECE_CUT)]
-    return {**part, kind: steps} if kind == "decoders" or len(steps) > 1 else (steps[0] if steps else None)
-
-
-def _is_byte_guard(step: Any, cut: str) -> bool:
-    pattern = step.get("pattern", {}).get("Regex", "") if isinstance(step, dict) else ""
-    return (step.get("type") == "Replace" and pattern.startswith("^<0x")) or (step.get("type") == "Split" and pattern == cut)
+    steps = [step for step in part.get("pretokenizers", [])
+             if not (isinstance(step, dict) and step.get("pattern") == {"Regex": BYTE_PIECE_CUT})]
+    return {**part, "pretokenizers": steps} if len(steps) > 1 else (steps[0] if steps else None)
 
 
 def needs_remote_code_error(folder: str | os.PathLike) -> ValueError:

@@ -4,19 +4,16 @@ The `tokenizer.json` twin of the sentencepiece-style HF classes: a normaliser th
 `to_metaspace` does (`▁` prefix on every text segment, spaces to `▁`), a Metaspace pre-tokenizer
 that cuts before each `▁` when no piece can cross such a cut, the Unigram or BPE model (BPE merges
 derived from the pieces' scores, sentencepiece's merge priority), byte fallback, and a decoder
-that undoes it all, byte pieces decoded as sentencepiece does (`lone_byte_decoders`). Control and unknown
-pieces are special added tokens.
+that undoes it all. Control and unknown pieces are special added tokens.
 
 This file imports only same-folder siblings: transformers copies it flat for `trust_remote_code`.
 """
 
 from __future__ import annotations
 
-import re
-
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
-from .metaspace import CONTROL, SPACE_SYMBOL, UNKNOWN, byte_piece
+from .metaspace import CONTROL, SPACE_SYMBOL, UNKNOWN
 
 # Where a Unigram twin cuts text: after the "<" of text that spells a byte piece ("<0x41>"). `tokenizers`' Unigram
 # matches every vocabulary entry, byte pieces included, where sentencepiece matches only normal pieces: uncut,
@@ -54,31 +51,17 @@ def build_metaspace_backend(core: MetaspaceTokenizer) -> Tokenizer:
         cuts.append(pre_tokenizers.Metaspace(replacement=SPACE_SYMBOL, prepend_scheme="never", split=True))
     if cuts:
         tokenizer.pre_tokenizer = cuts[0] if len(cuts) == 1 else pre_tokenizers.Sequence(cuts)
+    # Llama's decoder. ByteFallback turns a run of byte pieces holding any invalid byte into one U+FFFD per
+    # piece, where sentencepiece replaces only the invalid bytes ([A, 0xE2, A] as byte pieces: three U+FFFD, not
+    # "A\ufffdA"); the TinyLM fast classes decode such text again. A Replace decoder per byte piece would end the
+    # runs at ASCII bytes, but made decoding 60x slower.
     tokenizer.decoder = decoders.Sequence(
-        [decoders.Replace(SPACE_SYMBOL, " "), *(lone_byte_decoders() if core.byte_fallback else []),
-         decoders.ByteFallback(), decoders.Fuse()]
+        [decoders.Replace(SPACE_SYMBOL, " "), decoders.ByteFallback(), decoders.Fuse()]
         + ([decoders.Strip(content=" ", left=1, right=0)] if core.add_dummy_prefix else [])
     )
     specials = [AddedToken(p, special=True, normalized=False) for p, t in zip(core.pieces, core.types) if t in (CONTROL, UNKNOWN)]
     tokenizer.add_special_tokens(specials)
     return tokenizer
-
-
-def lone_byte_decoders() -> list:
-    """A `Replace` decoder for each byte piece that is a character by itself (ASCII) or never part of one.
-
-    `tokenizers`' ByteFallback decodes a run of byte pieces as UTF-8 and, if any byte is invalid, gives one
-    U+FFFD per piece of the run; sentencepiece gives U+FFFD only for the invalid bytes (`[A, 0xE2, A]` as byte
-    pieces: "A\ufffdA", not three). Replacing these pieces first ends each run at them, so ByteFallback sees
-    runs of non-ASCII bytes only. A run that mixes a valid multi-byte character with an invalid byte still
-    decodes as all U+FFFD here; the TinyLM fast classes decode such text again as the slow class does.
-    """
-    steps = []
-    for byte in range(256):
-        if byte < 0x80 or byte in (0xC0, 0xC1) or byte >= 0xF5:
-            text = chr(byte) if byte < 0x80 else "\ufffd"
-            steps.append(decoders.Replace(Regex(f"^{re.escape(byte_piece(byte))}$"), text))
-    return steps
 
 
 def bpe_merges(core: MetaspaceTokenizer) -> list[tuple[str, str]]:

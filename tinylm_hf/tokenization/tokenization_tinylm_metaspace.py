@@ -110,8 +110,9 @@ class TinyLMMetaspaceTokenizerFast(TinyLMCoreTokenizerFast):
 
     def _decode(self, token_ids: int | list[int], skip_special_tokens: bool = False,
                 clean_up_tokenization_spaces: bool | None = None, **kwargs: Any) -> str:
-        """As the slow class decodes. `tokenizers` turns a run of byte pieces that mixes a valid character with
-        an invalid byte into U+FFFD throughout (`lone_byte_decoders`): text with U+FFFD is decoded again here."""
+        """As the slow class (and sentencepiece) decodes. `tokenizers`' ByteFallback turns a run of byte pieces
+        holding any invalid byte into U+FFFD throughout (`build_metaspace_backend`): text with U+FFFD is decoded
+        again here, from the pieces."""
         text = super()._decode(token_ids, skip_special_tokens=skip_special_tokens,
                                clean_up_tokenization_spaces=clean_up_tokenization_spaces, **kwargs)
         if "\ufffd" not in text or not self.core.byte_fallback:
