@@ -64,6 +64,26 @@ def test_both_classes_give_the_same_ids_on_the_same_calls(both):
     assert fast.decode(ids, skip_special_tokens=True) == slow.decode(ids, skip_special_tokens=True)
 
 
+@pytest.mark.parametrize("call", [
+    dict(text=["Ben", "ran", "home."], is_split_into_words=True),
+    dict(text="Ben ran.", text_pair="He was happy."),
+    dict(text="Once upon a time there was a cat named Tom.", truncation=True, max_length=5),
+    dict(text="Ben ran.", return_special_tokens_mask=True),
+    dict(text=["a", "Ben ran home"], padding=True, padding_side="left"),
+], ids=["pre-split words", "a pair", "truncation", "special tokens mask", "left padding"])
+def test_both_classes_agree_on_the_rest_of_the_call(both, call):
+    slow, fast = both
+    assert fast(**call).data == slow(**call).data
+
+
+def test_overflowing_windows_come_from_the_fast_class(both):
+    fast = both[1]
+    text = "Once upon a time there was a cat named Tom."
+    windows = fast(text, truncation=True, max_length=5, stride=2, return_overflowing_tokens=True, add_special_tokens=False)
+    whole = fast(text, add_special_tokens=False)["input_ids"]
+    assert windows["input_ids"][0] == whole[:5] and windows["input_ids"][1][:2] == whole[3:5]  # 2 tokens overlap
+
+
 def test_offsets_word_ids_and_char_to_token_come_from_the_fast_class(both):
     slow, fast = both
     text = "Ben ran home."
