@@ -143,10 +143,11 @@ def test_the_package_loader_keeps_running_the_hand_written_core(chat_folder):
     assert type(load_tokenizer(folder)) is FAMILY_TABLE[name].slow
 
 
-def test_remote_code_gives_the_assistant_mask_without_tinylm_hf(chat_folder, both, tmp_path):
-    name, folder = chat_folder
-    if name != "bpe":
-        pytest.skip("one family is enough for the fresh process; the classes share the mechanism")
+def test_remote_code_gives_the_assistant_mask_without_tinylm_hf(story_text, tmp_path):  # noqa: F811
+    tokenizer = trained(story_text, "bpe")  # one family is enough for a fresh process: the classes share the mechanism
+    add_chat_tokens(tokenizer)
+    folder = tmp_path / "chat"
+    tokenizer.save_pretrained(folder)
     out = run_fresh(textwrap.dedent(f"""
         import json
         from transformers import AutoTokenizer
@@ -155,7 +156,8 @@ def test_remote_code_gives_the_assistant_mask_without_tinylm_hf(chat_folder, bot
         print(json.dumps([type(tok).__name__, out["input_ids"], out["assistant_masks"]]))
     """), tmp_path)
     class_name, ids, mask = json.loads(out.stdout.strip().splitlines()[-1])
-    expected = both[1].apply_chat_template(CONVERSATION, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+    expected = AutoTokenizer.from_pretrained(folder).apply_chat_template(
+        CONVERSATION, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
     assert (class_name, ids, mask) == ("TinyLMTokenizerFast", expected["input_ids"], expected["assistant_masks"])
 
 
