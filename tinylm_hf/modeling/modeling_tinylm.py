@@ -312,7 +312,9 @@ class TinyLMModel(TinyLMPreTrainedModel):
                 attention_mask, batch, past_len, seq, inputs_embeds.device, checking, kv_len, causal=causal
             )
         else:
-            mask = self._interface_mask(inputs_embeds, attention_mask, cache, position_ids, sequence_ids, past_len, kv_len)
+            mask = self._interface_mask(
+                inputs_embeds, attention_mask, cache, position_ids, sequence_ids, past_len, kv_len
+            )
         return position_ids, mask
 
     def _run_layers(
@@ -494,7 +496,8 @@ def _build_attention_mask(
 def _check_padding_mask(attention_mask: torch.Tensor, batch: int, real_len: int) -> None:
     if attention_mask.shape != (batch, real_len):
         raise ValueError(
-            f"attention_mask has shape {tuple(attention_mask.shape)}, expected (batch, past + seq) = {(batch, real_len)}"
+            f"attention_mask has shape {tuple(attention_mask.shape)}, "
+            f"expected (batch, past + seq) = {(batch, real_len)}"
         )
 
 
