@@ -95,7 +95,8 @@ def client(request, chat_folder):
         wait_until_up(api, server)
         yield api
     finally:
-        stop(server)
+        stopped = stop(server)
+    assert stopped, "tinylm serve did not exit within 30 s of Ctrl-C"
 
 
 def wait_until_up(api, server: subprocess.Popen) -> None:
@@ -111,16 +112,22 @@ def wait_until_up(api, server: subprocess.Popen) -> None:
     raise AssertionError(f"tinylm serve did not answer within {START_TIMEOUT} s")
 
 
-def stop(server: subprocess.Popen) -> None:
-    """SIGINT (Ctrl-C) to the server, then SIGKILL to its process group if it has not exited within 30 s."""
+def stop(server: subprocess.Popen) -> bool:
+    """SIGINT (Ctrl-C) to the server; SIGKILL to its process group if it has not exited within 30 s.
+
+    Returns whether it exited by itself.
+    """
+    stopped = True
     if server.poll() is None:
         server.send_signal(signal.SIGINT)
         try:
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:
+            stopped = False
             os.killpg(server.pid, signal.SIGKILL)
             server.wait(timeout=30)
     server.stdout.close()
+    return stopped
 
 
 def test_the_folder_is_the_served_model(client, chat_folder) -> None:

@@ -12,6 +12,7 @@ and streaming, continuous batching and the attention implementations are transfo
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -81,8 +82,8 @@ def serve(
     Endpoints are transformers': ``POST /v1/chat/completions`` (streamed or not), ``POST /v1/completions``,
     ``GET /v1/models``; the model is named by ``folder`` as given. ``continuous_batching`` batches concurrent
     requests over a paged KV cache, sized by the ``cb_*`` options (transformers' defaults when None: they suit a
-    GPU, and take tens of seconds per request on a CPU). ``non_blocking`` starts the server in a thread and
-    returns transformers' ``Serve`` object (``kill_server()`` stops it).
+    GPU, and take tens of seconds per request on a CPU). Returns transformers' ``Serve`` object once the server
+    has stopped, or at once with ``non_blocking`` (the server runs in a thread; ``kill_server()`` stops it).
     """
     from .publish.folder import check_folder_files
 
@@ -98,7 +99,20 @@ def serve(
     use_tokenizers_twins()
     from transformers.cli.serve import Serve
 
-    return Serve(force_model=str(Path(folder)), host=host, port=port, device=device,
-                 attn_implementation=attn_implementation, continuous_batching=continuous_batching,
-                 cb_num_blocks=cb_num_blocks, cb_max_batch_tokens=cb_max_batch_tokens, cb_block_size=cb_block_size,
-                 non_blocking=non_blocking)
+    server = Serve(force_model=str(Path(folder)), host=host, port=port, device=device,
+                   attn_implementation=attn_implementation, continuous_batching=continuous_batching,
+                   cb_num_blocks=cb_num_blocks, cb_max_batch_tokens=cb_max_batch_tokens, cb_block_size=cb_block_size,
+                   non_blocking=True)
+    if non_blocking:
+        return server
+    try:
+        # until Ctrl-C, SIGTERM or a failed start; the server's thread (transformers' attribute) is polled, not
+        # joined: a join broken by Ctrl-C leaves the thread looking stopped, and kill_server would then skip it
+        while server._thread.is_alive():
+            time.sleep(0.5)
+    finally:
+        # stops the server and the generation threads too (continuous batching's would keep the process alive)
+        server.kill_server()
+    if not server.server.started:
+        raise OSError(f"the server could not start on {host}:{port} (is the port in use?)")
+    return server
