@@ -158,3 +158,16 @@ def test_a_streamed_chat_completion_is_the_same_text(client, chat_folder, greedy
 def test_a_missing_folder_is_one_line_and_exit_2(tmp_path, capsys) -> None:
     message = run_cli_error(["serve", str(tmp_path / "nothing")], capsys)
     assert "nothing" in message
+
+
+def test_transformers_finds_no_architecture_in_a_llama_gguf(chat_folder, tmp_path) -> None:
+    # why docs/how-to/serve.md serves the GGUF with llama.cpp: transformers' server picks the model class from
+    # config.architectures, which its GGUF loader leaves unset for a llama file (ours, as Meta's)
+    pytest.importorskip("gguf")
+    from transformers import AutoConfig
+
+    from tinylm_hf.publish import export_gguf
+
+    path = export_gguf(chat_folder, tmp_path / "chat.gguf", dtype="f32")
+    config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
+    assert (config.model_type, config.architectures) == ("llama", None)
