@@ -25,6 +25,9 @@ from ..tokenizer_training.families import FAMILIES
 TOKENIZER_FILES = (TOKENIZER_FILE, *dict.fromkeys(family.core.files[0] for family in FAMILIES.values()))
 CHAT_TEMPLATE_FILE = "chat_template.jinja"  # where save_pretrained writes a tokenizer's chat template
 HF_DIR = "hf"  # a run's Hugging Face folder, in its out_dir
+# the classes of task heads (config.json's "architectures"): a body with a task head, and no language-model head
+TASK_HEAD_SUFFIXES = ("ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering")
+LANGUAGE_MODEL_FIX = "use the language model it was fine-tuned from, or load the head with its Auto class"
 
 
 def read_json(path: Path) -> dict[str, Any]:
@@ -109,11 +112,37 @@ def check_folder_files(folder: str | os.PathLike) -> dict[str, Any]:
     return config
 
 
+def task_head(config: dict[str, Any]) -> str | None:
+    """The class of the task head a folder's config.json dict names (`TinyLMForSequenceClassification`, ...), or
+    None for a language model."""
+    architectures = config.get("architectures") or []
+    name = str(architectures[0]) if isinstance(architectures, list) and architectures else ""
+    return name if name.endswith(TASK_HEAD_SUFFIXES) else None
+
+
+def check_language_model(config: dict[str, Any], folder: Any, fix: str) -> None:
+    """Refuse a folder holding a task head (a `tinylm finetune` classifier, ...) where a language model is needed:
+    its language-model head was never saved, so every token it predicted would come from random weights. `fix`
+    says what to do instead."""
+    head = task_head(config)
+    if head is not None:
+        raise ValueError(f"{folder} holds a {head}, a classification head (a task head): its language-model "
+                         f"head was never saved, so it cannot predict tokens; {fix}")
+
+
+def check_language_model_folder(folder: str | os.PathLike, fix: str) -> None:
+    """`check_language_model` on a local folder's config.json (a folder without one is left to its loader)."""
+    path = Path(folder) / "config.json"
+    if path.is_file():
+        check_language_model(read_json(path), folder, fix)
+
+
 def load_folder(folder: str | os.PathLike, *, trust_remote_code: bool = False) -> tuple[Any, Any]:
     """(model, tokenizer) of a saved folder through the Auto classes, checked against each other.
 
-    The tokenizer's vocabulary must fit the model's embedding; a folder whose code would have to run
-    (a model type tinylm_hf does not provide) needs `trust_remote_code=True`.
+    The tokenizer's vocabulary must fit the model's embedding; a folder holding a task head (a classifier) is
+    refused, its language-model head was never saved; a folder whose code would have to run (a model type
+    tinylm_hf does not provide) needs `trust_remote_code=True`.
     """
     from transformers import AutoModelForCausalLM
 
@@ -122,7 +151,8 @@ def load_folder(folder: str | os.PathLike, *, trust_remote_code: bool = False) -
     register()
     local = Path(folder).exists() or not _could_be_hub_repo(str(folder))
     if local:
-        check_folder_files(folder)  # a local folder: say what is missing before transformers tries the Hub
+        config = check_folder_files(folder)  # a local folder: say what is missing before transformers tries the Hub
+        check_language_model(config, folder, LANGUAGE_MODEL_FIX)
     folder = Path(folder)
     tokenizer = load_tokenizer(folder, trust_remote_code=trust_remote_code, from_hub=not local)
     try:
