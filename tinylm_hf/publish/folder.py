@@ -8,6 +8,7 @@ passes `trust_remote_code=True`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -74,6 +75,16 @@ def weight_files(folder: Path) -> list[Path]:
             if not (folder / name).is_file():
                 raise FileNotFoundError(f"{folder} lacks the weight shard {name} named in {index.name}")
     return files
+
+
+def weights_digest(folder: str | os.PathLike) -> str:
+    """A short hash of the folder's weight files' contents: what a result measured on the model (eval_results.json)
+    records, so that it is never reported beside other weights saved under the same folder name."""
+    digest = hashlib.sha256()
+    for path in weight_files(Path(folder)):
+        with open(path, "rb") as fh:
+            digest.update(path.name.encode("utf-8") + b"\0" + hashlib.file_digest(fh, "sha256").digest())
+    return digest.hexdigest()[:16]
 
 
 def count_parameters(folder: str | os.PathLike) -> int:
