@@ -58,3 +58,17 @@ def test_resume_on_the_same_data_prepared_again_continues(tmp_path):
     train(tiny_config(data, tmp_path / "run", max_iters=4, eval_every=0))
     write_byte_dataset(tmp_path / "data", n_bytes=20_000)  # the same tokens, written again
     assert train(tiny_config(data, tmp_path / "run", max_iters=8, resume=True)).iterations == 8
+
+
+def test_the_cli_refuses_a_resume_on_other_data_with_one_line_and_exit_2(tmp_path, capsys):
+    import json
+
+    from conftest import run_cli_error
+
+    data = write_byte_dataset(tmp_path / "data", n_bytes=20_000)
+    config = tiny_config(data, tmp_path / "run", max_iters=4, eval_every=0)
+    train(config)
+    write_byte_dataset(tmp_path / "data", n_bytes=30_000)
+    (tmp_path / "cfg.json").write_text(json.dumps({**config.to_dict(), "max_iters": 8}))
+    message = run_cli_error(["train", "--config", str(tmp_path / "cfg.json"), "--resume"], capsys)
+    assert "changed since the run" in message and "--overwrite" in message
