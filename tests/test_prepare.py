@@ -239,3 +239,13 @@ def test_a_refused_prepare_leaves_no_output_folder_behind(tmp_path, tok_dir):
         prepare_dataset(tok_dir, tmp_path / "new", input_files=[PACKAGE_DATA / "corpus_source_test.jsonl"],
                         text_column="nope", num_proc=1)
     assert not (tmp_path / "new").exists()
+
+
+def test_a_worker_refuses_a_tokenizer_that_changed_while_prepare_ran(tok_dir):
+    from tinylm_hf.corpus.prepare import _tokenize
+    from tinylm_hf.tokenizer_loading import load_tokenizer
+
+    fingerprint = token_files.tokenizer_fingerprint(load_tokenizer(tok_dir))
+    assert _tokenize({"text": ["a cat"]}, str(tok_dir), "text", 0, fingerprint)["n_tokens"][0] > 1
+    with pytest.raises(ValueError, match="changed while prepare ran"):
+        _tokenize({"text": ["a cat"]}, str(tok_dir), "text", 0, "0123456789abcdef")

@@ -35,6 +35,7 @@ from .documents import choose_split_rule, split_documents
 from .token_files import header_path, token_dtype, tokenizer_fingerprint, write_tokens
 
 SPLITS = ("train", "val")
+_FINGERPRINTS: dict[int, str] = {}  # id of a loaded tokenizer -> its fingerprint, computed once per process
 TOKENIZE_VERSION = 1  # part of the tokenization's cache key: raise it when `_tokenize` changes what it makes
 
 
@@ -51,9 +52,11 @@ def _split_text_file(batch: dict[str, list], column: str) -> dict[str, list]:
 def _tokenize(batch: dict[str, list], tokenizer_dir: str, column: str, eos_id: int,
               fingerprint: str) -> dict[str, list]:
     tok = load_tokenizer(tokenizer_dir)
-    if tokenizer_fingerprint(tok) != fingerprint:  # the folder was trained again while prepare ran
+    if id(tok) not in _FINGERPRINTS:  # the loader keeps what it loaded: an id is never reused for another tokenizer
+        _FINGERPRINTS[id(tok)] = tokenizer_fingerprint(tok)
+    if _FINGERPRINTS[id(tok)] != fingerprint:  # the folder was trained again while prepare ran
         raise ValueError(f"the tokenizer in {tokenizer_dir} changed while prepare ran (fingerprint "
-                         f"{tokenizer_fingerprint(tok)}, {fingerprint} at the start): run prepare again")
+                         f"{_FINGERPRINTS[id(tok)]}, {fingerprint} at the start): run prepare again")
     texts = batch[column]
     ids = tok(texts, add_special_tokens=False, split_special_tokens=True)["input_ids"]
     ids = [doc + [eos_id] for doc in ids]
