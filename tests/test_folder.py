@@ -60,3 +60,9 @@ def test_export_gguf_refuses_the_head_with_the_same_check(classifier, tmp_path, 
     message = run_cli_error(["export-gguf", str(classifier), str(tmp_path / "m.gguf")], capsys)
     assert "classification head (a task head)" in message and "export-llama" in message
     assert not (tmp_path / "m.gguf").exists()
+
+
+def test_a_classifier_folder_is_still_pushed_checked_with_its_own_head(classifier, capsys):
+    from tinylm_hf.cli import main
+
+    assert main(["push", str(classifier), "--repo-id", "someone/classifier", "--dry-run"]) == 0

@@ -197,18 +197,37 @@ def check_tokenizer_fits(tokenizer: Any, vocab_size: int, where: Any) -> None:
 
 
 def validate_folder(folder: str | os.PathLike, *, load: bool = True, trust_remote_code: bool = False) -> dict[str, Any]:
-    """Check a saved model folder is complete and (with `load`) loads and gives finite logits; return its config."""
+    """Check a saved model folder is complete and (with `load`) loads and gives finite logits; return its config.
+
+    A task head (a classifier) loads with its own Auto class, never as a language model."""
     config = check_folder_files(folder)
     if load:
         import torch
 
-        model, tokenizer = load_folder(folder, trust_remote_code=trust_remote_code)
+        head = task_head(config)
+        model, tokenizer = (load_folder(folder, trust_remote_code=trust_remote_code) if head is None
+                            else _load_head_folder(folder, head, trust_remote_code))
         ids = tokenizer("Once upon a time", add_special_tokens=False, return_tensors="pt")["input_ids"]
         with torch.no_grad():
-            logits = model(input_ids=ids).logits
-        if logits.shape[-1] != config["vocab_size"] or not torch.isfinite(logits).all():
+            output = model(input_ids=ids)
+        logits = output.logits if head is None else output[0]
+        if (head is None and logits.shape[-1] != config["vocab_size"]) or not torch.isfinite(logits).all():
             raise ValueError(f"the model in {folder} gives non-finite or mis-shaped logits {tuple(logits.shape)}")
     return config
+
+
+def _load_head_folder(folder: str | os.PathLike, head: str, trust_remote_code: bool) -> tuple[Any, Any]:
+    """(model, tokenizer) of a local task-head folder, the model through its Auto class (`AutoModelForSequence...`)."""
+    import transformers
+
+    from ..registration import register
+
+    register()
+    auto_class = getattr(transformers, "AutoModel" + head[head.index("For"):])
+    tokenizer = load_tokenizer(folder, trust_remote_code=trust_remote_code)
+    model = auto_class.from_pretrained(folder, trust_remote_code=trust_remote_code)
+    check_tokenizer_fits(tokenizer, model.config.vocab_size, folder)
+    return model, tokenizer
 
 
 def model_folder_name(folder: str | os.PathLike) -> str:
