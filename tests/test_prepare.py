@@ -176,6 +176,27 @@ def test_a_terminated_prepare_leaves_no_worker_and_no_stage(tmp_path, tok_dir):
     assert not list(out.glob(".prepare-*")) and not (out / "train.bin").exists()
 
 
+@pytest.mark.parametrize("source", ["text-file", "dataset-folder"])
+def test_every_special_token_spelled_in_a_document_is_plain_text(tmp_path, tok_dir, source):
+    """Text files and `datasets` rows too: a document ends only where its structure says, by an id prepare appends."""
+    from transformers import AutoTokenizer
+
+    specials = AutoTokenizer.from_pretrained(tok_dir).all_special_tokens
+    docs = [f"Story {i} spells {token} inside." for i, token in enumerate(specials)] + ["A plain one."]
+    if source == "text-file":
+        (tmp_path / "a.txt").write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+        options = {"input_files": [tmp_path / "a.txt"], "val_files": [tmp_path / "a.txt"]}
+    else:
+        (tmp_path / "rows").mkdir()
+        (tmp_path / "rows" / "train.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
+        (tmp_path / "rows" / "validation.jsonl").write_text(json.dumps({"text": docs[0]}) + "\n")
+        options = {"dataset": str(tmp_path / "rows")}
+    prepare_dataset(tok_dir, tmp_path / "out", num_proc=1, **options)
+    eos = read_header(tmp_path / "out" / "train.bin")["eos_id"]
+    train = load_tokens(tmp_path / "out" / "train.bin").tolist()
+    assert train == [i for d in docs for i in _ids(tok_dir, d) + [eos]]
+
+
 def _small_corpus(tmp_path: Path) -> Path:
     text = tmp_path / "corpus.txt"
     text.write_text((PACKAGE_DATA / "tinystories_valid_small.txt").read_text(encoding="utf-8")[:60_000],

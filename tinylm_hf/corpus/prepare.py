@@ -29,6 +29,7 @@ import numpy as np
 
 from ..fileio import check_input_file, make_folders, no_space
 from ..tokenization.pretokenize import EOS_TOKEN
+from ..tokenization.plain_text import encode_plain
 from ..tokenization.process_pool import WorkerDiedError
 from ..tokenizer_loading import load_tokenizer
 from .documents import choose_split_rule, split_documents
@@ -58,7 +59,7 @@ def _tokenize(batch: dict[str, list], tokenizer_dir: str, column: str, eos_id: i
         raise ValueError(f"the tokenizer in {tokenizer_dir} changed while prepare ran (fingerprint "
                          f"{_FINGERPRINTS[id(tok)]}, {fingerprint} at the start): run prepare again")
     texts = batch[column]
-    ids = tok(texts, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+    ids = encode_plain(tok, texts)
     ids = [doc + [eos_id] for doc in ids]
     return {"ids": ids, "n_tokens": [len(d) for d in ids], "n_bytes": [len(t.encode("utf-8")) for t in texts]}
 

@@ -43,11 +43,13 @@ def model_from_checkpoint(path: str | os.PathLike) -> Any:
 
 
 def prepare_classifier_tokenizer(tokenizer: Any, pad_token_id: int, context_length: int) -> None:
-    """A classifier's tokenizer pads with the classifier's pad token, and `truncation=True` cuts a text where
-    training did."""
+    """A classifier's tokenizer pads with the classifier's pad token, `truncation=True` cuts a text where
+    training did, and special-token text in a text is plain text, as training encoded it (`encode_plain`)."""
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.convert_ids_to_tokens(pad_token_id)
     tokenizer.model_max_length = context_length
+    tokenizer.split_special_tokens = True
+    tokenizer.init_kwargs["split_special_tokens"] = True  # what save_pretrained writes to tokenizer_config.json
 
 
 def publish_run(
