@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -53,6 +54,17 @@ def open_data(config: TrainConfig) -> TrainingData:
     vocab_size = max(int(train_header.get("vocab_size", 0)), int(train_header.get("max_id", -1)) + 1)  # ids may skip
     return TrainingData(provenance, vocab_size, train_header.get("eos_id"), train=train, val=val,
                         bytes_per_token=bytes_per_token)
+
+
+def published_tokenizer(config: TrainConfig, data: RunData) -> Any:
+    """The tokenizer the run will publish (`tokenizer_dir`, else the data's), loaded now, before the first step; None
+    when there is none, or when it already lives in the run's folder (sft's chat tokenizer)."""
+    from ..tokenizer_loading import load_tokenizer
+
+    folder = config.tokenizer_dir or data.provenance.tokenizer_dir
+    if not folder or not Path(folder).is_dir() or Path(config.out_dir).resolve() in Path(folder).resolve().parents:
+        return None
+    return load_tokenizer(folder)
 
 
 def check_published_tokenizer(config: TrainConfig, provenance: DataProvenance) -> None:

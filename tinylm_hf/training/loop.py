@@ -35,7 +35,7 @@ from .batches import StepBatches
 from .budget import StepPlan, TimeBudget
 from .checkpoint import BEST_CHECKPOINT, find_latest_checkpoint, remove_orphaned_temp_files
 from .config import TrainConfig, check_context_length
-from .data import RunData
+from .data import RunData, published_tokenizer
 from .distributed import DataParallel
 from .interrupts import InterruptFlag
 from .metrics import RunLog, plot_losses
@@ -64,7 +64,8 @@ def train(config: TrainConfig) -> RunSummary:
                           betas=(config.beta1, config.beta2), eps=config.eps, weight_decay=config.weight_decay)
         sampler = torch.Generator().manual_seed(config.seed)
         checkpoints = RunCheckpoints(run, run_id, config, raw_model, optimizer, world_size=ddp.world, main=ddp.main,
-                                     tokenizer_fingerprint=data.provenance.tokenizer_fingerprint, data=data.provenance)
+                                     tokenizer_fingerprint=data.provenance.tokenizer_fingerprint, data=data.provenance,
+                                     tokenizer=published_tokenizer(config, data))
         state = checkpoints.resume(sampler) if resuming else TrainState(StepPlan.of(config))
         model, loss_fn = compile_for_training(raw_model) if config.compile else (raw_model, None)
         model = ddp.wrap(model, device)

@@ -54,6 +54,7 @@ class TrainState:
         return False
 
 
+RUN_TOKENIZER_DIR = "tokenizer"  # in checkpoints/: the tokenizer the run publishes, saved with its first checkpoint
 RESUMED_MODEL_FIELDS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
                         "max_position_embeddings", "rope_theta", "tie_word_embeddings", "use_bidirectional_attention")
 """The TinyLMConfig fields a resumed run must share with its checkpoint: every one changes the model."""
@@ -64,11 +65,12 @@ class RunCheckpoints:
 
     def __init__(self, run: RunDirectory, run_id: str | None, config: TrainConfig, model: torch.nn.Module,
                  optimizer: torch.optim.Optimizer, *, tokenizer_fingerprint: str | None, world_size: int,
-                 main: bool, data: DataProvenance | None = None) -> None:
+                 main: bool, data: DataProvenance | None = None, tokenizer: Any = None) -> None:
         self.run, self.run_id, self.config = run, run_id, config
         self.model, self.optimizer = model, optimizer  # the plain model (no DDP or compile wrapper)
         self.tokenizer_fingerprint = tokenizer_fingerprint
         self.data = data  # the data the run trains on: its checkpoints record its digest and name
+        self.tokenizer = tokenizer  # what the run publishes, loaded before the first step: kept beside the checkpoints
         self.world_size, self.main = world_size, main
 
     def resume(self, sampler: torch.Generator) -> TrainState:
@@ -150,9 +152,22 @@ class RunCheckpoints:
             extra["budget_schedule"] = state.plan.as_list()
         sampler = torch.Generator()
         sampler.set_state(sampler_state)
-        return save_training_state(
+        saved = save_training_state(
             self.run.checkpoints, model=self.model, optimizer=self.optimizer, iteration=state.iteration,
             generator=sampler, train_config=self.config.to_dict(), model_config=self.model.config.to_dict(),
             metrics=state.metrics, extra=extra, keep_last=self.config.keep_last, run_id=self.run_id,
             path=self.run.checkpoints / BEST_CHECKPOINT if best else None,
         )
+        self._keep_tokenizer()
+        return saved
+
+    def _keep_tokenizer(self) -> None:
+        """Save the tokenizer held since before the first step into checkpoints/ once: publishing falls back to it when
+        the tokenizer folder was deleted while the run trained."""
+        folder = self.run.checkpoints / RUN_TOKENIZER_DIR
+        if self.tokenizer is None or folder.is_dir():
+            return
+        from ..fileio import staged_folder
+
+        with staged_folder(folder) as stage:
+            self.tokenizer.save_pretrained(stage)
