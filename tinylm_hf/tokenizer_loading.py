@@ -8,8 +8,8 @@ runs its slow twin instead: the hand-written core that prepare's throughput and 
 are measured on (the two give the same ids; `tests/test_tokenization_tinylm_auto.py` checks it). A TinyLM folder's `tokenizer.json` (what fast-tokenizer consumers run) must be the twin of the
 files the tokenizer was built from (`vocab.json`/`merges.txt`, `vocab.txt`, `tokenizer.model`): a folder
 that mixes two tokenizers is refused, since its data, model and exports would disagree on the ids. A loaded tokenizer is kept for the rest of the process (each `datasets` worker process loads a
-folder once), under the folder's absolute path and its files' sizes and times: a re-trained folder, or
-another folder of the same relative name, loads afresh.
+folder once), under the folder's absolute path and its files' sizes, times, inodes and change times: a re-trained
+folder (even one whose files kept their sizes and times), or another folder of the same relative name, loads afresh.
 """
 
 from __future__ import annotations
@@ -37,7 +37,10 @@ def load_tokenizer(folder: str | os.PathLike, *, trust_remote_code: bool = False
 
         check_input_folder(path, "tokenizer folder")
     files = sorted((p.name, p.stat()) for p in path.iterdir() if p.is_file())
-    key = (str(path.resolve()), trust_remote_code, tuple((name, st.st_size, st.st_mtime_ns) for name, st in files))
+    # size and time of each file, and its inode and change time: a file written again keeps neither (its time can be
+    # set back, as `cp -p` or `touch -r` do; its change time cannot)
+    key = (str(path.resolve()), trust_remote_code,
+           tuple((name, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns) for name, st in files))
     if key not in _LOADED:
         tokenizer = _auto_tokenizer(path, trust_remote_code)
         check_tokenizer_json(tokenizer, path)

@@ -37,6 +37,14 @@ class LabelledTokens:
     def __len__(self) -> int:
         return len(self.labels)
 
+    def digest(self) -> str:
+        """`token_digest` of the examples: every text's ids and length, and the labels."""
+        from ..corpus.token_files import token_digest
+
+        lengths = np.array([len(ids) for ids in self.ids], dtype=np.int64)
+        return token_digest(np.concatenate([*(np.asarray(ids, dtype=np.int64) for ids in self.ids), lengths,
+                                            np.asarray(self.labels, dtype=np.int64)]))
+
     @property
     def tokens(self) -> int:
         """Tokens in all the texts."""
@@ -113,7 +121,7 @@ def open_classification_data(config: TrainConfig) -> ClassificationData:
     provenance = DataProvenance(
         input_files=[labelled.name], val_files=[Path(config.validation_file).name] if config.validation_file else [],
         train_tokens=train.tokens, val_tokens=val.tokens, documents=len(train), tokenizer_dir=config.init_from,
-        tokenizer_fingerprint=tokenizer_fingerprint(tokenizer))
+        tokenizer_fingerprint=tokenizer_fingerprint(tokenizer), token_digest=f"{train.digest()}+{val.digest()}")
     return ClassificationData(provenance, len(tokenizer), tokenizer.eos_token_id, train=train, val=val, pad_id=pad_id,
                               task=task)
 

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from ..corpus.conversations import Conversation
-from ..corpus.token_files import tokenizer_fingerprint
+from ..corpus.token_files import token_digest, tokenizer_fingerprint
 from ..modeling.loss_tinylm import IGNORE_INDEX
 from ..tokenization.chat_template import CHAT_TEMPLATE, add_chat_tokens, has_chat_format
 from ..tokenization.plain_text import encode_chat
@@ -157,6 +157,7 @@ def open_conversation_data(config: TrainConfig) -> ConversationData:
         val_files=[os.path.basename(config.val_conversations)] if config.val_conversations else [],
         train_tokens=len(train_tokens.ids), val_tokens=len(val_tokens.ids), documents=len(train_tokens),
         tokenizer_dir=folder, tokenizer_fingerprint=tokenizer_fingerprint(tokenizer),
+        token_digest=f"{token_digest(train_tokens.ids)}+{token_digest(val_tokens.ids)}",
     )
     return ConversationData(provenance=provenance, vocab_size=len(tokenizer), eos_id=tokenizer.eos_token_id,
                             train=train_tokens.ids, val=val_tokens.ids, bytes_per_token=None,
