@@ -16,9 +16,9 @@ This file imports only same-folder siblings: transformers copies it flat for `tr
 
 from __future__ import annotations
 
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
-
 import re
+
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
 from .metaspace import CONTROL, SPACE_SYMBOL, UNKNOWN, UNUSED
 from .metaspace_tokenizer import MetaspaceTokenizer
