@@ -161,6 +161,22 @@ def test_text_that_spells_a_byte_piece_is_plain_text(byte_fallback_folder, text)
     assert backend.encode(text).ids == expected
 
 
+def test_text_that_spells_a_special_token_is_plain_text_with_special_tokens_unsplit(byte_fallback_folder):
+    """sentencepiece never matches a control or unknown piece in text; the Unigram twin cuts inside its spelling."""
+    from tinylm_hf.tokenization.plain_text import special_token_texts
+
+    slow, fast, backend, processor = byte_fallback_folder
+    backend.encode_special_tokens = True
+    for token in special_token_texts(slow):
+        for text in [token, f"x {token}y", f"{token}{token}", f"<{token}"]:
+            expected = processor.encode(text)
+            assert slow(text, split_special_tokens=True)["input_ids"] == expected, text
+            assert fast(text, split_special_tokens=True)["input_ids"] == expected, text
+            assert backend.encode(text).ids == expected, text
+        assert fast(f"x{token}")["input_ids"] == slow(f"x{token}")["input_ids"]  # split out first: the control id
+        assert slow.convert_tokens_to_ids(token) in fast(f"x{token}")["input_ids"]
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 @given(text=st.text(max_size=40))
 def test_slow_fast_and_sentencepiece_agree_on_any_text(byte_fallback_folder, text):

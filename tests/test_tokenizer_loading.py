@@ -121,6 +121,24 @@ def test_every_family_saved_by_either_class_loads(tmp_path: Path, algorithm: str
     assert load_tokenizer(tmp_path / saved_by).get_vocab() == trained.get_vocab()
 
 
+def test_a_unigram_folder_saved_before_its_twin_cut_control_pieces_loads(tmp_path: Path) -> None:
+    """Folders saved before the Unigram twin cut text that spells a control piece (metaspace_backend.text_cuts)."""
+    from conftest import PACKAGE_DATA
+    from tinylm_hf.tokenization.metaspace_backend import BYTE_PIECE_CUT
+    from tinylm_hf.tokenizer_training import train_tokenizer
+
+    text = (PACKAGE_DATA / "tinystories_valid_small.txt").read_text(encoding="utf-8")[:60_000]
+    trained = train_tokenizer(iter([text]), 500, algorithm="unigram", progress=False)
+    trained.save_pretrained(tmp_path)
+    twin = json.loads((tmp_path / "tokenizer.json").read_text(encoding="utf-8"))
+    steps = twin["pre_tokenizer"]["pretokenizers"]
+    assert len(steps) == 3 and steps[0]["pattern"] == {"Regex": BYTE_PIECE_CUT}
+    for old in ([steps[0], steps[2]], [steps[2]]):  # with the byte-piece cut only, and with no cut
+        twin["pre_tokenizer"] = old[0] if len(old) == 1 else {**twin["pre_tokenizer"], "pretokenizers": old}
+        (tmp_path / "tokenizer.json").write_text(json.dumps(twin), encoding="utf-8")
+        assert load_tokenizer(tmp_path).get_vocab() == trained.get_vocab()
+
+
 def test_prepare_refuses_a_mixed_folder_with_exit_code_2(tmp_path: Path, capsys) -> None:
     from tinylm_hf.cli import main
 

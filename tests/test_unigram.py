@@ -53,6 +53,21 @@ def test_ids_equal_tokenizers_unigram_given_the_same_pieces(model_path):
             assert plain.encode(line).ids == ours.encode(line), line
 
 
+def test_the_twin_reads_a_control_piece_spelled_in_text_as_the_core_does():
+    """tokenizers' Unigram matches "<|end|>" itself; the twin cuts inside it where no normal piece crosses: not
+    after the "<" (the normal piece "<|" crosses there) but after "<|"."""
+    pieces = [("<unk>", 0.0), ("<|end|>", 0.0), ("▁", -2.0), ("a", -3.0), ("<|", -1.0), ("end", -2.0),
+              *[(c, -4.0) for c in "<|end>"]]
+    core = UnigramTokenizer(pieces, special_tokens=["<|end|>"])
+    twin = build_metaspace_backend(core)
+    twin.encode_special_tokens = True
+    for text in ["a<|end|>", "<|end|><|end|>a", "<<|end|>"]:
+        assert twin.encode(text).ids == core.encode(text), text
+    assert [core.id_to_piece(i) for i in core.encode("a<|end|>")] == ["▁", "a", "<|", "end", "|", ">"]
+    twin.encode_special_tokens = False
+    assert twin.encode("a<|end|>").ids == [2, 3, 1]  # split out as an added token first: the control id
+
+
 @given(TEXT)
 @settings(max_examples=150, deadline=None)
 def test_ids_equal_sentencepiece_on_any_text(tmp_path_factory, text):

@@ -66,8 +66,9 @@ def check_tokenizer_json(tokenizer: Any, folder: str | os.PathLike) -> None:
         added = {(index, str(token)) for index, token in tokenizer.added_tokens_decoder.items()}
         saved, expected = _without_added(saved, added), _without_added(expected, added)
     keys = sorted(set(saved) | set(expected)) if isinstance(saved, dict) else ["the whole file"]
-    differ = [k for k in keys if _comparable(k, saved.get(k) if isinstance(saved, dict) else saved)
-              != _comparable(k, expected.get(k))]
+    cuts = _text_cuts(tokenizer)
+    differ = [k for k in keys if _comparable(k, saved.get(k) if isinstance(saved, dict) else saved, cuts)
+              != _comparable(k, expected.get(k), cuts)]
     if differ:
         raise ValueError(f"{path} disagrees with {sources} ({', '.join(differ)} differ): the folder mixes two "
                          f"tokenizers; train it again, or delete {TOKENIZER_FILE} and save the tokenizer again")
@@ -83,12 +84,13 @@ def _without_added(part: dict, added: set[tuple[int, str]]) -> dict:
     return {**part, "added_tokens": kept}
 
 
-def _comparable(key: str, value: Any) -> Any:
+def _comparable(key: str, value: Any, cuts: set[str]) -> Any:
     """A tokenizer.json part as it behaves: an empty template is no post-processor, Unigram scores are float32s;
-    the cut a Unigram twin gained (`metaspace_backend.BYTE_PIECE_CUT`) is left out, so that folders saved without
-    it still load (their ids differ only on text that spells a byte piece, "<0x41>")."""
+    the cuts a Unigram twin gained (`cuts`) are left out, so that folders saved without them still load (their ids
+    differ only on text that spells a byte, control or unknown piece, "<0x41>", "<|end|>", with the special tokens
+    left unsplit; the TinyLM classes build the twin from tokenizer.model, cuts included)."""
     if key == "pre_tokenizer":
-        value = _without_byte_piece_cut(value)
+        value = _without_cuts(value, cuts)
     if key == "post_processor" and isinstance(value, dict) and value.get("type") == "TemplateProcessing":
         if not value.get("special_tokens") and value.get("single") == [{"Sequence": {"id": "A", "type_id": 0}}]:
             return None
@@ -101,14 +103,22 @@ def _comparable(key: str, value: Any) -> Any:
     return value
 
 
-def _without_byte_piece_cut(part: Any) -> Any:
-    """A pre-tokenizer without the `BYTE_PIECE_CUT` split (a Sequence of one left is that one)."""
-    from .tokenization.metaspace_backend import BYTE_PIECE_CUT
+def _text_cuts(tokenizer: Any) -> set[str]:
+    """The regexes of the cuts `tokenizer`'s twin makes inside text that spells a piece (`metaspace_backend.text_cuts`)."""
+    from .tokenization.metaspace_backend import BYTE_PIECE_CUT, text_cuts
+    from .tokenization.metaspace_tokenizer import MetaspaceTokenizer
 
+    core = getattr(tokenizer, "core", None)
+    return {BYTE_PIECE_CUT, *text_cuts(core)} if isinstance(core, MetaspaceTokenizer) else set()
+
+
+def _without_cuts(part: Any, cuts: set[str]) -> Any:
+    """A pre-tokenizer without the splits whose regex is one of `cuts` (a Sequence of one left is that one)."""
     if not isinstance(part, dict) or part.get("type") != "Sequence":
         return part
     steps = [step for step in part.get("pretokenizers", [])
-             if not (isinstance(step, dict) and step.get("pattern") == {"Regex": BYTE_PIECE_CUT})]
+             if not (isinstance(step, dict) and step.get("type") == "Split"
+                     and step.get("pattern") in [{"Regex": cut} for cut in cuts])]
     return {**part, "pretokenizers": steps} if len(steps) > 1 else (steps[0] if steps else None)
 
 

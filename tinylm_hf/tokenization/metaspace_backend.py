@@ -6,20 +6,26 @@ that cuts before each `▁` when no piece can cross such a cut, the Unigram or B
 derived from the pieces' scores, sentencepiece's merge priority), byte fallback, and a decoder
 that undoes it all. Control and unknown pieces are special added tokens.
 
+`tokenizers`' Unigram matches every vocabulary entry in text, where sentencepiece matches only normal pieces:
+uncut, text that spells a byte piece ("<0x41>") or a control, unknown or unused piece ("<|end|>", "<unk>") would
+become that piece, even with added tokens left unsplit (`split_special_tokens=True`). So a Unigram twin's
+pre-tokenizer cuts inside such spellings (`text_cuts`), where no normal piece can cross the cut.
+
 This file imports only same-folder siblings: transformers copies it flat for `trust_remote_code`.
 """
 
 from __future__ import annotations
 
+import re
+
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
-from .metaspace import CONTROL, SPACE_SYMBOL, UNKNOWN
-
-# Where a Unigram twin cuts text: after the "<" of text that spells a byte piece ("<0x41>"). `tokenizers`' Unigram
-# matches every vocabulary entry, byte pieces included, where sentencepiece matches only normal pieces: uncut,
-# the text "<0x41>" would become the byte piece for "A". (Exact unless a normal piece spans such a "<0".)
-BYTE_PIECE_CUT = r"(?<=<)(?=0x[0-9A-F]{2}>)"
+from .metaspace import CONTROL, SPACE_SYMBOL, UNKNOWN, UNUSED
 from .metaspace_tokenizer import MetaspaceTokenizer
+
+# Where a Unigram twin cuts text that spells a byte piece ("<0x41>"): after its "<".
+# (Exact unless a normal piece spans such a "<0".)
+BYTE_PIECE_CUT = r"(?<=<)(?=0x[0-9A-F]{2}>)"
 
 
 def build_metaspace_backend(core: MetaspaceTokenizer) -> Tokenizer:
@@ -44,9 +50,7 @@ def build_metaspace_backend(core: MetaspaceTokenizer) -> Tokenizer:
         steps.append(normalizers.Prepend(SPACE_SYMBOL))
     steps.append(normalizers.Replace(" ", SPACE_SYMBOL))
     tokenizer.normalizer = normalizers.Sequence(steps)
-    cuts = []
-    if core.model_type == "unigram" and core.byte_fallback:
-        cuts.append(pre_tokenizers.Split(Regex(BYTE_PIECE_CUT), "removed"))
+    cuts = [pre_tokenizers.Split(Regex(cut), "removed") for cut in text_cuts(core)]
     if not any(SPACE_SYMBOL in piece[1:] for piece in core.normal):
         cuts.append(pre_tokenizers.Metaspace(replacement=SPACE_SYMBOL, prepend_scheme="never", split=True))
     if cuts:
@@ -62,6 +66,27 @@ def build_metaspace_backend(core: MetaspaceTokenizer) -> Tokenizer:
     specials = [AddedToken(p, special=True, normalized=False) for p, t in zip(core.pieces, core.types) if t in (CONTROL, UNKNOWN)]
     tokenizer.add_special_tokens(specials)
     return tokenizer
+
+
+def text_cuts(core: MetaspaceTokenizer) -> list[str]:
+    """The regexes (empty matches) where a Unigram twin cuts text that spells a piece sentencepiece never
+    matches in text: `BYTE_PIECE_CUT` with byte fallback, then one cut inside each control, unknown or unused
+    piece of two or more characters. A BPE twin needs none: only merges of normal pieces make its pieces."""
+    if core.model_type != "unigram":
+        return []
+    cuts = [BYTE_PIECE_CUT] if core.byte_fallback else []
+    unmatched = [p for p, t in zip(core.pieces, core.types) if t in (CONTROL, UNKNOWN, UNUSED) and len(p) > 1]
+    if unmatched:
+        normal = "\n".join(core.normal)  # every normal piece, to look pairs of characters up in
+        spots = [(piece, _cut_at(piece, normal)) for piece in unmatched]
+        cuts.append("|".join(f"(?<={re.escape(p[:at])})(?={re.escape(p[at:])})" for p, at in spots))
+    return cuts
+
+
+def _cut_at(piece: str, normal: str) -> int:
+    """Where to cut `piece`: between the first two neighbouring characters that no normal piece holds together
+    (there no normal piece can cross the cut, so the cut changes no segmentation), else after its first one."""
+    return next((at for at in range(1, len(piece)) if piece[at - 1:at + 1] not in normal), 1)
 
 
 def bpe_merges(core: MetaspaceTokenizer) -> list[tuple[str, str]]:

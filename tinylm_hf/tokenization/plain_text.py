@@ -15,8 +15,9 @@ between two special tokens on its own. Each piece of text is encoded once (plus 
 before an assistant turn), so the cost is linear in the conversation's length, and encoding stops as
 soon as a conversation exceeds `max_tokens`.
 
-A tokenizer that would still forge a control token from plain text (`forged_special_tokens`: the Unigram
-fast twin, whose model holds the control pieces) gets such text refused, with the token named, instead.
+A tokenizer that would still forge a control token from plain text (`forged_special_tokens`: none of TinyLM's
+classes, but a `tokenizer.json` whose Unigram model matches its control pieces in text, as T5's does) gets such
+text refused, with the token named, instead.
 """
 
 from __future__ import annotations
@@ -62,8 +63,8 @@ def refuse_forged_text(tokenizer: Any, texts: Sequence[str]) -> None:
         found = pattern.search(text)
         if found:
             raise ValueError(f"the text spells {found.group(0)!r}, which {type(tokenizer).__name__} encodes as its "
-                             "control token even as plain text (its model holds the token as a piece): load the "
-                             "slow class (use_fast=False), or remove it from the text")
+                             "control token even as plain text (its model holds the token as a piece): remove it "
+                             "from the text, or use a tokenizer that reads it as text (TinyLM's classes do)")
 
 
 _FORGED: weakref.WeakKeyDictionary[Any, tuple[tuple[str, ...], tuple[str, ...]]] = weakref.WeakKeyDictionary()
@@ -73,9 +74,9 @@ _FORGED: weakref.WeakKeyDictionary[Any, tuple[tuple[str, ...], tuple[str, ...]]]
 def forged_special_tokens(tokenizer: Any) -> tuple[str, ...]:
     """The special tokens that `tokenizer` encodes as their control id even with `split_special_tokens=True`.
 
-    None for TinyLM's classes but one: the Unigram family's fast twin, whose `tokenizers.Unigram` model holds
-    the control pieces as ordinary scored pieces, so its Viterbi search finds `<|end|>` in text. Such text
-    is refused (`encode_plain`) rather than forged.
+    None for TinyLM's classes (the Unigram twin cuts text inside a control piece's spelling:
+    `metaspace_backend.text_cuts`). A foreign `tokenizers.Unigram` model holds its control pieces as ordinary
+    scored pieces, so its Viterbi search finds `</s>` in text; such text is refused (`encode_plain`), never forged.
     """
     specials = tuple(special_token_texts(tokenizer))
     try:
