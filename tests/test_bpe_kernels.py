@@ -118,7 +118,10 @@ def test_kernel_merges_equal_the_python_merges(word: bytes) -> None:
     ids = [tok._byte_ids[b] for b in word]
     expected = merge_short(list(ids), tok.ranks.get, tok._merged_by_rank)
     assert merge_by_heap(list(ids), tok.ranks.get, tok._merged_by_rank) == expected
-    for merge in (kernels.merge_short, kernels.merge_by_heap):
-        out = np.array(ids, dtype=np.int64)
-        n = merge(out, len(ids), kernel.pair_keys, kernel.pair_ranks, kernel.merged)
-        assert out[:n].tolist() == expected
+    out = np.array(ids, dtype=np.int64)
+    n = kernels.merge_by_heap(out, len(ids), kernel.pairs, kernel.merged)
+    assert out[:n].tolist() == expected
+    out = np.array(ids, dtype=np.int64)
+    ranks = np.array([kernels.rank_of(a, b, kernel.pairs) for a, b in zip(ids, ids[1:])], dtype=np.int64)
+    n = kernels.merge_short(out, len(ids), kernel.pairs, kernel.merged, ranks)
+    assert out[:n].tolist() == expected

@@ -175,6 +175,8 @@ class BPETokenizer:
         data = [text.encode("utf-8") for text in texts]
         bounds = np.fromiter(accumulate(map(len, data), initial=0), dtype=np.int64, count=len(data) + 1)
         ids, counts = kernel.encode(b"".join(data), bounds)
+        if len(texts) == 1:
+            return [ids.tolist()]
         ids = ids.tolist()
         ends = list(accumulate(counts.tolist()))
         return [ids[end - n : end] for n, end in zip(counts.tolist(), ends)]

@@ -29,7 +29,10 @@ NO_RANK = np.int64(1 << 62)  # the rank of a pair never learned
 EMPTY = -1  # an empty slot of an open-addressing table
 # Pre-tokens of at least this many bytes merge over the heap instead of the quadratic rescan.
 HEAP_MIN_BYTES = 64
+# Slots of the table of pre-tokens merged earlier in one call (half of them fill: at most 32k pre-tokens).
+MERGED_SLOTS = 1 << 16
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: the slot is the top bits of key * _MIX
+SHORT_MASK = np.int64((1 << 56) - 1)
 
 
 def class_table() -> np.ndarray:
@@ -42,7 +45,7 @@ def class_table() -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------------- scanner
-@njit()
+@njit(inline=True)
 def decode_at(data, i):
     """(code point, byte length) of the UTF-8 character starting at data[i] (valid UTF-8)."""
     b = np.int64(data[i])
@@ -56,27 +59,34 @@ def decode_at(data, i):
             | (data[i + 3] & 0x3F)), 4
 
 
-@njit()
+@njit(inline=True)
 def class_at(data, i, end, classes):
     """(class, byte length) of the character at i; (-1, 0) at `end`."""
     if i >= end:
         return np.int64(-1), np.int64(0)
+    if data[i] < 0x80:
+        return np.int64(classes[data[i]]), np.int64(1)
     cp, size = decode_at(data, i)
     return np.int64(classes[cp]), np.int64(size)
 
 
-@njit()
+@njit(inline=True)
 def run_end(data, i, end, classes, cls):
     """The end of the run of characters of class `cls` starting at i."""
     while i < end:
-        c, size = class_at(data, i, end, classes)
-        if c != cls:
+        if data[i] < 0x80:  # ASCII: its own code point
+            if classes[data[i]] != cls:
+                break
+            i += 1
+            continue
+        cp, size = decode_at(data, i)
+        if classes[cp] != cls:
             break
         i += size
     return i
 
 
-@njit()
+@njit(inline=True)
 def contraction_end(data, i, end, ignore_case):
     """The end of `'s 'd 'm 't 'll 've 're` at i (cl100k: any case, and U+017F for s), or -1."""
     if data[i] != 39 or i + 1 >= end:  # "'"
@@ -93,7 +103,7 @@ def contraction_end(data, i, end, ignore_case):
     return -1
 
 
-@njit()
+@njit(inline=True)
 def whitespace_end(data, i, end, run):
     """`\\s+(?!\\S)|\\s+` at whitespace i whose run ends at `run`: all of it at the text's end, else all
     but its last character (which starts the next pre-token), or that one character alone."""
@@ -158,42 +168,51 @@ def gpt4_pretoken_end(data, i, end, classes):
 
 
 # ------------------------------------------------------------------------------------------- tables
-@njit()
+@njit(inline=True)
 def slot_of(key, mask):
     """The first slot to probe for a non-negative int64 key."""
     return np.int64((np.uint64(key) * _MIX) >> np.uint64(32)) & mask
 
 
-@njit()
-def rank_of(left, right, pair_keys, pair_ranks):
-    """The rank of the pair (left, right), or NO_RANK."""
+@njit(inline=True)
+def rank_of(left, right, pairs):
+    """The rank of the pair (left, right), or NO_RANK. `pairs` interleaves slots' keys and ranks."""
     key = (np.int64(left) << 32) | np.int64(right)
-    mask = len(pair_keys) - 1
+    mask = (len(pairs) >> 1) - 1
     s = slot_of(key, mask)
-    while pair_keys[s] != EMPTY:
-        if pair_keys[s] == key:
-            return pair_ranks[s]
+    while pairs[2 * s] != EMPTY:
+        if pairs[2 * s] == key:
+            return pairs[2 * s + 1]
         s = (s + 1) & mask
     return NO_RANK
 
 
 @njit()
 def make_pair_table(lefts, rights, size):
-    """An open-addressing table from (left << 32 | right) to the pair's rank (its index; the first wins)."""
-    keys = np.full(size, EMPTY, dtype=np.int64)
-    ranks = np.zeros(size, dtype=np.int64)
+    """An open-addressing table from (left << 32 | right) to the pair's rank (its index; the first wins),
+    as one array of (key, rank) slots, so that a probe reads one cache line."""
+    pairs = np.full(2 * size, EMPTY, dtype=np.int64)
     mask = size - 1
     for r in range(len(lefts)):
         key = (np.int64(lefts[r]) << 32) | np.int64(rights[r])
         s = slot_of(key, mask)
-        while keys[s] != EMPTY and keys[s] != key:
+        while pairs[2 * s] != EMPTY and pairs[2 * s] != key:
             s = (s + 1) & mask
-        if keys[s] == EMPTY:
-            keys[s], ranks[s] = key, r
-    return keys, ranks
+        if pairs[2 * s] == EMPTY:
+            pairs[2 * s], pairs[2 * s + 1] = key, r
+    return pairs
 
 
 @njit()
+def make_byte_pair_ranks(byte_ids, pairs):
+    """The rank of every pair of byte tokens, by first byte << 8 | second byte: a pre-token's first lookups."""
+    ranks = np.empty(1 << 16, dtype=np.int64)
+    for k in range(1 << 16):
+        ranks[k] = rank_of(byte_ids[k >> 8], byte_ids[k & 0xFF], pairs)
+    return ranks
+
+
+@njit(inline=True)
 def hash_bytes(data, start, end):
     """A 63-bit hash of data[start:end] (FNV-1a)."""
     h = np.uint64(0xCBF29CE484222325)
@@ -202,46 +221,65 @@ def hash_bytes(data, start, end):
     return np.int64(h >> np.uint64(1))
 
 
-@njit()
-def find_whole(data, start, end, slots, token_bytes, token_starts):
-    """The id of the vocabulary entry whose bytes are data[start:end] (among those in `slots`), or -1."""
-    mask = len(slots) - 1
-    s = slot_of(hash_bytes(data, start, end), mask)
+@njit(inline=True)
+def bytes_key(data, start, end):
+    """The whole-lookup key of data[start:end]: up to 7 bytes themselves with their count in the top byte
+    (equal keys mean equal bytes), longer ones their hash with 8 in the top byte (equal bytes to be checked)."""
     n = end - start
-    while slots[s] != EMPTY:
-        t = slots[s]
-        a = token_starts[t]
-        if token_starts[t + 1] - a == n:
-            k = 0
-            while k < n and token_bytes[a + k] == data[start + k]:
-                k += 1
-            if k == n:
+    if n >= 8:
+        return (hash_bytes(data, start, end) & SHORT_MASK) | (np.int64(8) << 56)
+    key = np.int64(n) << 56
+    for k in range(n):
+        key |= np.int64(data[start + k]) << (8 * k)
+    return key
+
+
+@njit()
+def find_whole(data, start, end, whole, token_bytes, token_starts):
+    """The id of the vocabulary entry whose bytes are data[start:end] (among those in `whole`), or -1.
+
+    `whole` interleaves slots' keys (`bytes_key`) and ids."""
+    key = bytes_key(data, start, end)
+    mask = (len(whole) >> 1) - 1
+    s = slot_of(key, mask)
+    n = end - start
+    while whole[2 * s] != EMPTY:
+        if whole[2 * s] == key:
+            t = whole[2 * s + 1]
+            if n < 8:
                 return t
+            a = token_starts[t]
+            if token_starts[t + 1] - a == n:
+                k = 0
+                while k < n and token_bytes[a + k] == data[start + k]:
+                    k += 1
+                if k == n:
+                    return t
         s = (s + 1) & mask
     return -1
 
 
 @njit()
 def make_whole_table(token_bytes, token_starts, keep, size):
-    """An open-addressing table of the ids t with keep[t] true, slotted by the hash of their bytes."""
-    slots = np.full(size, EMPTY, dtype=np.int64)
+    """An open-addressing table of the ids t with keep[t] true, by `bytes_key` of their bytes."""
+    whole = np.full(2 * size, EMPTY, dtype=np.int64)
     mask = size - 1
     for t in range(len(keep)):
         if keep[t]:
-            s = slot_of(hash_bytes(token_bytes, token_starts[t], token_starts[t + 1]), mask)
-            while slots[s] != EMPTY:
+            key = bytes_key(token_bytes, token_starts[t], token_starts[t + 1])
+            s = slot_of(key, mask)
+            while whole[2 * s] != EMPTY:
                 s = (s + 1) & mask
-            slots[s] = t
-    return slots
+            whole[2 * s], whole[2 * s + 1] = key, t
+    return whole
 
 
 # ------------------------------------------------------------------------------------------- merging
 @njit()
-def merge_short(ids, n, pair_keys, pair_ranks, merged):
-    """Merge ids[:n] in place by lowest rank (leftmost first), rescanning an array of pair ranks; the new n."""
-    ranks = np.empty(max(n - 1, 0), dtype=np.int64)  # ranks[i]: the pair (ids[i], ids[i + 1])
-    for i in range(n - 1):
-        ranks[i] = rank_of(ids[i], ids[i + 1], pair_keys, pair_ranks)
+def merge_short(ids, n, pairs, merged, ranks):
+    """Merge ids[:n] in place by lowest rank (leftmost first), rescanning `ranks`; the new n.
+
+    ranks[i] holds the rank of the pair (ids[i], ids[i + 1]) on entry (n - 1 of them)."""
     while n > 1:
         best, at = NO_RANK, -1
         for i in range(n - 1):
@@ -256,9 +294,9 @@ def merge_short(ids, n, pair_keys, pair_ranks, merged):
             ranks[i] = ranks[i + 1]
         n -= 1
         if at > 0:
-            ranks[at - 1] = rank_of(ids[at - 1], ids[at], pair_keys, pair_ranks)
+            ranks[at - 1] = rank_of(ids[at - 1], ids[at], pairs)
         if at < n - 1:
-            ranks[at] = rank_of(ids[at], ids[at + 1], pair_keys, pair_ranks)
+            ranks[at] = rank_of(ids[at], ids[at + 1], pairs)
     return n
 
 
@@ -294,7 +332,7 @@ def heap_pop(heap, size):
 
 
 @njit()
-def merge_by_heap(ids, n, pair_keys, pair_ranks, merged):
+def merge_by_heap(ids, n, pairs, merged):
     """Merge ids[:n] as `merge_short` does, in O(n log n): a heap of rank << 32 | position over a linked
     list; an entry whose pair changed since it was pushed is skipped when popped. Compacts ids; the new n."""
     nxt = np.arange(1, n + 1)
@@ -302,7 +340,7 @@ def merge_by_heap(ids, n, pair_keys, pair_ranks, merged):
     heap = np.empty(2 * n, dtype=np.int64)  # n - 1 pairs, then each merge pops one and pushes at most two
     size = 0
     for i in range(n - 1):
-        r = rank_of(ids[i], ids[i + 1], pair_keys, pair_ranks)
+        r = rank_of(ids[i], ids[i + 1], pairs)
         if r != NO_RANK:
             size = heap_push(heap, size, (r << 32) | i)
     while size > 0:
@@ -310,7 +348,7 @@ def merge_by_heap(ids, n, pair_keys, pair_ranks, merged):
         size -= 1
         rank, i = key >> 32, key & 0xFFFFFFFF
         j = nxt[i]
-        if ids[i] < 0 or j >= n or rank_of(ids[i], ids[j], pair_keys, pair_ranks) != rank:
+        if ids[i] < 0 or j >= n or rank_of(ids[i], ids[j], pairs) != rank:
             continue  # stale: i or j merged away or changed
         ids[i] = merged[rank]
         ids[j] = -1
@@ -320,11 +358,11 @@ def merge_by_heap(ids, n, pair_keys, pair_ranks, merged):
             prv[k] = i
         p = prv[i]
         if p >= 0:
-            r = rank_of(ids[p], ids[i], pair_keys, pair_ranks)
+            r = rank_of(ids[p], ids[i], pairs)
             if r != NO_RANK:
                 size = heap_push(heap, size, (r << 32) | p)
         if k < n:
-            r = rank_of(ids[i], ids[k], pair_keys, pair_ranks)
+            r = rank_of(ids[i], ids[k], pairs)
             if r != NO_RANK:
                 size = heap_push(heap, size, (r << 32) | i)
     m = 0
@@ -336,27 +374,54 @@ def merge_by_heap(ids, n, pair_keys, pair_ranks, merged):
 
 
 @njit()
-def merge_bytes(data, start, end, out, at, byte_ids, pair_keys, pair_ranks, merged):
-    """BPE of the pre-token data[start:end] written to out[at:]; the new `at`."""
+def merge_bytes(data, start, end, out, at, byte_ids, pairs, merged, byte_pair_ranks, scratch):
+    """BPE of the pre-token data[start:end] written to out[at:]; the new `at`. `scratch`: HEAP_MIN_BYTES int64."""
     n = end - start
     ids = out[at : at + n]
     for k in range(n):
         ids[k] = byte_ids[data[start + k]]
     if n >= HEAP_MIN_BYTES:
-        return at + merge_by_heap(ids, n, pair_keys, pair_ranks, merged)
-    return at + merge_short(ids, n, pair_keys, pair_ranks, merged)
+        return at + merge_by_heap(ids, n, pairs, merged)
+    for k in range(n - 1):
+        scratch[k] = byte_pair_ranks[(np.int64(data[start + k]) << 8) | data[start + k + 1]]
+    return at + merge_short(ids, n, pairs, merged, scratch)
 
 
 # ------------------------------------------------------------------------------------------- encoding
 @njit()
-def encode_texts(data, bounds, gpt4, classes, byte_ids, pair_keys, pair_ranks, merged, whole, token_bytes,
+def find_merged(data, start, end, h, slots, seen, out):
+    """Where the ids of an earlier pre-token equal to data[start:end] (hashed: `h`) sit in `out`: the index
+    k in `seen` (rows: its start and end in data, its ids' start and end in out), or -1."""
+    mask = len(slots) - 1
+    s = slot_of(h, mask)
+    n = end - start
+    while slots[s] != EMPTY:
+        k = slots[s]
+        a = seen[k, 0]
+        if seen[k, 1] - a == n:
+            m = 0
+            while m < n and data[a + m] == data[start + m]:
+                m += 1
+            if m == n:
+                return k
+        s = (s + 1) & mask
+    return -1
+
+
+@njit()
+def encode_texts(data, bounds, gpt4, classes, byte_ids, pairs, merged, byte_pair_ranks, whole, token_bytes,
                  token_starts):
     """The ids of the texts data[bounds[t]:bounds[t + 1]] (UTF-8), back to back, and each text's count.
 
-    Each text is pre-tokenized on its own (GPT-2's pattern, or cl100k's when `gpt4`).
+    Each text is pre-tokenized on its own (GPT-2's pattern, or cl100k's when `gpt4`). A pre-token that
+    was merged before in this call copies the ids it got then (`find_merged`), up to MERGED_SLOTS / 2.
     """
     out = np.empty(len(data), dtype=np.int64)
     counts = np.zeros(len(bounds) - 1, dtype=np.int64)
+    slots = np.full(min(MERGED_SLOTS, _pow2_at_least(len(data) // 8)), EMPTY, dtype=np.int64)
+    seen = np.empty((len(slots) // 2, 4), dtype=np.int64)
+    remembered = 0
+    scratch = np.empty(HEAP_MIN_BYTES, dtype=np.int64)
     at = 0
     for t in range(len(bounds) - 1):
         first, i, end = at, bounds[t], bounds[t + 1]
@@ -365,28 +430,54 @@ def encode_texts(data, bounds, gpt4, classes, byte_ids, pair_keys, pair_ranks, m
             if j - i == 1:
                 out[at] = byte_ids[data[i]]
                 at += 1
-            else:
-                found = find_whole(data, i, j, whole, token_bytes, token_starts)
-                if found >= 0:
-                    out[at] = found
+                i = j
+                continue
+            found = find_whole(data, i, j, whole, token_bytes, token_starts)
+            if found >= 0:
+                out[at] = found
+                at += 1
+                i = j
+                continue
+            h = hash_bytes(data, i, j)
+            k = find_merged(data, i, j, h, slots, seen, out)
+            if k >= 0:
+                for m in range(seen[k, 2], seen[k, 3]):
+                    out[at] = out[m]
                     at += 1
-                else:
-                    at = merge_bytes(data, i, j, out, at, byte_ids, pair_keys, pair_ranks, merged)
+            else:
+                start = at
+                at = merge_bytes(data, i, j, out, at, byte_ids, pairs, merged, byte_pair_ranks, scratch)
+                if remembered < len(seen):
+                    seen[remembered, 0], seen[remembered, 1], seen[remembered, 2], seen[remembered, 3] = i, j, start, at
+                    s = slot_of(h, len(slots) - 1)
+                    while slots[s] != EMPTY:
+                        s = (s + 1) & (len(slots) - 1)
+                    slots[s] = remembered
+                    remembered += 1
             i = j
         counts[t] = at - first
     return out[:at], counts
 
 
 @njit()
-def merges_to_itself(token_bytes, token_starts, byte_ids, pair_keys, pair_ranks, merged):
+def _pow2_at_least(n):
+    p = 16
+    while p < n:
+        p *= 2
+    return p
+
+
+@njit()
+def merges_to_itself(token_bytes, token_starts, byte_ids, pairs, merged, byte_pair_ranks):
     """For each vocabulary entry t, whether merging its bytes gives [t]: those the whole lookup may return."""
     count = len(token_starts) - 1
     keep = np.zeros(count, dtype=np.bool_)
     out = np.empty(token_starts[-1] - token_starts[0] + 1, dtype=np.int64)
+    scratch = np.empty(HEAP_MIN_BYTES, dtype=np.int64)
     for t in range(count):
         a, b = token_starts[t], token_starts[t + 1]
         if b - a >= 1:
-            n = merge_bytes(token_bytes, a, b, out, 0, byte_ids, pair_keys, pair_ranks, merged)
+            n = merge_bytes(token_bytes, a, b, out, 0, byte_ids, pairs, merged, byte_pair_ranks, scratch)
             keep[t] = n == 1 and out[0] == t
     return keep
 
@@ -417,13 +508,14 @@ class BPEKernel:
         self.classes = class_table()
         self.byte_ids = np.asarray(byte_ids, dtype=np.int64)
         self.merged = np.asarray(merged_by_rank, dtype=np.int64)
-        pairs = np.asarray(merges, dtype=np.int64).reshape(-1, 2)
-        self.pair_keys, self.pair_ranks = make_pair_table(pairs[:, 0], pairs[:, 1], _table_size(len(pairs)))
+        ends = np.asarray(merges, dtype=np.int64).reshape(-1, 2)
+        self.pairs = make_pair_table(ends[:, 0], ends[:, 1], _table_size(len(ends)))
+        self.byte_pair_ranks = make_byte_pair_ranks(self.byte_ids, self.pairs)
         tokens = [vocab.get(t, b"") for t in range(max(vocab) + 1)]
         self.token_bytes = np.frombuffer(b"".join(tokens) or b"\0", dtype=np.uint8)
         self.token_starts = np.concatenate([[0], np.cumsum([len(t) for t in tokens])]).astype(np.int64)
-        keep = merges_to_itself(self.token_bytes, self.token_starts, self.byte_ids, self.pair_keys,
-                                self.pair_ranks, self.merged)
+        keep = merges_to_itself(self.token_bytes, self.token_starts, self.byte_ids, self.pairs, self.merged,
+                                self.byte_pair_ranks)
         self.whole = make_whole_table(self.token_bytes, self.token_starts, keep, _table_size(int(keep.sum())))
 
     def encode(self, data: bytes, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -432,7 +524,7 @@ class BPEKernel:
         Runs without the GIL: threads may encode at once.
         """
         return encode_texts(np.frombuffer(data, dtype=np.uint8), bounds, self.gpt4, self.classes, self.byte_ids,
-                            self.pair_keys, self.pair_ranks, self.merged, self.whole, self.token_bytes,
+                            self.pairs, self.merged, self.byte_pair_ranks, self.whole, self.token_bytes,
                             self.token_starts)
 
 

@@ -63,12 +63,15 @@ def resolve_workers(num_workers: int | None) -> int:
     return num_workers
 
 
-def njit(*, parallel: bool = False) -> Callable[[Callable[..., Any]], Any]:
+def njit(*, parallel: bool = False, inline: bool = False) -> Callable[[Callable[..., Any]], Any]:
     """`numba.njit` with the package's options: cached on disk, releasing the GIL (threads run kernels at once).
+
+    `inline=True` inlines a small helper into its callers (numba's `inline="always"`): for the helpers of
+    a per-character or per-token loop, where a call costs more than the work.
 
     Only kernel modules call this, at their import, and they are imported only once `kernels_enabled()`
     is true (`from .x_kernels import ...` inside the function that dispatches), so numba loads on first use.
     """
     import numba
 
-    return numba.njit(cache=True, nogil=True, parallel=parallel)
+    return numba.njit(cache=True, nogil=True, parallel=parallel, inline="always" if inline else "never")
