@@ -165,25 +165,9 @@ class BPETokenizer:
             self._kernel = BPEKernel(self.vocab, merges, merged, self._byte_ids, self._kernel_pattern)
         return self._kernel if self._kernel_pattern is not None and kernels_enabled() else None
 
-    def _encode_texts(self, texts: list[str]) -> list[list[int]]:
-        """The ids of each text, ignoring special tokens: one kernel call for all of them where it runs."""
-        kernel = self._use_kernel()
-        if kernel is None:
-            return [self._encode_reference(text) for text in texts]
-        import numpy as np
-
-        data = [text.encode("utf-8") for text in texts]
-        bounds = np.fromiter(accumulate(map(len, data), initial=0), dtype=np.int64, count=len(data) + 1)
-        ids, counts = kernel.encode(b"".join(data), bounds)
-        if len(texts) == 1:
-            return [ids.tolist()]
-        ids = ids.tolist()
-        ends = list(accumulate(counts.tolist()))
-        return [ids[end - n : end] for n, end in zip(counts.tolist(), ends)]
-
     def encode_ordinary(self, text: str) -> list[int]:
         """Encode text ignoring special tokens (their text is encoded as plain bytes)."""
-        return self._encode_texts([text])[0]
+        return self._encode_many([text], None)[0]
 
     def encode(self, text: str) -> list[int]:
         """Encode text; special tokens (longest match first) map to their own ids.
@@ -226,18 +210,40 @@ class BPETokenizer:
         return self._encode_many([text], _special_pattern_for(allowed & specials))[0]
 
     def _encode_many(self, texts: list[str], special_pattern: regex.Pattern | None) -> list[list[int]]:
-        """The ids of each text, special tokens (matched by `special_pattern`) as their ids."""
-        if special_pattern is None:
-            return self._encode_texts(texts)
-        parts = [list(self._split_special(text, special_pattern)) for text in texts]
-        plain = iter(self._encode_texts([p for text in parts for p in text if isinstance(p, str)]))
-        return [list(chain.from_iterable(next(plain) if isinstance(p, str) else (p,) for p in text))
-                for text in parts]
+        """The ids of each text, special tokens (matched by `special_pattern`, None for none) as their ids.
 
-    def _split_special(self, text: str, special_pattern: regex.Pattern) -> Iterator[str | int]:
+        Where the kernels run, all texts go to them in one call: the text between special tokens as
+        UTF-8 pieces, each followed by the special token's id (-1 after a text's last piece).
+        """
+        kernel = self._use_kernel()
+        if kernel is None or not texts:
+            return [list(chain.from_iterable(self._encode_reference(p) if isinstance(p, str) else (p,)
+                                             for p in self._split_special(text, special_pattern))) for text in texts]
+        import numpy as np
+
+        pieces: list[bytes] = []
+        after: list[int] = []  # the special id after each piece, -1 at a text's end
+        firsts: list[int] = []  # each text's first piece
+        for text in texts:
+            firsts.append(len(pieces))
+            for part in self._split_special(text, special_pattern):
+                if isinstance(part, str):
+                    pieces.append(part.encode("utf-8"))
+                    after.append(-1)
+                else:
+                    after[-1] = part
+        bounds = np.fromiter(accumulate(map(len, pieces), initial=0), dtype=np.int64, count=len(pieces) + 1)
+        ids, counts = kernel.encode(b"".join(pieces), bounds, np.asarray(after, dtype=np.int64))
+        if len(texts) == 1:
+            return [ids.tolist()]
+        ends = np.cumsum(counts)[np.asarray(firsts[1:] + [len(pieces)]) - 1].tolist()
+        ids = ids.tolist()
+        return [ids[start:end] for start, end in zip([0, *ends], ends)]
+
+    def _split_special(self, text: str, special_pattern: regex.Pattern | None) -> Iterator[str | int]:
         """The text between special tokens (str) and each special token's id (int), in order."""
         start = 0
-        for match in special_pattern.finditer(text):
+        for match in special_pattern.finditer(text) if special_pattern is not None else ():
             yield text[start : match.start()]
             yield self.special_ids[match.group()]
             start = match.end()

@@ -409,14 +409,15 @@ def find_merged(data, start, end, h, slots, seen, out):
 
 
 @njit()
-def encode_texts(data, bounds, gpt4, classes, byte_ids, pairs, merged, byte_pair_ranks, whole, token_bytes,
-                 token_starts):
-    """The ids of the texts data[bounds[t]:bounds[t + 1]] (UTF-8), back to back, and each text's count.
+def encode_texts(data, bounds, after, gpt4, classes, byte_ids, pairs, merged, byte_pair_ranks, whole,
+                 token_bytes, token_starts):
+    """The ids of the texts data[bounds[t]:bounds[t + 1]] (UTF-8), each followed by the id after[t] unless it
+    is negative (a special token), back to back; and each text's count of ids.
 
     Each text is pre-tokenized on its own (GPT-2's pattern, or cl100k's when `gpt4`). A pre-token that
     was merged before in this call copies the ids it got then (`find_merged`), up to MERGED_SLOTS / 2.
     """
-    out = np.empty(len(data), dtype=np.int64)
+    out = np.empty(len(data) + len(after), dtype=np.int64)
     counts = np.zeros(len(bounds) - 1, dtype=np.int64)
     slots = np.full(min(MERGED_SLOTS, _pow2_at_least(len(data) // 8)), EMPTY, dtype=np.int64)
     seen = np.empty((len(slots) // 2, 4), dtype=np.int64)
@@ -455,6 +456,9 @@ def encode_texts(data, bounds, gpt4, classes, byte_ids, pairs, merged, byte_pair
                     slots[s] = remembered
                     remembered += 1
             i = j
+        if after[t] >= 0:
+            out[at] = after[t]
+            at += 1
         counts[t] = at - first
     return out[:at], counts
 
@@ -518,12 +522,12 @@ class BPEKernel:
                                 self.byte_pair_ranks)
         self.whole = make_whole_table(self.token_bytes, self.token_starts, keep, _table_size(int(keep.sum())))
 
-    def encode(self, data: bytes, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(ids of the UTF-8 texts data[bounds[t]:bounds[t + 1]] back to back, each text's number of ids).
-
-        Runs without the GIL: threads may encode at once.
+    def encode(self, data: bytes, bounds: np.ndarray, after: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(ids of the UTF-8 texts data[bounds[t]:bounds[t + 1]], each followed by the special id after[t]
+        unless negative, back to back; each text's number of ids). Runs without the GIL: threads encode at once.
         """
-        return encode_texts(np.frombuffer(data, dtype=np.uint8), bounds, self.gpt4, self.classes, self.byte_ids,
+        return encode_texts(np.frombuffer(data, dtype=np.uint8), bounds, after, self.gpt4, self.classes,
+                            self.byte_ids,
                             self.pairs, self.merged, self.byte_pair_ranks, self.whole, self.token_bytes,
                             self.token_starts)
 
