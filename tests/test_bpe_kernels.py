@@ -59,8 +59,9 @@ def test_scanner_equals_regex_on_any_text(pattern: str, text: str) -> None:
     assert kernel_pretokens(text, pattern) == compile_pretokenizer(PATTERNS[pattern]).findall(text)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pattern", list(PATTERNS))
-def test_scanner_equals_regex_around_every_assigned_code_point(pattern: str) -> None:
+def test_scanner_equals_regex_around_every_code_point_of_the_first_planes(pattern: str) -> None:
     text = "".join(f"{c}'s {c}{c}1 {c}\n{c}." for c in map(chr, range(0x30000)) if not 0xD800 <= ord(c) < 0xE000)
     assert kernel_pretokens(text, pattern) == compile_pretokenizer(PATTERNS[pattern]).findall(text)
 
