@@ -47,7 +47,7 @@ def test_a_pattern_matching_empty_strings_still_encodes(small: BPETokenizer) -> 
 def test_ids_past_int32_encode_on_the_reference_path() -> None:
     vocab = {i: bytes([i]) for i in range(256)} | {1 << 40: b"ab"}
     tok = BPETokenizer(vocab, [(b"a", b"b")])
-    assert tok._kernel_pattern is None  # the kernels' pair keys hold 32-bit ids
+    assert tok._kernel_pattern is None  # the kernels' packed pair table holds ids below 2**21
     text = " ".join(["ab", "cab"] * 100)
     assert tok.encode(text)[:6] == [1 << 40, 32, 99, 1 << 40, 32, 1 << 40]
     assert tok.encode(text) == [i for piece in pretokenize_gpt2(text) for i in tok._encode_pretoken(piece)]

@@ -113,8 +113,9 @@ class BPETokenizer:
             self._merged_by_rank.append(merged)
         self._byte_ids = [self.token_to_id[bytes([i])] for i in range(256)]
         self._safe_cuts = has_safe_cuts(self.pattern)
-        # The kernels run GPT-2's and cl100k's patterns, on ids that fit their 32-bit pair keys.
-        self._kernel_pattern = pattern_name(self.pattern) if self._safe_cuts and max(self.vocab) < 2**31 else None
+        # The kernels run GPT-2's and cl100k's patterns, on ids and ranks below 2**21 (their packed pair table).
+        fits = max(self.vocab) < 2**21 and len(self.merges) < 2**21
+        self._kernel_pattern = pattern_name(self.pattern) if self._safe_cuts and fits else None
         self._make_derived()
 
     def _make_derived(self) -> None:

@@ -33,6 +33,8 @@ HEAP_MIN_BYTES = 64
 MERGED_SLOTS = 1 << 16
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: the slot is the top bits of key * _MIX
 SHORT_MASK = np.int64((1 << 56) - 1)
+ID_BITS = 21  # pair slots pack two ids and a rank of ID_BITS bits each: ids and ranks below 2**21
+ID_MASK = np.int64((1 << ID_BITS) - 1)
 
 
 def class_table() -> np.ndarray:
@@ -176,30 +178,30 @@ def slot_of(key, mask):
 
 @njit(inline=True)
 def rank_of(left, right, pairs):
-    """The rank of the pair (left, right), or NO_RANK. `pairs` interleaves slots' keys and ranks."""
-    key = (np.int64(left) << 32) | np.int64(right)
-    mask = (len(pairs) >> 1) - 1
+    """The rank of the pair (left, right), or NO_RANK. A slot of `pairs` packs left << 42 | right << 21 | rank."""
+    key = (np.int64(left) << 21) | np.int64(right)
+    mask = len(pairs) - 1
     s = slot_of(key, mask)
-    while pairs[2 * s] != EMPTY:
-        if pairs[2 * s] == key:
-            return pairs[2 * s + 1]
+    while pairs[s] != EMPTY:
+        if pairs[s] >> 21 == key:
+            return pairs[s] & ID_MASK
         s = (s + 1) & mask
     return NO_RANK
 
 
 @njit()
 def make_pair_table(lefts, rights, size):
-    """An open-addressing table from (left << 32 | right) to the pair's rank (its index; the first wins),
-    as one array of (key, rank) slots, so that a probe reads one cache line."""
-    pairs = np.full(2 * size, EMPTY, dtype=np.int64)
+    """An open-addressing table of the pairs (left, right) and their ranks (their index; the first wins),
+    each slot one int64 left << 42 | right << 21 | rank, so that the table is small and a probe one read."""
+    pairs = np.full(size, EMPTY, dtype=np.int64)
     mask = size - 1
     for r in range(len(lefts)):
-        key = (np.int64(lefts[r]) << 32) | np.int64(rights[r])
+        key = (np.int64(lefts[r]) << 21) | np.int64(rights[r])
         s = slot_of(key, mask)
-        while pairs[2 * s] != EMPTY and pairs[2 * s] != key:
+        while pairs[s] != EMPTY and pairs[s] >> 21 != key:
             s = (s + 1) & mask
-        if pairs[2 * s] == EMPTY:
-            pairs[2 * s], pairs[2 * s + 1] = key, r
+        if pairs[s] == EMPTY:
+            pairs[s] = (key << 21) | r
     return pairs
 
 
