@@ -161,9 +161,8 @@ class BPETokenizer:
         if self._kernel is None and self._kernel_pattern is not None and kernels_enabled():
             from .bpe_kernels import BPEKernel
 
-            merges = sorted(self.ranks, key=self.ranks.__getitem__)
-            merged = [self._merged_by_rank[self.ranks[pair]] for pair in merges]
-            self._kernel = BPEKernel(self.vocab, merges, merged, self._byte_ids, self._kernel_pattern)
+            self._kernel = BPEKernel(self.vocab, self.ranks, self._merged_by_rank, self._byte_ids,
+                                     self._kernel_pattern)
         return self._kernel if self._kernel_pattern is not None and kernels_enabled() else None
 
     def encode_ordinary(self, text: str) -> list[int]:

@@ -19,6 +19,8 @@ Imported only after `jit.kernels_enabled()`; every function here is compiled at 
 
 from __future__ import annotations
 
+from itertools import accumulate, chain, repeat
+
 import numpy as np
 
 from .jit import njit
@@ -190,18 +192,17 @@ def rank_of(left, right, pairs):
 
 
 @njit()
-def make_pair_table(lefts, rights, size):
-    """An open-addressing table of the pairs (left, right) and their ranks (their index; the first wins),
-    each slot one int64 left << 42 | right << 21 | rank, so that the table is small and a probe one read."""
+def make_pair_table(lefts, rights, ranks, size):
+    """An open-addressing table of the distinct pairs (lefts[k], rights[k]) and their ranks, each slot one
+    int64 left << 42 | right << 21 | rank, so that the table is small and a probe is one read."""
     pairs = np.full(size, EMPTY, dtype=np.int64)
     mask = size - 1
-    for r in range(len(lefts)):
-        key = (np.int64(lefts[r]) << 21) | np.int64(rights[r])
+    for k in range(len(lefts)):
+        key = (np.int64(lefts[k]) << 21) | np.int64(rights[k])
         s = slot_of(key, mask)
-        while pairs[s] != EMPTY and pairs[s] >> 21 != key:
+        while pairs[s] != EMPTY:
             s = (s + 1) & mask
-        if pairs[s] == EMPTY:
-            pairs[s] = (key << 21) | r
+        pairs[s] = (key << 21) | ranks[k]
     return pairs
 
 
@@ -507,19 +508,20 @@ def _pretoken_ends(data, gpt4, classes):
 class BPEKernel:
     """A tokenizer's vocabulary and merges as the kernels' arrays, and its encoder over many texts at once."""
 
-    def __init__(self, vocab: dict[int, bytes], merges: list[tuple[int, int]], merged_by_rank: list[int],
+    def __init__(self, vocab: dict[int, bytes], ranks: dict[tuple[int, int], int], merged_by_rank: list[int],
                  byte_ids: list[int], pattern: str) -> None:
-        """`merges`: (left id, right id) by rank; `merged_by_rank`: rank -> merged id; `pattern`: "gpt2"/"gpt4"."""
+        """`ranks`: (left id, right id) -> rank; `merged_by_rank`: rank -> merged id; `pattern`: "gpt2"/"gpt4"."""
         self.gpt4 = pattern == "gpt4"
         self.classes = class_table()
         self.byte_ids = np.asarray(byte_ids, dtype=np.int64)
         self.merged = np.asarray(merged_by_rank, dtype=np.int64)
-        ends = np.asarray(merges, dtype=np.int64).reshape(-1, 2)
-        self.pairs = make_pair_table(ends[:, 0], ends[:, 1], _table_size(len(ends)))
+        ends = np.fromiter(chain.from_iterable(ranks), dtype=np.int64, count=2 * len(ranks)).reshape(-1, 2)
+        rank = np.fromiter(ranks.values(), dtype=np.int64, count=len(ranks))
+        self.pairs = make_pair_table(ends[:, 0], ends[:, 1], rank, _table_size(len(ranks)))
         self.byte_pair_ranks = make_byte_pair_ranks(self.byte_ids, self.pairs)
-        tokens = [vocab.get(t, b"") for t in range(max(vocab) + 1)]
+        tokens = list(map(vocab.get, range(max(vocab) + 1), repeat(b"")))
         self.token_bytes = np.frombuffer(b"".join(tokens) or b"\0", dtype=np.uint8)
-        self.token_starts = np.concatenate([[0], np.cumsum([len(t) for t in tokens])]).astype(np.int64)
+        self.token_starts = np.fromiter(accumulate(map(len, tokens), initial=0), dtype=np.int64, count=len(tokens) + 1)
         keep = merges_to_itself(self.token_bytes, self.token_starts, self.byte_ids, self.pairs, self.merged,
                                 self.byte_pair_ranks)
         self.whole = make_whole_table(self.token_bytes, self.token_starts, keep, _table_size(int(keep.sum())))
@@ -529,9 +531,8 @@ class BPEKernel:
         unless negative, back to back; each text's number of ids). Runs without the GIL: threads encode at once.
         """
         return encode_texts(np.frombuffer(data, dtype=np.uint8), bounds, after, self.gpt4, self.classes,
-                            self.byte_ids,
-                            self.pairs, self.merged, self.byte_pair_ranks, self.whole, self.token_bytes,
-                            self.token_starts)
+                            self.byte_ids, self.pairs, self.merged, self.byte_pair_ranks, self.whole,
+                            self.token_bytes, self.token_starts)
 
 
 def _table_size(count: int) -> int:
