@@ -237,6 +237,15 @@ def bytes_key(data, start, end):
     return key
 
 
+@njit(inline=True)
+def same_bytes(x, a, y, b, n):
+    """Whether x[a:a + n] == y[b:b + n]."""
+    for k in range(n):
+        if x[a + k] != y[b + k]:
+            return False
+    return True
+
+
 @njit()
 def find_whole(data, start, end, whole, token_bytes, token_starts):
     """The id of the vocabulary entry whose bytes are data[start:end] (among those in `whole`), or -1.
@@ -252,12 +261,8 @@ def find_whole(data, start, end, whole, token_bytes, token_starts):
             if n < 8:
                 return t
             a = token_starts[t]
-            if token_starts[t + 1] - a == n:
-                k = 0
-                while k < n and token_bytes[a + k] == data[start + k]:
-                    k += 1
-                if k == n:
-                    return t
+            if token_starts[t + 1] - a == n and same_bytes(token_bytes, a, data, start, n):
+                return t
         s = (s + 1) & mask
     return -1
 
@@ -401,12 +406,8 @@ def find_merged(data, start, end, h, slots, seen, out):
     while slots[s] != EMPTY:
         k = slots[s]
         a = seen[k, 0]
-        if seen[k, 1] - a == n:
-            m = 0
-            while m < n and data[a + m] == data[start + m]:
-                m += 1
-            if m == n:
-                return k
+        if seen[k, 1] - a == n and same_bytes(data, a, data, start, n):
+            return k
         s = (s + 1) & mask
     return -1
 
