@@ -1,22 +1,20 @@
-"""Encode throughput of `BPETokenizer` vs tiktoken with GPT-2's files, as tables of paired ratios.
+"""Encode throughput of `BPETokenizer` vs tiktoken and `tokenizers` with GPT-2's files, as tables of paired ratios.
 
     PYTHONPATH=. python scripts/bench_encode.py [--data ../shared/data] [--repeats 3] [--workers 2]
-        [--novels-mb 3] [--file-mb 40] [--only corpora,file,hostile]
+        [--novels-mb 3] [--file-mb 40] [--only corpora,file,hostile,jit]
 
 Every row runs on the same text, interleaved round-robin over `--repeats` rounds (the best round
-counts), so machine load hits all rows alike. "cold" rows build a new `BPETokenizer` per run
-(construction not timed), so no pre-token cache is reused. "warm on unseen" rows build a new
-tokenizer and fill its cache from another part of the same corpus (untimed), then encode the measured
-text, which the cache has not seen: TinyStories' validation file warms for its training file, the
-novels' next slice for the measured slice, the multilingual file's odd lines for its even lines.
-Ratios are against tiktoken's
-single-thread `encode_ordinary`. Other encoders (e.g. the Hugging Face wrappers) join the table
-through `bench_encoders(text, extra={"name": callable})`.
+counts), so machine load hits all rows alike. "cold" rows build a new `BPETokenizer` per run and
+its kernel tables (untimed, as tiktoken's construction is), so nothing encoded before is reused.
+Ratios are against tiktoken's single-thread `encode_ordinary`, by wall time and by CPU time (what
+counts on a loaded machine). Other encoders (e.g. the Hugging Face wrappers) join the table through
+`bench_encoders(text, extra={"name": callable})`.
 
-Two more tables: "file" times `encode_file` with 1..`--workers` processes on the first `--file-mb`
-MB of pd_novels_heldout.txt beside tiktoken's single thread; "hostile" encodes runs of random
-"ACGT" without whitespace (one pre-token each) at 20k..100k characters, with the growth
-time(80k) / time(20k) (linear: 4).
+More tables: "file" times `encode_file` with 1..`--workers` threads on the first `--file-mb` MB of
+pd_novels_heldout.txt beside tiktoken's single thread; "hostile" encodes runs of random "ACGT" without
+whitespace (one pre-token each) at 20k..100k characters, with each encoder's growth
+time(80k) / time(20k) (linear: 4); "jit" times the first encode in a fresh process, without and with
+numba's on-disk cache.
 """
 
 from __future__ import annotations
@@ -31,6 +29,8 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+import subprocess
 
 import tiktoken
 
@@ -60,40 +60,42 @@ def make_tiktoken(tok: BPETokenizer) -> tiktoken.Encoding:
                              special_tokens={EOT: tok.special_ids[EOT]})
 
 
-def default_encoders(text: str, tok: BPETokenizer, workers: int, warmup: str | None = None
-                     ) -> dict[str, Callable[[], object]]:
-    """Zero-argument callables that each encode `text` once; a cold one builds its tokenizer first.
+def fresh_tokenizer(tok: BPETokenizer) -> BPETokenizer:
+    """A new tokenizer on `tok`'s files with its kernel tables built (an empty encode builds them)."""
+    fresh = BPETokenizer(tok.vocab, tok.merges, tok.special_tokens)
+    fresh.encode("")
+    return fresh
 
-    With `warmup` (text from the same corpus, not `text`), a "warm on unseen" row encodes `text`
-    with a fresh tokenizer whose cache `warmup` filled.
-    """
+
+def make_fast_twin(tok: BPETokenizer):
+    """The `tokenizers` ByteLevel BPE on the same files (what TinyLMTokenizerFast runs)."""
+    from tinylm_hf.tokenization.byte_level_backend import build_byte_level_bpe
+    from tinylm_hf.tokenization.byte_unicode import token_to_unicode
+
+    vocab = {token_to_unicode(token): i for i, token in tok.vocab.items() if i != tok.special_ids[EOT]}
+    return build_byte_level_bpe(vocab, [(token_to_unicode(a), token_to_unicode(b)) for a, b in tok.merges])
+
+
+def default_encoders(text: str, tok: BPETokenizer, workers: int) -> dict[str, Callable[[], object]]:
+    """Zero-argument callables that each encode `text` once; a cold one builds its tokenizer first."""
     enc = make_tiktoken(tok)
+    fast = make_fast_twin(tok)
     docs = list(tok._iter_independent_pieces([text], max(1, len(text) // 64)))
     tmp = tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".txt", delete=False)
     with tmp:
         tmp.write(text)
     atexit.register(os.unlink, tmp.name)
-
-    def fresh() -> BPETokenizer:
-        return BPETokenizer(tok.vocab, tok.merges, tok.special_tokens)
-
-    def warmed() -> BPETokenizer:
-        warm = fresh()
-        warm.encode(warmup)
-        return warm
-
-    runners = {
+    fresh = lambda: fresh_tokenizer(tok)  # noqa: E731
+    return {
         BASELINE: lambda: enc.encode_ordinary(text),
+        "tokenizers ByteLevel BPE encode (the fast twin)": lambda: fast.encode(text).ids,
         f"tiktoken encode_ordinary_batch ({workers} threads)":
             lambda: enc.encode_ordinary_batch(docs, num_threads=workers),
+        "BPETokenizer.encode_ordinary (cold)": _cold(fresh, lambda t: t.encode_ordinary(text)),
         "BPETokenizer.encode (cold)": _cold(fresh, lambda t: t.encode(text)),
-    }
-    if warmup is not None:
-        runners["BPETokenizer.encode (warm on unseen text)"] = _cold(warmed, lambda t: t.encode(text))
-    return runners | {
-        f"BPETokenizer.encode_batch ({workers} workers, cold)":
+        f"BPETokenizer.encode_batch ({workers} threads, cold)":
             _cold(fresh, lambda t: t.encode_batch(docs, num_workers=workers)),
-        f"BPETokenizer.encode_file ({workers} workers, cold)":
+        f"BPETokenizer.encode_file ({workers} threads, cold)":
             _cold(fresh, lambda t: t.encode_file(tmp.name, num_workers=workers)),
     }
 
@@ -112,17 +114,15 @@ def bench_encoders(
     repeats: int = 3,
     workers: int = 2,
     tokenizer: BPETokenizer | None = None,
-    warmup: str | None = None,
 ) -> list[tuple[str, float, float, float, float]]:
     """Time every encoder on `text`; rows are (name, wall s, CPU s, MB/s, wall ratio vs tiktoken).
 
-    Wall time is what counts; CPU seconds (all processes) show how much of it load took away.
-    `warmup`: other text of the same corpus that fills the cache of the "warm on unseen" row.
+    Wall time is what counts on a quiet machine; CPU seconds (all threads) on a loaded one.
 
     `extra` maps a row name to a callable taking the text (e.g. `lambda t: hf_tok(t)["input_ids"]`).
     """
     tok = tokenizer or _GPT2 or load_gpt2(_DATA or Path(os.environ.get("TINYLM_SHARED_DATA", "../shared/data")))
-    runners: dict[str, Callable[[], object] | _cold] = default_encoders(text, tok, workers, warmup)
+    runners: dict[str, Callable[[], object] | _cold] = default_encoders(text, tok, workers)
     for name, fn in (extra or {}).items():
         runners[name] = (lambda f: lambda: f(text))(fn)
     best, cpu = time_round_robin(runners, repeats)
@@ -160,17 +160,13 @@ def format_table(title: str, rows: list[tuple[str, float, float, float, float]])
 
 
 def bench_file(path: Path, tok: BPETokenizer, *, max_workers: int, repeats: int) -> list[tuple]:
-    """encode_file with 1..max_workers processes (cold) vs tiktoken's single thread on a whole file."""
+    """encode_file with 1..max_workers threads (cold) vs tiktoken's single thread on a whole file."""
     enc = make_tiktoken(tok)
     text = path.read_text(encoding="utf-8")
     runners: dict[str, Callable[[], object] | _cold] = {BASELINE: lambda: enc.encode_ordinary(text)}
-
-    def fresh() -> BPETokenizer:
-        return BPETokenizer(tok.vocab, tok.merges, tok.special_tokens)
-
     for workers in range(1, max_workers + 1):
-        runners[f"BPETokenizer.encode_file ({workers} process{'es' if workers > 1 else ''}, cold)"] = _cold(
-            fresh, (lambda w: lambda t: t.encode_file(path, num_workers=w))(workers))
+        runners[f"BPETokenizer.encode_file ({workers} thread{'s' if workers > 1 else ''}, cold)"] = _cold(
+            lambda: fresh_tokenizer(tok), (lambda w: lambda t: t.encode_file(path, num_workers=w))(workers))
     best, cpu = time_round_robin(runners, repeats)
     megabytes = path.stat().st_size / 1e6
     return [(name, t, cpu[name], megabytes / t, best[BASELINE] / t) for name, t in best.items()]
@@ -178,31 +174,56 @@ def bench_file(path: Path, tok: BPETokenizer, *, max_workers: int, repeats: int)
 
 def bench_hostile(tok: BPETokenizer, sizes: tuple[int, ...] = (20_000, 40_000, 80_000, 100_000),
                   repeats: int = 3) -> str:
-    """A Markdown table: one whitespace-free "ACGT" run per size, ours vs tiktoken (best of `repeats`)."""
+    """A Markdown table: one whitespace-free "ACGT" run per size, ours vs tiktoken (best CPU time of `repeats`)."""
     enc = make_tiktoken(tok)
+    fresh = fresh_tokenizer(tok)
     rng = random.Random(0)
-    rows, ours = [], {}
+    rows, times = [], {"ours": {}, "tiktoken": {}}
     for size in sizes:
         text = "".join(rng.choices("ACGT", k=size))
-        times = {"ours": float("inf"), "tiktoken": float("inf")}
+        best = {"ours": float("inf"), "tiktoken": float("inf")}
         for _ in range(repeats):
-            fresh = BPETokenizer(tok.vocab, tok.merges, tok.special_tokens)  # cold: no cached run
-            start = time.perf_counter()
-            ids = fresh.encode(text)
-            times["ours"] = min(times["ours"], time.perf_counter() - start)
-            start = time.perf_counter()
-            expected = enc.encode_ordinary(text)
-            times["tiktoken"] = min(times["tiktoken"], time.perf_counter() - start)
-            if ids != expected:
+            for name, encode in (("ours", fresh.encode), ("tiktoken", enc.encode_ordinary)):
+                start = time.process_time()
+                ids = encode(text)
+                best[name] = min(best[name], time.process_time() - start)
+            if ids != fresh.encode(text):
                 raise AssertionError(f"ids differ from tiktoken's on {size} characters")
-        ours[size] = times["ours"]
-        rows.append(f"| {size:,} | {times['ours']:.4f} | {times['tiktoken']:.4f} | "
-                    f"{times['ours'] / times['tiktoken']:.1f}x |")
+        for name in best:
+            times[name][size] = best[name]
+        rows.append(f"| {size:,} | {best['ours']:.4f} | {best['tiktoken']:.4f} | {best['ours'] / best['tiktoken']:.2f}x |")
     lines = ['### hostile input: one run of random "ACGT" (no whitespace)', "",
-             "| characters | ours s | tiktoken s | ours / tiktoken |", "|---:|---:|---:|---:|", *rows]
-    if 20_000 in ours and 80_000 in ours:
-        lines += ["", f"growth time(80k) / time(20k): ours {ours[80_000] / ours[20_000]:.2f} (linear: 4)"]
+             "| characters | ours CPU s | tiktoken CPU s | ours / tiktoken |", "|---:|---:|---:|---:|", *rows]
+    if 20_000 in sizes and 80_000 in sizes:
+        growth = {name: t[80_000] / t[20_000] for name, t in times.items()}
+        lines += ["", f"growth time(80k) / time(20k): ours {growth['ours']:.2f}, tiktoken {growth['tiktoken']:.2f} "
+                      f"(linear: 4; ours / tiktoken {growth['ours'] / growth['tiktoken']:.2f})"]
     return "\n".join(lines)
+
+
+JIT_PROBE = """
+import time
+start = time.perf_counter()
+from tinylm_hf.tokenization.bpe import BPETokenizer
+tok = BPETokenizer.from_files({vocab!r}, {merges!r}, ["<|endoftext|>"])
+built = time.perf_counter()
+tok.encode("Hello world")
+print(built - start, time.perf_counter() - built)
+"""
+
+
+def bench_jit(data: Path) -> str:
+    """A Markdown table: loading GPT-2 and its first encode in a fresh process, without then with numba's cache."""
+    probe = JIT_PROBE.format(vocab=str(data / "gpt2_vocab.json"), merges=str(data / "gpt2_merges.txt"))
+    rows = []
+    with tempfile.TemporaryDirectory() as cache:
+        env = os.environ | {"NUMBA_CACHE_DIR": cache}
+        for label in ("no cache (first run: compiles and writes the cache)", "with the cache"):
+            done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+            load, first = map(float, done.stdout.split())
+            rows.append(f"| {label} | {load:.2f} | {first:.2f} |")
+    return "\n".join(["### first encode in a fresh process (GPT-2's files)", "",
+                      "| numba cache | import + load files s | first encode s |", "|---|---:|---:|", *rows])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -213,15 +234,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--novels-mb", type=float, default=3.0)
     parser.add_argument("--file-mb", type=float, default=40.0, help="size of the novels file for encode_file")
-    parser.add_argument("--only", default="corpora,file,hostile", help="tables to run, comma-separated")
+    parser.add_argument("--only", default="corpora,file,hostile,jit", help="tables to run, comma-separated")
     args = parser.parse_args(argv)
     tables = set(args.only.split(","))
     _DATA = args.data
     _GPT2 = load_gpt2(args.data)
     print(f"cpus: {os.cpu_count()}, load average: {os.getloadavg()[0]:.1f}, repeats: {args.repeats}\n")
     if "corpora" in tables:
-        for title, (text, warmup) in read_corpora(args.data, args.novels_mb).items():
-            rows = bench_encoders(text, repeats=args.repeats, workers=args.workers, warmup=warmup)
+        for title, text in read_corpora(args.data, args.novels_mb).items():
+            rows = bench_encoders(text, repeats=args.repeats, workers=args.workers)
             print(format_table(title, rows) + "\n")
     if "file" in tables:
         path = args.data / "pd_novels_heldout.txt"
@@ -235,23 +256,18 @@ def main(argv: list[str] | None = None) -> None:
         print(format_table(f"encode_file on pd_novels_heldout.txt ({path.stat().st_size / 1e6:.1f} MB)", rows) + "\n")
     if "hostile" in tables:
         print(bench_hostile(_GPT2, repeats=args.repeats) + "\n")
+    if "jit" in tables:
+        print(bench_jit(args.data) + "\n")
 
 
-def read_corpora(data: Path, novels_mb: float) -> dict[str, tuple[str, str]]:
-    """The encode corpora, each as (measured text, warm-up text from another part of the corpus).
-
-    TinyStories' training file (warmed by its validation file), a slice of the novels (warmed by
-    the slice after it), the multilingual samples' even lines (warmed by its odd lines).
-    """
-    chars = int(novels_mb * 1e6)
+def read_corpora(data: Path, novels_mb: float) -> dict[str, str]:
+    """The encode corpora: TinyStories' training file, a slice of the novels, the multilingual samples."""
     with open(data / "pd_novels_heldout.txt", encoding="utf-8") as f:
-        novels, novels_next = f.read(chars), f.read(chars)
-    lines = (data / "multilingual_samples.txt").read_text(encoding="utf-8").splitlines(keepends=True)
+        novels = f.read(int(novels_mb * 1e6))
     return {
-        "tinystories_train_small.txt": ((data / "tinystories_train_small.txt").read_text(encoding="utf-8"),
-                                        (data / "tinystories_valid_small.txt").read_text(encoding="utf-8")),
-        f"pd_novels_heldout.txt (first {novels_mb:g} MB)": (novels, novels_next),
-        "multilingual_samples.txt (even lines)": ("".join(lines[::2]), "".join(lines[1::2])),
+        "tinystories_train_small.txt": (data / "tinystories_train_small.txt").read_text(encoding="utf-8"),
+        f"pd_novels_heldout.txt (first {novels_mb:g} MB)": novels,
+        "multilingual_samples.txt": (data / "multilingual_samples.txt").read_text(encoding="utf-8"),
     }
 
 

@@ -323,8 +323,8 @@ def bench_encode_tables(data: Path, *, repeats: int, novels_mb: float) -> None:
     }
     corpora = bench_encode.read_corpora(data, novels_mb)
     bench_encode._DATA = data
-    for title, (text, warmup) in corpora.items():
-        rows = bench_encode.bench_encoders(text, extra, repeats=repeats, warmup=warmup)
+    for title, text in corpora.items():
+        rows = bench_encode.bench_encoders(text, extra, repeats=repeats)
         print(bench_encode.format_table(title, rows) + "\n")
 
 

@@ -7,20 +7,19 @@ from collections import Counter
 
 import numpy as np
 import pytest
-import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import shared_file
 from tinylm_hf.tokenizer_training import array_counts
 from tinylm_hf.tokenizer_training.array_counts import count_gpt2_pretokens
-from tinylm_hf.tokenization.pretokenize import GPT2_PATTERN, split_on_special_tokens
+from tinylm_hf.tokenization.pretokenize import GPT2_PATTERN, compile_pretokenizer, split_on_special_tokens
 
 TRICKY = list(" \t\n\r\xa0\u3000'sdmtlvre09a\u00e9\u4e2d\u0301!.\U0001f600")
 
 
 def regex_counts(texts: list[str]) -> Counter[str]:
-    return Counter(piece for text in texts for piece in regex.findall(GPT2_PATTERN, text))
+    return Counter(piece for text in texts for piece in compile_pretokenizer(GPT2_PATTERN).findall(text))
 
 
 @pytest.mark.parametrize("name", ["tinystories_train_small.txt", "pd_novels_heldout.txt", "multilingual_samples.txt"])

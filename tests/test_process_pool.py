@@ -12,8 +12,6 @@ from pathlib import Path
 import pytest
 
 from conftest import shared_file
-from tinylm_hf.tokenization import parallel_encode
-from tinylm_hf.tokenization.bpe import BPETokenizer
 from tinylm_hf.tokenizer_training.bpe_train import train_bpe
 from tinylm_hf.tokenization.process_pool import WorkerDiedError, resolve_workers
 
@@ -39,18 +37,6 @@ def _kill_a_worker_when_started(timeout: float = 60.0) -> int:
             return workers[0].pid
         time.sleep(0.01)
     raise AssertionError("no worker process started")
-
-
-def test_killed_encode_file_worker_raises(tmp_path: Path) -> None:
-    gpt2 = BPETokenizer.from_files(shared_file("gpt2_vocab.json"), shared_file("gpt2_merges.txt"), [EOT])
-    blocks = parallel_encode.encode_file_blocks(gpt2, shared_file("pd_novels_heldout.txt"), num_workers=2)
-    next(blocks)  # the pool is up and busy with the next windows
-    _kill_a_worker_when_started()
-    killed_at = time.monotonic()
-    with pytest.raises(WorkerDiedError, match="worker process died.*encoding"):
-        for _ in blocks:
-            pass
-    print(f"failed {time.monotonic() - killed_at:.2f} s after the kill")
 
 
 def test_killed_train_bpe_counting_worker_raises() -> None:

@@ -1,62 +1,54 @@
 """Byte-level BPE encoding and decoding by merge rank, with special tokens and GPT-2 file I/O.
 
-The specification is tiktoken's: pre-tokens from the regex, a pre-token that is one vocabulary
-entry is that entry, any other merges by rank. For GPT-2's pattern the same ids come from array
-operations (`pretokenize_arrays` finds the pre-tokens, `pretoken_table` looks them all up by hash
-in a table seeded with the vocabulary), text in blocks of `BLOCK_CHARS`; only the pre-tokens the
-table lacks reach Python, and new ones merge together (`bpe_merge.BatchMerger`). A lone pre-token
-merges in a short loop, or, when long (a run without whitespace), over a heap, so hostile input
-costs O(n log n). Parallel encoding over worker processes lives in `parallel_encode` (imported on
-first use).
+The specification is tiktoken's: pre-tokens from the regex, each merged by rank (`bpe_merge`: the
+lowest-rank adjacent pair, leftmost first, until none has a rank). For GPT-2's and cl100k's patterns the
+same ids come from numba kernels (`bpe_kernels`: a one-pass scanner over character classes, a
+whole-vocabulary lookup, the merge), where numba is installed (`jit.kernels_enabled`); the pure-Python
+path here is their reference and the fallback. Kernels run without the GIL, so `encode_batch` and
+`encode_file` spread blocks of text, cut where no cut changes the ids, over threads.
 """
 
 from __future__ import annotations
 
-import gc
-import importlib
 import os
-from collections.abc import Collection, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections import deque
+from collections.abc import Callable, Collection, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache
-from itertools import chain, islice
+from itertools import accumulate, chain
 from pathlib import Path
 from typing import Literal
 
-import numpy as np
 import regex
 
-from .bpe_merge import MAX_WORD_BYTES, BatchMerger, merge_by_heap, merge_short
+from .bpe_merge import merge_by_heap, merge_short
 from .byte_unicode import token_to_unicode
-from .encode_cache import EncodeCache, missing_keys
 from .gpt2_files import MERGES_FILE, VOCAB_FILE, load_merges_txt, load_vocab_json, write_gpt2_files
-from .pretoken_table import PretokenTable
+from .jit import kernels_enabled, resolve_workers
 from .pretokenize import (
     GPT2_PATTERN,
     check_special_tokens,
+    compile_pretokenizer,
     compile_special_pattern,
     find_safe_cut,
     has_safe_cuts,
+    pattern_name,
+    pretokenize_gpt2,
     resolve_pattern,
-    split_into_blocks,
 )
 
-# Pre-token cache entries before the cache is emptied (keeps memory bounded on endless streams;
-# 40 MB of novels hold about 108k distinct pre-tokens, so the cache need not be rebuilt there).
-CACHE_LIMIT = 1 << 18
-# GPT-2's pattern encodes text in blocks of about this many characters (cut where pre-tokens
-# cannot change): big enough that numpy's per-call cost is spread thin, small enough to bound memory.
-BLOCK_CHARS = 1 << 20
+# The pure-Python path caches this many pre-tokens' ids before it empties its cache (bounded memory).
+CACHE_LIMIT = 1 << 16
 # encode_iterable buffers about this many characters before looking for a safe place to cut.
 STREAM_FLUSH_CHARS = 1 << 14
-# encode pauses the garbage collector for texts at least this long.
-GC_PAUSE_CHARS = 1 << 16
-# Pre-tokens of at least this many bytes merge over a heap (O(n log n)) instead of the quadratic
-# loop, which is faster on short ones.
+# Pre-tokens of at least this many bytes merge over a heap (O(n log n)) in the pure-Python path.
 HEAP_MIN_BYTES = 64
-# At least this many new pre-tokens are merged together by `BatchMerger` (numpy rounds over all
-# of them); fewer go one by one, where numpy's per-call cost would dominate.
-BATCH_MIN_WORDS = 64
-
+# encode_file reads windows of about this many characters, one thread task each (bounded memory).
+WINDOW_CHARS = 1 << 20
+# encode_batch groups texts into tasks of about this many characters.
+BATCH_TASK_CHARS = 1 << 18
+# Tasks submitted ahead per thread: enough to keep every thread busy while results are collected.
+IN_FLIGHT_PER_WORKER = 2
 
 
 class BPETokenizer:
@@ -91,7 +83,6 @@ class BPETokenizer:
         self.merges: list[tuple[bytes, bytes]] = list(merges)
         self.special_tokens: list[str] = check_special_tokens(special_tokens)
         self.pattern = resolve_pattern(pattern)
-        self._pretokenizer = regex.compile(self.pattern)
         self.token_to_id: dict[bytes, int] = {token: i for i, token in self.vocab.items()}
         # A special token missing from the vocab gets the next free id.
         for special in self.special_tokens:
@@ -121,24 +112,24 @@ class BPETokenizer:
             self.ranks.setdefault(pair, rank)
             self._merged_by_rank.append(merged)
         self._byte_ids = [self.token_to_id[bytes([i])] for i in range(256)]
-        self._fast_gpt2 = self.pattern == GPT2_PATTERN
         self._safe_cuts = has_safe_cuts(self.pattern)
+        # The kernels run GPT-2's and cl100k's patterns, on ids and ranks below 2**21 (their packed pair table).
+        fits = max(self.vocab) < 2**21 and len(self.merges) < 2**21
+        self._kernel_pattern = pattern_name(self.pattern) if self._safe_cuts and fits else None
         self._make_derived()
 
     def _make_derived(self) -> None:
-        """The caches and the batch merger: built from the vocab and merges, never pickled."""
-        try:
-            self._batch_merger: BatchMerger | None = BatchMerger(self.ranks, self._merged_by_rank, self._byte_ids)
-        except ValueError:  # ids past its int64 keys: such a vocabulary merges word by word
-            self._batch_merger = None
-        self._cache = EncodeCache(self._encode_pretoken, CACHE_LIMIT)  # pre-token -> ids
-        # GPT-2's pattern: pre-token hash -> ids, the vocabulary plus what was encoded since.
-        self._table = self._make_table() if self._fast_gpt2 else None
+        """The cache and the kernel's tables, built from the vocab and merges when first used, never pickled."""
+        self._cache: dict[str, list[int]] = {}  # pre-token -> ids, for the pure-Python path
+        self._kernel = None  # bpe_kernels.BPEKernel, built at the first kernel encode
+        # The pure-Python pre-tokenizer: GPT-2's has a faster equal form (stdlib `re` on ASCII).
+        self._pretokenize: Callable[[str], list[str]] = (
+            pretokenize_gpt2 if self.pattern == GPT2_PATTERN else compile_pretokenizer(self.pattern).findall)
 
     def __getstate__(self) -> dict:
         # Derived data: leaving it out keeps pickles small and their hashes stable.
         state = self.__dict__.copy()
-        for name in ("_batch_merger", "_cache", "_table"):
+        for name in ("_cache", "_kernel", "_pretokenize"):
             del state[name]
         return state
 
@@ -154,81 +145,29 @@ class BPETokenizer:
         return merge(ids, self.ranks.get, self._merged_by_rank)
 
     def _encode_pretoken(self, piece: str) -> list[int]:
-        return self._encode_bytes(piece.encode("utf-8"))
+        ids = self._cache.get(piece)
+        if ids is None:
+            if len(self._cache) >= CACHE_LIMIT:
+                self._cache.clear()
+            ids = self._cache[piece] = self._encode_bytes(piece.encode("utf-8"))
+        return ids
 
-    def _encode_pretokens(self, pieces: list[str]) -> list[int]:
-        return list(chain.from_iterable(map(self._pretoken_ids(pieces).__getitem__, pieces)))
+    def _encode_reference(self, text: str) -> list[int]:
+        """The pure-Python path: the regex's pre-tokens, each merged by rank (the kernels' specification)."""
+        return list(chain.from_iterable(map(self._encode_pretoken, self._pretokenize(text))))
 
-    def _pretoken_ids(self, pieces: list[str]) -> Mapping[str, list[int]]:
-        """A mapping that gives the ids of every pre-token of `pieces`: the cache, the new ones added.
+    def _use_kernel(self):
+        """The kernel encoder (`bpe_kernels.BPEKernel`) where it runs for this pattern, else None."""
+        if self._kernel is None and self._kernel_pattern is not None and kernels_enabled():
+            from .bpe_kernels import BPEKernel
 
-        Many new pre-tokens are merged together (`BatchMerger`); a few are left to the cache's own
-        misses. When they alone outgrow the cache, they come in a mapping of their own.
-        """
-        cache = self._cache
-        if len(pieces) < BATCH_MIN_WORDS or self._batch_merger is None:
-            return cache
-        new = missing_keys(cache, set(pieces), cache.limit)
-        if len(new) < BATCH_MIN_WORDS:
-            return cache
-        limit = min(self.heap_min_bytes, MAX_WORD_BYTES)  # longer ones merge over a heap, on a miss
-        short = [(piece, word) for piece in new if 0 < len(word := piece.encode("utf-8")) < limit]
-        encoded = list(zip([piece for piece, _ in short], self._batch_merger.encode_words([w for _, w in short])))
-        cache.update(islice(encoded, cache.limit))
-        if len(new) <= cache.limit:
-            return cache
-        batch = EncodeCache(cache.__getitem__, len(new))
-        batch.update(encoded)
-        return batch
+            self._kernel = BPEKernel(self.vocab, self.ranks, self._merged_by_rank, self._byte_ids,
+                                     self._kernel_pattern)
+        return self._kernel if self._kernel_pattern is not None and kernels_enabled() else None
 
     def encode_ordinary(self, text: str) -> list[int]:
         """Encode text ignoring special tokens (their text is encoded as plain bytes)."""
-        if not self._fast_gpt2:
-            return self._encode_pretokens(self._pretokenizer.findall(text))
-        return self._encode_parts((text,))
-
-    def _encode_parts(self, parts: Iterable[str | int]) -> list[int]:
-        """Ids of texts (GPT-2's pattern) and special-token ids, in order, a block at a time."""
-        ids: list[int] = []
-        for block in split_into_blocks(parts, BLOCK_CHARS):
-            ids += self._encode_block(block)
-        return ids
-
-    def _encode_block(self, block: list[str | int]) -> list[int]:
-        """Ids of a block: its texts joined and encoded through the table, special ids put in between."""
-        is_text = [isinstance(item, str) for item in block]
-        texts = [item for item, text in zip(block, is_text) if text]
-        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
-        cuts = np.concatenate([[0], np.cumsum(lengths)])  # where each text starts, and the end
-        ids, before = self._table.encode("".join(texts), cuts, self._merge_words)
-        if len(texts) == len(block):
-            return ids.tolist()
-        # A special token sits at the cut after the texts before it in the block.
-        texts_before = np.cumsum(is_text)[np.logical_not(is_text)]
-        specials = [item for item, text in zip(block, is_text) if not text]
-        return np.insert(ids, before[texts_before], specials).tolist()
-
-    def _make_table(self) -> PretokenTable:
-        """The pre-token table, seeded with the ids of every vocabulary entry that is valid UTF-8.
-
-        For GPT-2's vocabulary (and any where each entry merges to itself) that is tiktoken's
-        rule, a pre-token that is one vocabulary entry is that entry; where an entry merges to
-        several tokens, the seed holds those, as the merge loop would give.
-        """
-        texts = [token.decode("utf-8", "replace") for token in self.vocab.values()]
-        words = [text for text, token in zip(texts, self.vocab.values()) if text.isascii() or text.encode() == token]
-        with _gc_paused():  # tens of thousands of new lists: collections would rescan the vocabulary
-            return PretokenTable(words, self._merge_words(words), CACHE_LIMIT)
-
-    def _merge_words(self, words: list[str]) -> dict[str, list[int]]:
-        """word -> the merge loop's ids, for distinct words; many short ones merge together (`BatchMerger`)."""
-        data = [word.encode("utf-8") for word in words]
-        limit = min(self.heap_min_bytes, MAX_WORD_BYTES)  # longer ones merge over a heap
-        batch = [i for i, d in enumerate(data) if 0 < len(d) < limit]
-        if self._batch_merger is None or len(batch) < BATCH_MIN_WORDS:
-            return dict(zip(words, map(self._encode_bytes, data)))
-        merged = dict(zip(batch, self._batch_merger.encode_words([data[i] for i in batch])))
-        return {word: merged[i] if i in merged else self._encode_bytes(data[i]) for i, word in enumerate(words)}
+        return self._encode_many([text], None)[0]
 
     def encode(self, text: str) -> list[int]:
         """Encode text; special tokens (longest match first) map to their own ids.
@@ -236,7 +175,7 @@ class BPETokenizer:
         Any special token's text becomes its id, also in untrusted text: use `encode_text` for
         tiktoken's explicit policy.
         """
-        return self._encode_paused(text, self._special_pattern)
+        return self._encode_many([text], self._special_pattern)[0]
 
     def encode_text(
         self,
@@ -268,29 +207,43 @@ class BPETokenizer:
             match = _special_pattern_for(disallowed).search(text)
             if match is not None:
                 raise ValueError(_disallowed_message(match.group()))
-        return self._encode_paused(text, _special_pattern_for(allowed & specials))
+        return self._encode_many([text], _special_pattern_for(allowed & specials))[0]
 
-    def _encode_paused(self, text: str, special_pattern: regex.Pattern | None) -> list[int]:
-        if len(text) < GC_PAUSE_CHARS:
-            return self._encode(text, special_pattern)
-        # Encoding creates no reference cycles; a collection would only rescan the growing cache.
-        with _gc_paused():
-            return self._encode(text, special_pattern)
+    def _encode_many(self, texts: list[str], special_pattern: regex.Pattern | None) -> list[list[int]]:
+        """The ids of each text, special tokens (matched by `special_pattern`, None for none) as their ids.
 
-    def _encode(self, text: str, special_pattern: regex.Pattern | None) -> list[int]:
-        if special_pattern is None:
-            return self.encode_ordinary(text)
-        if self._fast_gpt2:
-            return self._encode_parts(self._split_special(text, special_pattern))
-        ids: list[int] = []
-        for part in self._split_special(text, special_pattern):
-            ids += self.encode_ordinary(part) if isinstance(part, str) else (part,)
-        return ids
+        Where the kernels run, all texts go to them in one call: the text between special tokens as
+        UTF-8 pieces, each followed by the special token's id (-1 after a text's last piece).
+        """
+        kernel = self._use_kernel()
+        if kernel is None or not texts:
+            return [list(chain.from_iterable(self._encode_reference(p) if isinstance(p, str) else (p,)
+                                             for p in self._split_special(text, special_pattern))) for text in texts]
+        import numpy as np
 
-    def _split_special(self, text: str, special_pattern: regex.Pattern) -> Iterator[str | int]:
+        pieces: list[bytes] = []
+        after: list[int] = []  # the special id after each piece, -1 at a text's end
+        firsts: list[int] = []  # each text's first piece
+        for text in texts:
+            firsts.append(len(pieces))
+            for part in self._split_special(text, special_pattern):
+                if isinstance(part, str):
+                    pieces.append(part.encode("utf-8"))
+                    after.append(-1)
+                else:
+                    after[-1] = part
+        bounds = np.fromiter(accumulate(map(len, pieces), initial=0), dtype=np.int64, count=len(pieces) + 1)
+        ids, counts = kernel.encode(b"".join(pieces), bounds, np.asarray(after, dtype=np.int64))
+        if len(texts) == 1:
+            return [ids.tolist()]
+        ends = np.cumsum(counts)[np.asarray(firsts[1:] + [len(pieces)]) - 1].tolist()
+        ids = ids.tolist()
+        return [ids[start:end] for start, end in zip([0, *ends], ends)]
+
+    def _split_special(self, text: str, special_pattern: regex.Pattern | None) -> Iterator[str | int]:
         """The text between special tokens (str) and each special token's id (int), in order."""
         start = 0
-        for match in special_pattern.finditer(text):
+        for match in special_pattern.finditer(text) if special_pattern is not None else ():
             yield text[start : match.start()]
             yield self.special_ids[match.group()]
             start = match.end()
@@ -301,8 +254,9 @@ class BPETokenizer:
 
         Memory stays bounded whatever the input size or line length: text is flushed at the last
         place where cutting cannot change the result (after a special token, or at a safe pre-token
-        boundary for the built-in patterns); only a custom pattern on text without special tokens
-        has no such place and buffers.
+        boundary for the built-in patterns: a space, a newline between non-spaces, punctuation after
+        a letter, so text of any script has them); only text with none of them (one pre-token), or a
+        custom pattern on text without special tokens, is buffered whole.
         """
         for piece in self._iter_independent_pieces(iterable, STREAM_FLUSH_CHARS):
             yield from self.encode(piece)
@@ -344,21 +298,34 @@ class BPETokenizer:
 
     # --------------------------------------------------------------------------------- parallel
     def encode_batch(self, texts: Iterable[str], num_workers: int | None = None) -> list[list[int]]:
-        """Encode many texts, over `num_workers` processes (default: all CPUs) when worth it.
+        """Encode many texts over `num_workers` threads (default: the usable CPUs); each equals `encode(text)`.
 
-        Each result equals `encode(text)`. See `parallel_encode.encode_batch`.
+        Texts go to the kernels in groups of about `BATCH_TASK_CHARS` characters, one group per task.
         """
-        return _parallel_encode().encode_batch(self, texts, num_workers)
+        texts = list(texts)
+        workers = resolve_workers(num_workers)
+        groups = list(_group_by_chars(texts, BATCH_TASK_CHARS))
+        encode = lambda group: self._encode_many(group, self._special_pattern)  # noqa: E731
+        return list(chain.from_iterable(_map_in_threads(encode, groups, workers)))
 
     def encode_file(
         self, path: str | os.PathLike, num_workers: int | None = None, *, encoding: str = "utf-8"
     ) -> list[int]:
-        """Encode a whole text file over `num_workers` processes; equals `encode` of its contents.
+        """Encode a whole text file over `num_workers` threads; equals `encode` of its contents.
 
-        See `parallel_encode.encode_file`: the file is read in windows cut where no cut changes
-        the ids, and workers return ids through shared memory.
+        The file is read in windows of about `WINDOW_CHARS` characters cut where no cut changes the ids
+        (see `encode_iterable`), at most `IN_FLIGHT_PER_WORKER` windows per thread ahead: memory stays
+        bounded by the window size, not the file's (universal newlines, invalid bytes replaced).
         """
-        return _parallel_encode().encode_file(self, path, num_workers, encoding=encoding)
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"no such file: {path}")
+        ids: list[int] = []
+        with open(path, encoding=encoding, errors="replace") as handle:
+            windows = self._iter_independent_pieces(iter(lambda: handle.read(WINDOW_CHARS), ""), WINDOW_CHARS)
+            for part in _map_in_threads(self.encode, windows, resolve_workers(num_workers)):
+                ids += part
+        return ids
 
     # ----------------------------------------------------------------------------------- decode
     def decode(self, ids: Iterable[int]) -> str:
@@ -404,19 +371,6 @@ class BPETokenizer:
 
 
 # --------------------------------------------------------------------------------- helpers
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """The garbage collector off inside (if it was on): for work that allocates much and makes no cycles."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
 def _as_token_set(tokens: Collection[str], name: str) -> frozenset[str]:
     if isinstance(tokens, str) or not isinstance(tokens, Collection) or not all(isinstance(t, str) for t in tokens):
         raise TypeError(f'{name} must be "all" or a collection of special-token strings, got {tokens!r}')
@@ -439,17 +393,37 @@ def _disallowed_message(token: str) -> str:
     )
 
 
-def _parallel_encode():
-    """The worker-pool module, imported by name on first use.
+def _group_by_chars(texts: list[str], size: int) -> Iterator[list[str]]:
+    """Consecutive texts in groups of about `size` characters (a longer text is a group of its own)."""
+    group: list[str] = []
+    chars = 0
+    for text in texts:
+        group.append(text)
+        chars += len(text)
+        if chars >= size:
+            yield group
+            group, chars = [], 0
+    if group:
+        yield group
 
-    A `from .parallel_encode import` line would make transformers copy the pool code into every
-    saved remote-code folder; loaded this way, such folders stay small and only a call to
-    encode_batch/encode_file needs the module.
+
+def _map_in_threads(fn: Callable, tasks: Iterable, workers: int) -> Iterator:
+    """`fn(task)` for each task, in order, over `workers` threads, with a bounded number of tasks ahead.
+
+    The kernels release the GIL, so threads encode at once; one worker runs in this thread.
     """
-    try:
-        return importlib.import_module(".parallel_encode", __package__)
-    except ImportError as exc:
-        raise ImportError(
-            "encode_batch/encode_file need tinylm_hf's parallel_encode module, which is not part of "
-            "a saved model folder: install tinylm_hf (pip install tinylm_hf) to encode in parallel"
-        ) from exc
+    if workers <= 1:
+        yield from map(fn, tasks)
+        return
+    pending: deque[Future] = deque()
+    with ThreadPoolExecutor(workers) as executor:
+        try:
+            for task in tasks:
+                pending.append(executor.submit(fn, task))
+                if len(pending) >= workers * IN_FLIGHT_PER_WORKER:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for future in pending:
+                future.cancel()

@@ -51,12 +51,27 @@ def _say_reference_path_once() -> None:
           f"{INSTALL_HINT}", file=sys.stderr)
 
 
-def njit(*, parallel: bool = False) -> Callable[[Callable[..., Any]], Any]:
+def resolve_workers(num_workers: int | None) -> int:
+    """Threads (or processes) to use: `num_workers`, or the CPUs this process may run on when None."""
+    if num_workers is None:
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except AttributeError:  # not on Linux
+            return max(1, os.cpu_count() or 1)
+    if not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 1:
+        raise ValueError(f"num_workers must be a positive int or None, got {num_workers!r}")
+    return num_workers
+
+
+def njit(*, parallel: bool = False, inline: bool = False) -> Callable[[Callable[..., Any]], Any]:
     """`numba.njit` with the package's options: cached on disk, releasing the GIL (threads run kernels at once).
+
+    `inline=True` inlines a small helper into its callers (numba's `inline="always"`): for the helpers of
+    a per-character or per-token loop, where a call costs more than the work.
 
     Only kernel modules call this, at their import, and they are imported only once `kernels_enabled()`
     is true (`from .x_kernels import ...` inside the function that dispatches), so numba loads on first use.
     """
     import numba
 
-    return numba.njit(cache=True, nogil=True, parallel=parallel)
+    return numba.njit(cache=True, nogil=True, parallel=parallel, inline="always" if inline else "never")

@@ -1,17 +1,22 @@
 """Pre-tokenization shared by BPE training and encoding: regex patterns and special-token splitting.
 
 Pre-tokens are the units BPE works inside: no merge ever crosses a pre-token or a special token.
-`pretokenize_gpt2` is the fast path for GPT-2's pattern (stdlib `re` on ASCII stretches), and
-`find_safe_cut` finds places where text can be cut without changing its pre-tokens (streaming,
-splitting work across processes, `split_into_blocks` for array code).
+`compile_pretokenizer` compiles a pattern so that `\\p{L}`, `\\p{N}` and `\\s` mean what they mean to the
+fast twin and tiktoken (Unicode 16.0, `regex_classes`), not the newer Unicode of the `regex` module.
+`pretokenize_gpt2` is a faster path for GPT-2's pattern (stdlib `re` on ASCII stretches), and
+`find_safe_cut` finds places where text can be cut without changing its pre-tokens (streaming, blocks
+for threads).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Iterator
 
 import regex
+
+from .regex_classes import LETTER, NUMBER, WHITESPACE
 
 # GPT-2's pattern (identical to tiktoken's "gpt2" pat_str).
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -39,6 +44,44 @@ def resolve_pattern(pattern: str) -> str:
         raise ValueError(f"pattern {pattern!r} is not a valid regex: {exc}") from exc
     check_pattern_backtracking(resolved)
     return resolved
+
+
+def _class_body(ranges: tuple[tuple[int, int], ...]) -> str:
+    """The inside of a regex character class holding exactly `ranges`."""
+    return "".join(f"\\U{a:08X}-\\U{b:08X}" for a, b in ranges)
+
+
+# \p{L}, \p{N} and \s as the fast twin has them, and the regex escapes of `_explicit_classes`.
+_CLASS_BODIES = {r"\p{L}": _class_body(LETTER), r"\p{N}": _class_body(NUMBER), r"\s": _class_body(WHITESPACE)}
+_PATTERN_ATOM = regex.compile(r"\\p\{[LN]\}|\\[sS]|\\.|\[\^?|\]|.", regex.DOTALL)
+
+
+def _explicit_classes(pattern: str) -> str:
+    """`pattern` with `\\p{L}`, `\\p{N}`, `\\s` and `\\S` spelled out as ranges (classes are not nested)."""
+    out, in_class = [], False
+    for atom in _PATTERN_ATOM.findall(pattern):
+        if atom in _CLASS_BODIES:
+            atom = _CLASS_BODIES[atom] if in_class else f"[{_CLASS_BODIES[atom]}]"
+        elif atom == r"\S" and not in_class:
+            atom = "[^" + _CLASS_BODIES[r"\s"] + "]"
+        elif atom.startswith("["):
+            in_class = True
+        elif atom == "]":
+            in_class = False
+        out.append(atom)
+    return "".join(out)
+
+
+@functools.cache
+def compile_pretokenizer(pattern: str) -> regex.Pattern:
+    """The compiled pre-tokenizer of a resolved pattern; GPT-2's and cl100k's classes are the fast twin's.
+
+    >>> compile_pretokenizer(GPT2_PATTERN).findall(chr(0x10940) + "'s") == [chr(0x10940) + "'", "s"]  # U+10940:
+    True
+    >>> regex.findall(GPT2_PATTERN, chr(0x10940) + "'s") == [chr(0x10940), "'s"]  # a letter to Unicode 17
+    True
+    """
+    return regex.compile(_explicit_classes(pattern) if pattern in PATTERNS.values() else pattern)
 
 
 def pattern_name(pattern: str) -> str:
@@ -98,23 +141,30 @@ ASCII_GPT2_PATTERN = (
 )
 # A run of non-ASCII characters: the stretches the fast ASCII path must hand to `regex`.
 NON_ASCII_RUN = re.compile(r"[^\x00-\x7f]+")
-# "\S " (searched in reverse): the space of a non-space followed by a space starts a new pre-token.
-_CUT_BEFORE_SPACE = regex.compile(r"(?r)\S ")
+# Safe cuts, searched in reverse (see `has_safe_cuts`); the group that matched starts the cut:
+# a space after a non-space, a non-space after a newline between non-spaces, other after a letter.
+_LETTER, _NOT_SPACE = f"[{_class_body(LETTER)}]", f"[^{_class_body(WHITESPACE)}]"
+_OTHER = "[^" + "".join(_CLASS_BODIES.values()) + "]"
+_SAFE_CUT = regex.compile(rf"(?r){_NOT_SPACE}(?:( )|\n({_NOT_SPACE}))|{_LETTER}({_OTHER})")
 
 
 def has_safe_cuts(pattern: str) -> bool:
     """Whether `find_safe_cut` is valid for this pattern (proved for GPT-2's and cl100k's patterns).
 
-    For both, a position p with text[p] == " " and text[p-1] not whitespace is a pre-token
-    boundary whose left and right sides pre-tokenize independently: no alternative crosses from a
-    non-space into a following space (a space only ever starts a pre-token), and only `(?!\\S)`
-    and `$` look ahead, which at p see the same space either way.
+    For both, these positions p are pre-token boundaries whose two sides pre-tokenize independently:
+    - text[p] == " " after a non-space: no alternative crosses from a non-space into a following space
+      (a space only ever starts a pre-token), and only `(?!\\S)` and `$` look ahead, which at p see the
+      same space either way;
+    - just after a "\\n" that sits between two non-spaces: the newline ends its pre-token either way
+      (alone, or after punctuation in cl100k's `[\\r\\n]*+`), and no pre-token starts with it and goes on;
+    - a character that is neither whitespace, letter nor number after a letter: the letters end there
+      and nothing ahead reaches back (text without spaces, such as Chinese, has these).
     """
     return pattern in (GPT2_PATTERN, GPT4_PATTERN)
 
 
 def find_safe_cut(text: str, start: int = 0, end: int | None = None) -> int:
-    """The last position p in (start, end] where text[p] == " " follows a non-space, or -1.
+    """The last safe cut p in (start, end] (see `has_safe_cuts`), or -1.
 
     Splitting the text at p and pre-tokenizing both sides gives the same pre-tokens as the whole
     (for patterns where `has_safe_cuts` holds).
@@ -122,8 +172,8 @@ def find_safe_cut(text: str, start: int = 0, end: int | None = None) -> int:
     end = len(text) - 1 if end is None else min(end, len(text) - 1)
     if end <= start:
         return -1
-    match = _CUT_BEFORE_SPACE.search(text, start, end + 1)
-    return -1 if match is None else match.start() + 1
+    match = _SAFE_CUT.search(text, start, end + 1)
+    return -1 if match is None else match.start(match.lastindex)
 
 
 def find_next_safe_cut(text: str, start: int) -> int:
@@ -143,7 +193,7 @@ def find_previous_safe_cut(text: str, start: int, end: int) -> int:
 
 
 _ASCII_GPT2 = re.compile(ASCII_GPT2_PATTERN)
-_GPT2 = regex.compile(GPT2_PATTERN)
+_GPT2 = compile_pretokenizer(GPT2_PATTERN)
 
 
 def pretokenize_gpt2(text: str) -> list[str]:

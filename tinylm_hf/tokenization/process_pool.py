@@ -20,6 +20,8 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import TypeVar
 
+from .jit import resolve_workers  # noqa: F401  (its home; trainers import it from here)
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -29,18 +31,6 @@ class WorkerDiedError(ChildProcessError):
 
     A ChildProcessError (an OSError), as prepare's, so the CLI reports it in one line.
     """
-
-
-def resolve_workers(num_workers: int | None) -> int:
-    """`num_workers`, or the CPUs this process may run on when None; anything else but a positive int raises."""
-    if num_workers is None:
-        try:
-            return max(1, len(os.sched_getaffinity(0)))
-        except AttributeError:  # not on Linux
-            return max(1, os.cpu_count() or 1)
-    if not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 1:
-        raise ValueError(f"num_workers must be a positive int or None, got {num_workers!r}")
-    return num_workers
 
 
 def make_executor(

@@ -26,11 +26,8 @@ from .pretokenize import EOS_TOKEN, pattern_name, split_on_special_tokens
 from .tokenization_tinylm_base import TinyLMCoreTokenizer
 # siblings the imports above reach, named so that transformers < 5.10 copies them too (compat.py)
 from .atomic_files import FILE_MODE  # noqa: F401
-from .bpe_merge import OFFSET_BITS  # noqa: F401
-from .encode_cache import CACHE_LIMIT  # noqa: F401
-from .int_table import IntTable  # noqa: F401
-from .pretoken_table import PretokenTable  # noqa: F401
-from .pretokenize_arrays import gpt2_starts  # noqa: F401
+from .bpe_merge import NO_RANK  # noqa: F401
+from .jit import KERNELS_ENV  # noqa: F401
 from .regex_classes import LETTER  # noqa: F401
 
 VOCAB_FILES_NAMES = {"vocab_file": VOCAB_FILE, "merges_file": MERGES_FILE}
