@@ -264,3 +264,27 @@ def test_a_folder_saved_without_a_pad_token_still_loads(shards, tmp_path):
     train_tokenizer([shards[0]], 500, [], algorithm="unigram", progress=False).save_pretrained(tmp_path / "old")
     loaded = AutoTokenizer.from_pretrained(tmp_path / "old")
     assert loaded.pad_token is None and loaded("a b")["input_ids"]
+
+
+def test_the_mask_token_advice_works_and_a_lone_mask_token_is_refused(tmp_path, shards, capsys):
+    from conftest import run_cli_error
+    from tinylm_hf.training.masking import MLMCollator
+
+    err = run_cli_error(["train-tokenizer", "--input", str(shards[0]), "--vocab-size", "300", "--special-token",
+                         "<|mask|>", "--out", str(tmp_path / "lone"), "--no-progress"], capsys)
+    assert "'<|mask|>' would be the eos/pad/bos/unk token" in err and not (tmp_path / "lone").exists()
+    assert main(["train-tokenizer", "--input", str(shards[0]), "--vocab-size", "300", "--masked-lm",
+                 "--out", str(tmp_path / "mlm"), "--no-progress"]) == 0
+    tok = AutoTokenizer.from_pretrained(tmp_path / "mlm")
+    assert (tok.eos_token, tok.pad_token, tok.mask_token) == ("<|endoftext|>", "<|pad|>", "<|mask|>")
+    MLMCollator(tok)  # the masked-LM objective takes it
+
+
+@pytest.mark.parametrize("token", [" ", "\t", " <x>", "<x> "], ids=["space", "tab", "leading", "trailing"])
+def test_a_special_token_with_outer_whitespace_is_refused(tmp_path, shards, capsys, token):
+    from conftest import run_cli_error
+
+    err = run_cli_error(["train-tokenizer", "--input", str(shards[0]), "--vocab-size", "300", "--special-token",
+                         "<|endoftext|>", "--special-token", token, "--out", str(tmp_path / "tok"), "--no-progress"],
+                        capsys)
+    assert "starts or ends with whitespace" in err and "tokenizer_config.json" not in err

@@ -20,11 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from ..fileio import check_input_file, make_folders, no_space
+from ..fileio import make_folders, no_space
 from ..tokenization.pretokenize import EOS_TOKEN
 from ..tokenization.process_pool import WorkerDiedError
 from ..tokenizer_loading import load_tokenizer
 from .documents import choose_split_rule, split_documents
+from .sources import TEXT_ENCODING, check_text_column, check_utf8_file, expand_inputs, load_named_dataset
 from .token_files import header_path, token_dtype, tokenizer_fingerprint, write_tokens
 
 SPLITS = ("train", "val")
@@ -49,37 +50,57 @@ def _tokenize(batch: dict[str, list], tokenizer_dir: str, column: str, eos_id: i
 
 
 def _load_files(files: Sequence[str], text_column: str) -> tuple[Any, str]:
-    """A `datasets.Dataset` of documents from text or JSON-lines files, and its text column."""
+    """A `datasets.Dataset` of documents from text or JSON-lines files (read by `sources`' UTF-8 rule), and its
+    text column."""
     from datasets import load_dataset
 
     for f in files:
-        check_input_file(f)
+        check_utf8_file(f)
     suffixes = {Path(f).suffix.lower() for f in files}
     if suffixes <= {".json", ".jsonl"}:
         ds = load_dataset("json", data_files=list(files), split="train")
-        _check_column(ds, text_column, files)
+        check_text_column(ds, text_column, ", ".join(Path(f).name for f in files))
         return ds, text_column
     if suffixes & {".json", ".jsonl"}:
         raise ValueError(f"mix of JSON and text inputs {list(files)}: prepare them separately")
-    for f in files:
-        try:
-            with open(f, encoding="utf-8") as fh:
-                while fh.read(1 << 20):
-                    pass
-        except UnicodeDecodeError as err:
-            raise ValueError(f"input file {f} is not UTF-8 text ({err}); convert it to UTF-8") from None
     # "text" is line-based; with sample_by="document" each file is one row, cut into documents here.
-    raw = load_dataset("text", data_files=list(files), sample_by="document", split="train")
+    raw = load_dataset("text", data_files=list(files), sample_by="document", split="train", encoding=TEXT_ENCODING)
     docs = raw.map(_split_text_file, batched=True, batch_size=1, remove_columns=raw.column_names,
                    fn_kwargs={"column": "text"}, desc="splitting documents")
     return docs, "text"
 
 
-def _check_column(ds: Any, column: str, source: Any) -> None:
-    if column not in ds.column_names:
-        raise ValueError(
-            f"text column {column!r} is not in {source} (columns: {ds.column_names}); pass --text-column"
-        )
+def _load_input_files(input_files: Sequence[str | os.PathLike], val_files: Sequence[str | os.PathLike] | None,
+                      text_column: str) -> tuple[Any, Any, str, dict[str, Any]]:
+    """(train documents, validation documents or None, text column, source record) of `--input` / `--val-input`
+    paths or globs."""
+    files = [str(f) for f in expand_inputs(input_files)]
+    train_ds, column = _load_files(files, text_column)
+    source: dict[str, Any] = {"input_files": [Path(f).name for f in files]}
+    val_ds = None
+    if val_files:
+        val_paths = [str(f) for f in expand_inputs(val_files)]
+        val_ds, _ = _load_files(val_paths, text_column)
+        source["val_files"] = [Path(f).name for f in val_paths]
+    return train_ds, val_ds, column, source
+
+
+def _load_named(dataset: str, split: str | None, text_column: str) -> tuple[Any, Any, str, dict[str, Any]]:
+    """(train rows, its validation split or None, text column, source record) of a `datasets` dataset, every text
+    checked (no nulls)."""
+    from datasets import DatasetDict
+
+    loaded = load_named_dataset(dataset, split=split)
+    val_ds = None
+    if isinstance(loaded, DatasetDict):
+        train_ds = loaded["train"]
+        val_ds = next((loaded[n] for n in ("validation", "valid", "val", "test") if n in loaded), None)
+    else:
+        train_ds = loaded
+    for part in (train_ds, val_ds):
+        if part is not None:
+            check_text_column(part, text_column, f"dataset {dataset}")
+    return train_ds, val_ds, text_column, {"dataset": dataset, "split": split}
 
 
 def _map_in_workers(ds: Any, function: Any, *, num_proc: int, desc: str, fn_kwargs: dict[str, Any]) -> Any:
@@ -160,8 +181,6 @@ def prepare_dataset(
     otherwise the trailing documents holding `val_fraction` of the characters are carved off.
     Each header says how the documents were found (`split_rules`) and where the text came from.
     """
-    from datasets import DatasetDict, load_dataset
-
     if (input_files is None) == (dataset is None):
         raise ValueError("give exactly one of input_files or dataset")
     if not 0.0 < val_fraction < 1.0:
@@ -171,24 +190,10 @@ def prepare_dataset(
     eos_id = document_end_id(tok, tokenizer_dir)
     num_proc = num_proc or max(1, min(4, os.cpu_count() or 1))
 
-    val_ds = None
     if input_files is not None:
-        files = [str(f) for f in input_files]
-        train_ds, column = _load_files(files, text_column)
-        source: dict[str, Any] = {"input_files": [Path(f).name for f in files]}
-        if val_files:
-            val_ds, _ = _load_files([str(f) for f in val_files], text_column)
-            source["val_files"] = [Path(str(f)).name for f in val_files]
+        train_ds, val_ds, column, source = _load_input_files(input_files, val_files, text_column)
     else:
-        loaded = load_dataset(dataset, split=split)
-        source = {"dataset": dataset, "split": split}
-        if isinstance(loaded, DatasetDict):
-            train_ds = loaded["train"]
-            val_ds = next((loaded[n] for n in ("validation", "valid", "val", "test") if n in loaded), None)
-        else:
-            train_ds = loaded
-        column = text_column
-        _check_column(train_ds, column, dataset)
+        train_ds, val_ds, column, source = _load_named(dataset, split, text_column)
     if val_ds is None:
         train_ds, val_ds = _carve_validation(train_ds, column, val_fraction)
         source["val_carved"] = val_fraction
