@@ -88,6 +88,13 @@ def test_foreign_code_runs_only_with_the_flag(planted, tmp_path, capsys):
     (["eval", "{dir}", "--input", "{parent}"], "is a directory, not a file"),
     (["generate", "{text}", "--prompt", "Hi"], "is a file, not a folder"),
     (["prepare", "--tokenizer", "{text}", "--input", "{text}", "--out", "{out}"], "is a file, not a folder"),
+    (["generate", "{dir}", "--prompt", "Hi", "--seed", str(2**70)], r"--seed must be a whole number from 0 to 2\*\*63 - 1"),
+    (["generate", "{dir}", "--prompt", "Hi", "--seed", "-1"], r"--seed must be a whole number from 0"),
+    (["prepare", "--tokenizer", "{dir}", "--input", "{text}", "--out", "{out}", "--mlm-static", "--mlm-seed",
+      str(2**70)], "mlm_seed must be a whole number"),
+    (["generate", "{dir}", "--prompt", "caf\udce9"], "--prompt holds the byte 0xE9, which is not UTF-8"),
+    (["generate", "{dir}", "--prompt=caf\udce9"], "--prompt holds the byte 0xE9, which is not UTF-8"),
+    (["generate", "{dir}\udce9", "--prompt", "Hi"], "an argument holds the byte 0xE9, which is not UTF-8"),
 ], ids=lambda v: v if isinstance(v, str) else " ".join(v[:2]))
 def test_user_errors_are_one_line_and_exit_2(folder, tmp_path, capsys, argv, message):
     (tmp_path / "t.txt").write_text("Once upon a time.", encoding="utf-8")
@@ -103,7 +110,9 @@ def test_user_errors_are_one_line_and_exit_2(folder, tmp_path, capsys, argv, mes
     (["--device", "cuda"], "no CUDA GPU"),
     (["--warmup-iters", "50", "--max-iters", "10"], "warmup_iters .* larger than max_iters"),
     (["--context-length", "4096", "--model", '{"max_position_embeddings": 64}'], "exceeds the model's max_position_embeddings"),
-], ids=["eval-iters-0", "cuda-without-gpu", "warmup-over-max", "context-over-model"])
+    (["--seed", str(2**70)], r"seed must be a whole number from 0 to 2\*\*63 - 1"),
+    (["--sample-prompt", "caf\udce9"], "--sample-prompt holds the byte 0xE9"),
+], ids=["eval-iters-0", "cuda-without-gpu", "warmup-over-max", "context-over-model", "seed-2**70", "latin1-prompt"])
 def test_train_flag_errors(byte_data, tmp_path, capsys, flags, message, monkeypatch):
     import torch
 

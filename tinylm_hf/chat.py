@@ -16,6 +16,7 @@ import torch
 
 from .generation import ContinuationStreamer, check_sampling, sampling_options
 from .tokenization.chat_template import CHAT_TOKENS, has_chat_format, stop_token_ids
+from .training.config import check_seed
 
 EXIT_WORDS = ("/exit", "/quit")
 RESET_WORD = "/reset"
@@ -40,7 +41,7 @@ class ChatSession:
         self.messages: list[dict[str, str]] = []
         self.reset()
         if seed is not None:
-            torch.manual_seed(seed)
+            torch.manual_seed(check_seed(seed))
 
     def reset(self) -> None:
         """Forget the conversation (the system message stays)."""

@@ -22,6 +22,7 @@ import torch
 
 from ..corpus.token_files import load_tokens, read_header, token_digest, tokenizer_fingerprint, write_tokens
 from .batches import iter_eval_batches
+from .config import check_seed
 from .masking import IGNORE_INDEX, MLMCollator
 
 MASKED_SUFFIX = ".masked.bin"
@@ -35,8 +36,8 @@ def static_mask_paths(data_dir: str | os.PathLike, split: str) -> tuple[Path, Pa
 
 
 def check_static_masking(tokenizer: Any, *, mlm_probability: float = 0.15, seed: int = 0) -> MLMCollator:
-    """The collator that `write_static_masks` masks with: its options and the tokenizer's mask token checked."""
-    return MLMCollator(tokenizer, "static", mlm_probability=mlm_probability, seed=seed)
+    """The collator that `write_static_masks` masks with: its options, seed and the tokenizer's mask token checked."""
+    return MLMCollator(tokenizer, "static", mlm_probability=mlm_probability, seed=check_seed(seed, "mlm_seed"))
 
 
 def write_static_masks(
