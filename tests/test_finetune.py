@@ -210,3 +210,8 @@ def test_a_classifier_fine_tuned_again_on_other_labels_is_one_line(finished, tmp
                          str(tmp_path / "again"), "--max-iters", "2", "--warmup-iters", "1", *SMALL], capsys)
     assert "is a classifier of 3 labels (tinystories, shakespeare, novel) and the data has 2 (a, b)" in err
     assert not (tmp_path / "again").exists()
+
+
+def test_push_dry_run_checks_a_classifier_folder_with_its_own_head(finished, capsys):
+    assert main(["push", str(finished / "hf"), "--repo-id", "alice/classifier", "--dry-run"]) == 0
+    assert "model.safetensors" in capsys.readouterr().out

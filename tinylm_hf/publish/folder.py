@@ -109,8 +109,9 @@ def check_folder_files(folder: str | os.PathLike) -> dict[str, Any]:
     return config
 
 
-def load_folder(folder: str | os.PathLike, *, trust_remote_code: bool = False) -> tuple[Any, Any]:
-    """(model, tokenizer) of a saved folder through the Auto classes, checked against each other.
+def load_folder(folder: str | os.PathLike, *, trust_remote_code: bool = False, auto_class: Any = None) -> tuple[Any, Any]:
+    """(model, tokenizer) of a saved folder through the Auto classes (`auto_class`, default AutoModelForCausalLM),
+    checked against each other.
 
     The tokenizer's vocabulary must fit the model's embedding; a folder whose code would have to run
     (a model type tinylm_hf does not provide) needs `trust_remote_code=True`.
@@ -119,6 +120,8 @@ def load_folder(folder: str | os.PathLike, *, trust_remote_code: bool = False) -
 
     from ..registration import register
 
+    model_class = auto_class or AutoModelForCausalLM
+
     register()
     local = Path(folder).exists() or not _could_be_hub_repo(str(folder))
     if local:
@@ -126,7 +129,7 @@ def load_folder(folder: str | os.PathLike, *, trust_remote_code: bool = False) -
     folder = Path(folder)
     tokenizer = load_tokenizer(folder, trust_remote_code=trust_remote_code, from_hub=not local)
     try:
-        model = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=trust_remote_code)
+        model = model_class.from_pretrained(folder, trust_remote_code=trust_remote_code)
     except ValueError as err:
         if "trust_remote_code" in str(err):
             raise needs_remote_code_error(folder) from None
@@ -155,17 +158,34 @@ def check_tokenizer_fits(tokenizer: Any, vocab_size: int, where: Any) -> None:
         )
 
 
+def model_role(config: dict[str, Any]) -> str:
+    """What a folder holds, from its config.json: "classifier" (a sequence-classification head on a TinyLM),
+    "encoder" (a masked-LM encoder) or "decoder" (a causal language model)."""
+    if any(str(name).endswith("ForSequenceClassification") for name in config.get("architectures") or ()):
+        return "classifier"
+    return "encoder" if config.get("use_bidirectional_attention") else "decoder"
+
+
+AUTO_CLASSES = {"decoder": "AutoModelForCausalLM", "encoder": "AutoModelForMaskedLM",
+                "classifier": "AutoModelForSequenceClassification"}  # model_role -> the Auto class it loads with
+
+
 def validate_folder(folder: str | os.PathLike, *, load: bool = True, trust_remote_code: bool = False) -> dict[str, Any]:
-    """Check a saved model folder is complete and (with `load`) loads and gives finite logits; return its config."""
+    """Check a saved model folder is complete and (with `load`) loads, as the causal LM, masked LM or classifier it
+    is, and gives finite logits of its width; return its config."""
     config = check_folder_files(folder)
     if load:
         import torch
+        import transformers
 
-        model, tokenizer = load_folder(folder, trust_remote_code=trust_remote_code)
+        role = model_role(config)
+        model, tokenizer = load_folder(folder, trust_remote_code=trust_remote_code,
+                                       auto_class=getattr(transformers, AUTO_CLASSES[role]))
         ids = tokenizer("Once upon a time", add_special_tokens=False, return_tensors="pt")["input_ids"]
         with torch.no_grad():
             logits = model(input_ids=ids).logits
-        if logits.shape[-1] != config["vocab_size"] or not torch.isfinite(logits).all():
+        width = model.config.num_labels if role == "classifier" else config["vocab_size"]
+        if logits.shape[-1] != width or not torch.isfinite(logits).all():
             raise ValueError(f"the model in {folder} gives non-finite or mis-shaped logits {tuple(logits.shape)}")
     return config
 
