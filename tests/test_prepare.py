@@ -244,3 +244,42 @@ def test_a_bad_masking_probability_is_refused_before_train_and_val_are_rewritten
                          "--out", str(out), "--mlm-static", "--mlm-probability", "1.5"], capsys)
     assert "mlm_probability must be a probability" in err
     assert (out / "train.bin").read_bytes() == b"earlier" and sorted(p.name for p in out.iterdir()) == ["train.bin", "train.json"]
+
+
+def test_a_sigkilled_prepare_takes_its_workers_and_the_next_run_removes_its_stage(tmp_path, tok_dir):
+    """SIGKILL runs no cleanup: the workers die with their parent (within seconds, not waiting for work forever), and
+    the stage folder left behind is removed by the next prepare into the same folder."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tiny_runs import cli_env
+
+    psutil = pytest.importorskip("psutil")
+    text = "\n\n".join(f"Story {i}: the cat sat on the mat and looked at the moon." * 40 for i in range(6000))
+    (tmp_path / "big.txt").write_text(text, encoding="utf-8")
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "tinylm_hf.cli", "prepare", "--tokenizer", str(tok_dir), "--input",
+                             str(tmp_path / "big.txt"), "--out", str(out), "--num-proc", "3"], env=cli_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    parent, workers = psutil.Process(proc.pid), []
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        workers = parent.children(recursive=True)
+        if len(workers) >= 3 and list(out.glob(".prepare-*")):
+            break
+        time.sleep(0.05)
+    assert len(workers) >= 3, "no workers started"
+    time.sleep(0.5)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    gone, alive = psutil.wait_procs(workers, timeout=10)
+    for worker in alive:
+        worker.kill()
+    assert not alive, f"workers left alive 10 s after their parent was killed: {alive}"
+    assert list(out.glob(".prepare-*"))  # a kill leaves its stage
+    (tmp_path / "small.txt").write_text("One.\n\nTwo.\n\nThree.\n", encoding="utf-8")
+    prepare_dataset(tok_dir, out, input_files=[tmp_path / "small.txt"], num_proc=1)
+    assert sorted(p.name for p in out.iterdir()) == ["train.bin", "train.json", "val.bin", "val.json"]

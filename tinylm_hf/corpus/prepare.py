@@ -10,9 +10,11 @@ outputs intact and no partial files.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
-import tempfile
+import signal
+import sys
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -20,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..fileio import make_folders, no_space
+from ..fileio import make_folders, make_temp, no_space
 from ..tokenization.pretokenize import EOS_TOKEN
 from ..tokenization.process_pool import WorkerDiedError
 from ..tokenizer_loading import load_tokenizer
@@ -39,6 +41,36 @@ def _split_text_file(batch: dict[str, list], column: str) -> dict[str, list]:
         docs += parts
         rules += [rule] * len(parts)
     return {"text": docs, "split_rule": rules}
+
+
+_FORKING_PARENT: list[int] = []  # while a pool starts: the pid whose forked workers die with it
+
+
+def _die_with_parent() -> None:
+    """At fork, in a child of `_workers_die_with_parent`: ask Linux to SIGKILL this process when its parent dies (a
+    SIGKILLed prepare runs no cleanup, and a pool's workers would wait for work forever); exit if it is gone already."""
+    if not _FORKING_PARENT:
+        return
+    parent = _FORKING_PARENT.pop()  # the worker's own children are not ours to bind
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the parent died before the request was made
+        os._exit(1)
+
+
+@contextlib.contextmanager
+def _workers_die_with_parent() -> Iterator[None]:
+    """Processes forked inside the `with` (the tokenizing pool's workers) are killed when this process dies."""
+    if sys.platform.startswith("linux"):
+        if not getattr(_die_with_parent, "registered", False):
+            os.register_at_fork(after_in_child=_die_with_parent)
+            _die_with_parent.registered = True  # type: ignore[attr-defined]
+        _FORKING_PARENT[:] = [os.getpid()]
+    try:
+        yield
+    finally:
+        _FORKING_PARENT.clear()
 
 
 def _tokenize(batch: dict[str, list], tokenizer_dir: str, column: str, eos_id: int) -> dict[str, list]:
@@ -108,8 +140,9 @@ def _map_in_workers(ds: Any, function: Any, *, num_proc: int, desc: str, fn_kwar
     from multiprocess.context import ProcessError  # datasets' pool reports a lost worker through these
 
     try:
-        return ds.map(function, batched=True, num_proc=num_proc, remove_columns=ds.column_names, fn_kwargs=fn_kwargs,
-                      desc=desc)
+        with _workers_die_with_parent():
+            return ds.map(function, batched=True, num_proc=num_proc, remove_columns=ds.column_names,
+                          fn_kwargs=fn_kwargs, desc=desc)
     except (RuntimeError, EOFError, ConnectionError, ProcessError) as err:
         _reraise_interruption(err)
         if num_proc > 1 and ("died" in str(err) or not isinstance(err, RuntimeError)):
@@ -204,7 +237,7 @@ def prepare_dataset(
     dtype = token_dtype(max_id)
     base = {"tokenizer": os.path.abspath(tokenizer_dir), "tokenizer_fingerprint": tokenizer_fingerprint(tok),
             "vocab_size": len(tok), "max_id": max_id, "eos_id": int(eos_id), "source": source}
-    stage = Path(tempfile.mkdtemp(dir=out, prefix=".prepare-"))
+    stage = make_temp(out, "prepare", directory=True)  # a stage a killed prepare left is removed first
     try:
         headers = {}
         for name, ds in zip(SPLITS, (train_ds, val_ds)):
