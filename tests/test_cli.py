@@ -149,3 +149,34 @@ def test_a_library_error_of_several_lines_is_printed_as_one(monkeypatch, capsys)
     monkeypatch.setattr(count_words, "run", fails)
     err = run_cli_error(["count-words", "--input", "x.txt", "--out", "c.json"], capsys)
     assert err == "tinylm count-words: error: the Hub said: 401 Unauthorized (--debug shows the traceback)\n"
+
+
+@pytest.fixture()
+def full_disk(tmp_path):
+    """A real 64 KiB tmpfs (needs root to mount one; skipped otherwise), holding a file of the user's."""
+    import os
+    import subprocess
+
+    small = tmp_path / "small"
+    small.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(small)],
+                                           capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    (small / "keep.txt").write_text("kept")
+    yield small
+    subprocess.run(["umount", "-l", str(small)], check=True)  # -l: even if a failed writer left a file open
+
+
+@pytest.mark.parametrize("argv", [
+    ["export-gguf", "{dir}", "{disk}/m.gguf"],
+    ["export-llama", "{dir}", "{disk}/llama"],
+    ["train-tokenizer", "--input", "{text}", "--vocab-size", "300", "--out", "{disk}/tok", "--no-progress"],
+    ["prepare", "--tokenizer", "{dir}", "--input", "{text}", "--out", "{disk}", "--num-proc", "1"],
+], ids=lambda v: v[0])
+def test_a_full_disk_says_no_space_left_on_the_folder(folder, full_disk, tmp_path, capsys, argv):
+    from conftest import PACKAGE_DATA
+
+    text = PACKAGE_DATA / "tinystories_valid_small.txt"
+    err = run_cli_error([a.format(dir=folder, disk=full_disk, text=text) for a in argv], capsys)
+    assert "no space left on" in err and str(full_disk) in err and "requested" not in err
+    assert sorted(p.name for p in full_disk.iterdir()) == ["keep.txt"] and (full_disk / "keep.txt").read_text() == "kept"

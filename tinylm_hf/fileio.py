@@ -24,9 +24,10 @@ from .tokenization.atomic_files import DIR_MODE, FILE_MODE, write_bytes_atomic, 
 
 _TEMP_MARK = "tinylm"  # in the name of every temp file and stage folder we write (`make_temp`)
 _SHORT_WRITE = re.compile(r"\d+ requested and \d+ written")  # numpy's short write (a full disk)
+_NO_SPACE_TEXT = re.compile(r"No space left on device|os error 28")  # a full disk said by a Rust writer (safetensors)
 
 __all__ = ["DIR_MODE", "FILE_MODE", "atomic_output", "check_input_file", "check_input_folder", "check_not_an_input", "check_ours_to_replace", "check_output_folder",
-           "fsync_file", "make_folders", "make_temp", "no_space", "remove_stale_temps", "seal_folder", "staged_folder", "write_bytes_atomic",
+           "fsync_file", "make_folders", "make_temp", "no_space", "raise_no_space", "remove_stale_temps", "seal_folder", "staged_folder", "write_bytes_atomic",
            "write_json_atomic", "write_text_atomic"]
 
 
@@ -59,8 +60,7 @@ def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
         os.replace(tmp, path)
     except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
-        if isinstance(err, OSError) and no_space(err, path.parent, "") is not err:
-            raise no_space(err, path.parent, f"free some space (or write {path.name} elsewhere) and run again") from err
+        raise_no_space(err, path.parent, path.name)
         raise
 
 
@@ -112,15 +112,23 @@ def _is_running(pid: int) -> bool:
     return True
 
 
-def no_space(err: OSError, where: str | os.PathLike, hint: str) -> OSError:
+def no_space(err: BaseException, where: str | os.PathLike, hint: str) -> BaseException:
     """For a full disk (or quota), an OSError saying "no space left on <where>" and what to do (`hint`); else `err`.
 
-    numpy's `tofile` (behind GGUF and token files) reports a full disk as a short write, "N requested and M
-    written", with no errno: that is a full disk too.
+    Writers say it in their own ways: an OSError with ENOSPC/EDQUOT; numpy's `tofile` (behind GGUF and token files)
+    a short write, "N requested and M written", with no errno; safetensors an error naming "os error 28".
     """
-    if err.errno in (errno.ENOSPC, errno.EDQUOT) or (err.errno is None and _SHORT_WRITE.search(str(err))):
-        return OSError(errno.ENOSPC, f"no space left on {where}: {hint}")
-    return err
+    full = (isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)) or (
+        isinstance(err, OSError) and err.errno is None and _SHORT_WRITE.search(str(err))) or (
+        isinstance(err, Exception) and _NO_SPACE_TEXT.search(str(err)))
+    return OSError(errno.ENOSPC, f"no space left on {where}: {hint}") if full else err
+
+
+def raise_no_space(err: BaseException, where: str | os.PathLike, what: str) -> None:
+    """Raise "no space left on <where>" (from `err`) when `err` is a full disk while writing `what`; else nothing."""
+    converted = no_space(err, where, f"free some space (or write {what} elsewhere) and run again")
+    if converted is not err:
+        raise converted from err
 
 
 def check_output_folder(path: str | os.PathLike) -> Path:
@@ -190,8 +198,9 @@ def staged_folder(out: str | os.PathLike, *, replace: bool = False) -> Iterator[
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, out)  # onto an empty folder, or a new name
-    except BaseException:
+    except BaseException as err:
         shutil.rmtree(tmp, ignore_errors=True)
+        raise_no_space(err, out.parent, out.name)
         raise
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..corpus.token_files import check_tokenizer_fingerprint
-from ..fileio import check_ours_to_replace, make_folders, make_temp, seal_folder, write_json_atomic
+from ..fileio import check_ours_to_replace, make_folders, make_temp, raise_no_space, seal_folder, write_json_atomic
 from ..tokenization.byte_level_backend import build_byte_level_bpe
 from ..tokenization.gpt2_files import MERGES_FILE, VOCAB_FILE, read_merges_txt, read_vocab_json
 from ..tokenization.metaspace import MODEL_FILE as SENTENCEPIECE_FILE
@@ -238,7 +238,8 @@ def export_llama(
             shutil.rmtree(out) if out.is_dir() else out.unlink()
         seal_folder(tmp)
         os.replace(tmp, out)
-    except BaseException:
+    except BaseException as err:
         shutil.rmtree(tmp, ignore_errors=True)
+        raise_no_space(err, out.parent, out.name)
         raise
     return out

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..corpus.token_files import check_tokenizer_fingerprint
-from ..fileio import check_ours_to_replace, make_folders, make_temp, seal_folder
+from ..fileio import check_ours_to_replace, make_folders, make_temp, raise_no_space, seal_folder
 from ..tokenization.chat_template import stop_token_ids
 from ..tokenizer_loading import load_tokenizer
 from ..training.checkpoint import load_state
@@ -103,7 +103,8 @@ def publish_run(
         if out.exists():
             shutil.rmtree(out)
         os.replace(tmp, out)
-    except BaseException:
+    except BaseException as err:
         shutil.rmtree(tmp, ignore_errors=True)
+        raise_no_space(err, out.parent, out.name)
         raise
     return out
