@@ -288,3 +288,21 @@ def test_a_special_token_with_outer_whitespace_is_refused(tmp_path, shards, caps
                          "<|endoftext|>", "--special-token", token, "--out", str(tmp_path / "tok"), "--no-progress"],
                         capsys)
     assert "starts or ends with whitespace" in err and "tokenizer_config.json" not in err
+
+
+@pytest.mark.parametrize("algorithm", [c[0] for c in CASES])
+def test_a_leading_byte_order_mark_is_no_text_in_every_family(tmp_path, shards, algorithm):
+    """The rule of every reader of a user's text (corpus/sources.py): a BOM is dropped, so it counts as no word and
+    trains no token."""
+    text = shards[0].read_text(encoding="utf-8")
+    (tmp_path / "bom.txt").write_bytes("\ufeff".encode() + text.encode())
+    (tmp_path / "plain.txt").write_text(text, encoding="utf-8")
+    for name in ("bom", "plain"):
+        assert main(["count-words", "--algorithm", algorithm, "--input", str(tmp_path / f"{name}.txt"),
+                     "--out", str(tmp_path / f"{name}.json")]) == 0
+    counts = [json.loads((tmp_path / f"{name}.json").read_text())["counts"] for name in ("bom", "plain")]
+    assert counts[0] == counts[1]
+    vocab_size = dict((c[0], c[1]) for c in CASES)[algorithm]
+    with_bom, without = (train_tokenizer([tmp_path / f"{name}.txt"], vocab_size, algorithm=algorithm, progress=False)
+                         for name in ("bom", "plain"))
+    assert with_bom.get_vocab() == without.get_vocab()
