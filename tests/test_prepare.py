@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -142,10 +143,8 @@ def test_a_killed_worker_is_a_clear_error_within_seconds(tmp_path, tok_dir):
     assert not (tmp_path / "out" / "train.bin").exists()
 
 
-def test_a_terminated_prepare_leaves_no_worker_and_no_stage(tmp_path, tok_dir):
-    """SIGTERM to `tinylm prepare` mid-tokenizing: exit 143, its worker processes gone, no stage folder left."""
-    import os
-    import signal
+def start_prepare_with_workers(tmp_path: Path, tok_dir: Path, num_proc: int) -> tuple[Any, list[Any], Path]:
+    """(`tinylm prepare` in a subprocess, its `num_proc` tokenizing workers once they run, its out folder)."""
     import subprocess
     import sys
     import time
@@ -157,17 +156,28 @@ def test_a_terminated_prepare_leaves_no_worker_and_no_stage(tmp_path, tok_dir):
     (tmp_path / "big.txt").write_text(text, encoding="utf-8")
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-m", "tinylm_hf.cli", "prepare", "--tokenizer", str(tok_dir), "--input",
-                             str(tmp_path / "big.txt"), "--out", str(out), "--num-proc", "2"], env=cli_env(),
+                             str(tmp_path / "big.txt"), "--out", str(out), "--num-proc", str(num_proc)], env=cli_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     parent, workers = psutil.Process(proc.pid), []
     deadline = time.time() + 120
     while time.time() < deadline and proc.poll() is None:
         workers = parent.children(recursive=True)
-        if len(workers) >= 2 and list(out.glob(".prepare-*")):
+        if len(workers) >= num_proc and list(out.glob(".prepare-*")):
             break
         time.sleep(0.05)
-    assert len(workers) >= 2, proc.stdout.read().decode() if proc.poll() is not None else "no workers started"
+    assert len(workers) >= num_proc, proc.stdout.read().decode() if proc.poll() is not None else "no workers started"
     time.sleep(0.5)
+    return proc, workers, out
+
+
+def test_a_terminated_prepare_leaves_no_worker_and_no_stage(tmp_path, tok_dir):
+    """SIGTERM to `tinylm prepare` mid-tokenizing: exit 143, its worker processes gone, no stage folder left."""
+    import os
+    import signal
+
+    import psutil
+
+    proc, workers, out = start_prepare_with_workers(tmp_path, tok_dir, 2)
     os.kill(proc.pid, signal.SIGTERM)
     output = proc.communicate(timeout=60)[0].decode()
     assert proc.returncode == 143, output
@@ -251,30 +261,12 @@ def test_a_sigkilled_prepare_takes_its_workers_and_the_next_run_removes_its_stag
     the stage folder left behind is removed by the next prepare into the same folder."""
     import os
     import signal
-    import subprocess
-    import sys
-    import time
 
-    from tiny_runs import cli_env
+    import psutil
 
-    psutil = pytest.importorskip("psutil")
-    text = "\n\n".join(f"Story {i}: the cat sat on the mat and looked at the moon." * 40 for i in range(6000))
-    (tmp_path / "big.txt").write_text(text, encoding="utf-8")
-    out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "tinylm_hf.cli", "prepare", "--tokenizer", str(tok_dir), "--input",
-                             str(tmp_path / "big.txt"), "--out", str(out), "--num-proc", "3"], env=cli_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    parent, workers = psutil.Process(proc.pid), []
-    deadline = time.time() + 120
-    while time.time() < deadline and proc.poll() is None:
-        workers = parent.children(recursive=True)
-        if len(workers) >= 3 and list(out.glob(".prepare-*")):
-            break
-        time.sleep(0.05)
-    assert len(workers) >= 3, "no workers started"
-    time.sleep(0.5)
+    proc, workers, out = start_prepare_with_workers(tmp_path, tok_dir, 3)
     os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    proc.communicate(timeout=60)
     gone, alive = psutil.wait_procs(workers, timeout=10)
     for worker in alive:
         worker.kill()
