@@ -171,7 +171,7 @@ def full_disk(tmp_path):
     ["export-gguf", "{dir}", "{disk}/m.gguf"],
     ["export-llama", "{dir}", "{disk}/llama"],
     ["train-tokenizer", "--input", "{text}", "--vocab-size", "300", "--out", "{disk}/tok", "--no-progress"],
-    ["prepare", "--tokenizer", "{dir}", "--input", "{text}", "--out", "{disk}", "--num-proc", "1"],
+    ["prepare", "--tokenizer", "{dir}", "--input", "{text}", "--out", "{disk}/data/new", "--num-proc", "1"],
 ], ids=lambda v: v[0])
 def test_a_full_disk_says_no_space_left_on_the_folder(folder, full_disk, tmp_path, capsys, argv):
     from conftest import PACKAGE_DATA

@@ -306,3 +306,14 @@ def test_a_leading_byte_order_mark_is_no_text_in_every_family(tmp_path, shards, 
     with_bom, without = (train_tokenizer([tmp_path / f"{name}.txt"], vocab_size, algorithm=algorithm, progress=False)
                          for name in ("bom", "plain"))
     assert with_bom.get_vocab() == without.get_vocab()
+
+
+def test_a_null_row_of_a_dataset_is_refused_naming_it_as_prepare_does(tmp_path, capsys):
+    from conftest import run_cli_error
+
+    (tmp_path / "ds").mkdir()
+    rows = [{"text": "Once upon a time."}, {"text": ""}, {"text": None}]
+    (tmp_path / "ds" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    err = run_cli_error(["train-tokenizer", "--dataset", str(tmp_path / "ds"), "--vocab-size", "300", "--out",
+                         str(tmp_path / "tok"), "--no-progress"], capsys)
+    assert "row 3 of dataset" in err and "has no text in column 'text' (None)" in err

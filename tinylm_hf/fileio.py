@@ -160,8 +160,9 @@ def seal_folder(folder: str | os.PathLike) -> Path:
     return folder
 
 
-def make_folders(path: str | os.PathLike) -> Path:
-    """Create `path` and any missing parents with mode 0755; folders that exist keep their mode."""
+def make_folders(path: str | os.PathLike) -> Path | None:
+    """Create `path` and any missing parents with mode 0755; folders that exist keep their mode. Returns the topmost
+    folder it created (None when `path` existed), so that a failed command can remove what it made."""
     path = Path(path)
     missing = []
     while not path.exists() and path != path.parent:
@@ -170,7 +171,7 @@ def make_folders(path: str | os.PathLike) -> Path:
     for folder in reversed(missing):
         folder.mkdir(exist_ok=True)
         os.chmod(folder, DIR_MODE)
-    return missing[0] if missing else path
+    return missing[-1] if missing else None
 
 
 @contextmanager

@@ -232,7 +232,7 @@ def prepare_dataset(
         source["val_carved"] = val_fraction
 
     out = Path(out_dir)
-    make_folders(out)
+    created = make_folders(out)  # the top folder this run made (None if out existed), removed if it fails
     max_id = max(tok.get_vocab().values())
     dtype = token_dtype(max_id)
     base = {"tokenizer": os.path.abspath(tokenizer_dir), "tokenizer_fingerprint": tokenizer_fingerprint(tok),
@@ -258,4 +258,15 @@ def prepare_dataset(
         raise no_space(err, out, "free some space and run prepare again") from err
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+        _remove_if_left_empty(out, created)
     return headers
+
+
+def _remove_if_left_empty(out: Path, created: Path | None) -> None:
+    """Remove the folders from `out` up to `created` (those this run made) when a failed run left them empty."""
+    folder = out
+    while created is not None and folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
+        if folder == created:
+            break
+        folder = folder.parent

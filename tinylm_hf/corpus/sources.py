@@ -119,17 +119,19 @@ def check_text_column(rows: Any, column: str, source: str) -> None:
 
 
 def iter_dataset_texts(spec: str, text_column: str = "text") -> Iterator[str]:
-    """Stream the texts of a `datasets` dataset given as NAME or NAME:SPLIT (default split: train).
+    """Stream the texts of a `datasets` dataset given as NAME or NAME:SPLIT (default split: train); empty texts are
+    skipped, and a null or non-text value is refused naming its row (as `prepare` and `eval` refuse it).
 
     Streaming reads as it goes, so memory stays bounded whatever the dataset's size.
     """
     name, _, split = spec.partition(":")
     dataset = load_named_dataset(name, split=split or "train", streaming=True)
-    first = True
-    for row in dataset:
-        if first and text_column not in row:
+    for row_number, row in enumerate(dataset, 1):
+        if row_number == 1 and text_column not in row:
             raise ValueError(f"dataset {name} has no column {text_column!r} (columns: {sorted(row)}); pass --text-column")
-        first = False
         text = row[text_column]
-        if isinstance(text, str) and text:
+        if not isinstance(text, str):
+            raise ValueError(f"row {row_number} of dataset {name} has no text in column {text_column!r} ({text!r}): "
+                             "remove the row or give it a text")
+        if text:
             yield text
