@@ -88,6 +88,13 @@ def test_foreign_code_runs_only_with_the_flag(planted, tmp_path, capsys):
     (["eval", "{dir}", "--input", "{parent}"], "is a directory, not a file"),
     (["generate", "{text}", "--prompt", "Hi"], "is a file, not a folder"),
     (["prepare", "--tokenizer", "{text}", "--input", "{text}", "--out", "{out}"], "is a file, not a folder"),
+    (["generate", "{dir}", "--prompt", "Hi", "--seed", str(2**70)], r"--seed must be a whole number from 0 to 2\*\*63 - 1"),
+    (["generate", "{dir}", "--prompt", "Hi", "--seed", "-1"], r"--seed must be a whole number from 0"),
+    (["prepare", "--tokenizer", "{dir}", "--input", "{text}", "--out", "{out}", "--mlm-static", "--mlm-seed",
+      str(2**70)], "mlm_seed must be a whole number"),
+    (["generate", "{dir}", "--prompt", "caf\udce9"], "--prompt holds the byte 0xE9, which is not UTF-8"),
+    (["generate", "{dir}", "--prompt=caf\udce9"], "--prompt holds the byte 0xE9, which is not UTF-8"),
+    (["generate", "{dir}\udce9", "--prompt", "Hi"], "an argument holds the byte 0xE9, which is not UTF-8"),
 ], ids=lambda v: v if isinstance(v, str) else " ".join(v[:2]))
 def test_user_errors_are_one_line_and_exit_2(folder, tmp_path, capsys, argv, message):
     (tmp_path / "t.txt").write_text("Once upon a time.", encoding="utf-8")
@@ -103,7 +110,9 @@ def test_user_errors_are_one_line_and_exit_2(folder, tmp_path, capsys, argv, mes
     (["--device", "cuda"], "no CUDA GPU"),
     (["--warmup-iters", "50", "--max-iters", "10"], "warmup_iters .* larger than max_iters"),
     (["--context-length", "4096", "--model", '{"max_position_embeddings": 64}'], "exceeds the model's max_position_embeddings"),
-], ids=["eval-iters-0", "cuda-without-gpu", "warmup-over-max", "context-over-model"])
+    (["--seed", str(2**70)], r"seed must be a whole number from 0 to 2\*\*63 - 1"),
+    (["--sample-prompt", "caf\udce9"], "--sample-prompt holds the byte 0xE9"),
+], ids=["eval-iters-0", "cuda-without-gpu", "warmup-over-max", "context-over-model", "seed-2**70", "latin1-prompt"])
 def test_train_flag_errors(byte_data, tmp_path, capsys, flags, message, monkeypatch):
     import torch
 
@@ -140,3 +149,34 @@ def test_a_library_error_of_several_lines_is_printed_as_one(monkeypatch, capsys)
     monkeypatch.setattr(count_words, "run", fails)
     err = run_cli_error(["count-words", "--input", "x.txt", "--out", "c.json"], capsys)
     assert err == "tinylm count-words: error: the Hub said: 401 Unauthorized (--debug shows the traceback)\n"
+
+
+@pytest.fixture()
+def full_disk(tmp_path):
+    """A real 64 KiB tmpfs (needs root to mount one; skipped otherwise), holding a file of the user's."""
+    import os
+    import subprocess
+
+    small = tmp_path / "small"
+    small.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(small)],
+                                           capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    (small / "keep.txt").write_text("kept")
+    yield small
+    subprocess.run(["umount", "-l", str(small)], check=True)  # -l: even if a failed writer left a file open
+
+
+@pytest.mark.parametrize("argv", [
+    ["export-gguf", "{dir}", "{disk}/m.gguf"],
+    ["export-llama", "{dir}", "{disk}/llama"],
+    ["train-tokenizer", "--input", "{text}", "--vocab-size", "300", "--out", "{disk}/tok", "--no-progress"],
+    ["prepare", "--tokenizer", "{dir}", "--input", "{text}", "--out", "{disk}/data/new", "--num-proc", "1"],
+], ids=lambda v: v[0])
+def test_a_full_disk_says_no_space_left_on_the_folder(folder, full_disk, tmp_path, capsys, argv):
+    from conftest import PACKAGE_DATA
+
+    text = PACKAGE_DATA / "tinystories_valid_small.txt"
+    err = run_cli_error([a.format(dir=folder, disk=full_disk, text=text) for a in argv], capsys)
+    assert "no space left on" in err and str(full_disk) in err and "requested" not in err
+    assert sorted(p.name for p in full_disk.iterdir()) == ["keep.txt"] and (full_disk / "keep.txt").read_text() == "kept"

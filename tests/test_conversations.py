@@ -61,3 +61,17 @@ def test_bundled_set_loads_with_datasets():
 def test_unknown_split_is_refused():
     with pytest.raises(ValueError, match="unknown split 'test'"):
         load_story_chats("test")
+
+
+def test_a_leading_byte_order_mark_is_dropped_as_by_every_reader(tmp_path):
+    line = json.dumps({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]})
+    (tmp_path / "c.jsonl").write_bytes("\ufeff".encode() + line.encode() + b"\n")
+    assert load_conversations(tmp_path / "c.jsonl")[0][1]["content"] == "hello"
+
+
+def test_a_latin1_file_is_refused_naming_the_file_and_line(tmp_path):
+    line = json.dumps({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "caf\xe9"}]},
+                      ensure_ascii=False)
+    (tmp_path / "c.jsonl").write_bytes(b"\n" + line.encode("latin-1") + b"\n")
+    with pytest.raises(ValueError, match=r"c.jsonl is not UTF-8 text: byte 0xE9 at offset \d+ \(line 2\)"):
+        load_conversations(tmp_path / "c.jsonl")

@@ -13,6 +13,7 @@ import tarfile
 import numpy as np
 import pytest
 import torch
+from conftest import run_cli_error
 from tiny_folders import make_tiny_folder, sentencepiece_folder
 
 pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
@@ -548,3 +549,44 @@ def test_a_terminated_export_leaves_no_temp_file(folders, tmp_path, monkeypatch,
     assert main(["export-gguf", str(folders["untied"]), str(out), "--overwrite"]) == 143
     assert "terminated" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.gguf"] and out.read_bytes() == b"the previous export"
+
+
+def test_a_full_disk_at_the_write_boundary_says_no_space(folders, tmp_path, monkeypatch, capsys):
+    """numpy's own short write on a full device (/dev/full), at the point GGUFWriter writes the tensors."""
+    out = tmp_path / "m.gguf"
+    out.write_bytes(b"old")
+
+    def write_to_a_full_disk(self, *args, **kwargs):
+        with open("/dev/full", "wb") as full:
+            np.zeros(100_000, dtype=np.float32).tofile(full)
+
+    monkeypatch.setattr(gguf.GGUFWriter, "write_tensors_to_file", write_to_a_full_disk)
+    err = run_cli_error(["export-gguf", str(folders["untied"]), str(out), "--overwrite"], capsys)
+    assert f"no space left on {tmp_path}" in err and "requested" not in err
+    assert out.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["m.gguf"]
+
+
+KILLED_MID_WRITE = """
+import sys, time, gguf
+from tinylm_hf.cli import main
+def stall(self, *a, **k):
+    print("writing", flush=True)
+    time.sleep(600)
+gguf.GGUFWriter.write_tensors_to_file = stall
+main(sys.argv[1:])
+"""
+
+
+def test_a_sigkilled_export_leaves_a_temp_file_that_the_next_export_removes(folders, tmp_path):
+    from tiny_runs import cli_env
+
+    out = tmp_path / "m.gguf"
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_MID_WRITE, "export-gguf", str(folders["untied"]), str(out)],
+                            env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert proc.stdout.readline().decode().strip() == "writing"
+    proc.kill()
+    proc.wait()
+    left = [p.name for p in tmp_path.iterdir()]
+    assert len(left) == 1 and left[0].startswith(".m.gguf-tinylm-") and left[0].endswith(".tmp")  # a kill runs nothing
+    assert main(["export-gguf", str(folders["untied"]), str(out)]) == 0
+    assert [p.name for p in tmp_path.iterdir()] == ["m.gguf"]

@@ -75,3 +75,48 @@ def test_an_atomic_write_never_writes_through_a_planted_temp_link(tmp_path):
     with pytest.raises(OSError):
         write_text_atomic(tmp_path / "out.json", "{}")
     assert victim.read_text() == "mine" and victim.stat().st_mode & 0o777 == 0o600
+
+
+def _dead_pid() -> int:
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_stale_temps_of_a_killed_writer_are_removed_and_nothing_else(tmp_path):
+    from tinylm_hf.fileio import make_temp, remove_stale_temps
+
+    dead, alive = _dead_pid(), os.getppid()
+    (tmp_path / f".m.gguf-tinylm-{dead}-abc.tmp").write_bytes(b"half")
+    (tmp_path / f".m.gguf-tinylm-{dead}-dir").mkdir()
+    (tmp_path / f".m.gguf-tinylm-{dead}-dir" / "x").write_bytes(b"half")
+    (tmp_path / "target").write_text("kept")
+    (tmp_path / f".m.gguf-tinylm-{dead}-link").symlink_to(tmp_path / "target")
+    kept = [f".m.gguf-tinylm-{alive}-live.tmp", f".other-tinylm-{dead}-x.tmp", ".m.gguf.abc.tmp", "m.gguf"]
+    for name in kept:
+        (tmp_path / name).write_bytes(b"x")
+    temp = make_temp(tmp_path, "m.gguf", suffix=".tmp")  # sweeps first
+    assert temp.name.startswith(f".m.gguf-tinylm-{os.getpid()}-")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*kept, "target", temp.name])
+    assert (tmp_path / "target").read_text() == "kept"
+    assert remove_stale_temps(tmp_path, "m.gguf") == []  # its own temp: its writer runs
+
+
+def test_a_short_write_of_a_full_disk_is_no_space(tmp_path):
+    import errno
+
+    import numpy as np
+
+    from tinylm_hf.fileio import atomic_output
+
+    out = tmp_path / "m.bin"
+    out.write_bytes(b"old")
+    with pytest.raises(OSError, match=f"no space left on {tmp_path}") as caught:
+        with atomic_output(out):
+            with open("/dev/full", "wb") as full:  # numpy reports ENOSPC as "N requested and 0 written", no errno
+                np.zeros(100_000).tofile(full)
+    assert caught.value.errno == errno.ENOSPC
+    assert out.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["m.bin"]

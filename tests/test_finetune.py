@@ -213,3 +213,17 @@ def test_fine_tuning_the_quickstart_model_beats_the_baseline_on_the_test_split(t
     accuracy = float(np.mean([p == SOURCE_LABELS[row["label"]] for p, row in zip(predicted, rows)]))
     print(f"test accuracy {accuracy:.3f} (majority-class baseline 0.333)")
     assert accuracy >= 1 / 3 + 0.4, accuracy
+
+
+def test_a_classifier_fine_tuned_again_on_other_labels_is_one_line(finished, tmp_path, capsys):
+    data = tmp_path / "two.jsonl"
+    data.write_text("".join(json.dumps({"text": f"text {i}", "label": ["a", "b"][i % 2]}) + "\n" for i in range(20)))
+    err = run_cli_error(["finetune", f"--data={data}", "--init-from", str(finished / "hf"), "--out-dir",
+                         str(tmp_path / "again"), "--max-iters", "2", "--warmup-iters", "1", *SMALL], capsys)
+    assert "is a classifier of 3 labels (tinystories, shakespeare, novel) and the data has 2 (a, b)" in err
+    assert not (tmp_path / "again").exists()
+
+
+def test_push_dry_run_checks_a_classifier_folder_with_its_own_head(finished, capsys):
+    assert main(["push", str(finished / "hf"), "--repo-id", "alice/classifier", "--dry-run"]) == 0
+    assert "model.safetensors" in capsys.readouterr().out

@@ -266,3 +266,25 @@ def test_push_without_a_network_is_one_line(fresh_copy):
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert f"could not upload to {REPO_ID}" in proc.stderr
+
+
+def test_push_dry_run_takes_a_masked_lm_folder_and_its_card_says_what_it_is(tmp_path, hub, capsys):
+    masked = make_tiny_folder(tmp_path / "encoder", masked_lm=True)
+    assert main(["push", str(masked), "--repo-id", REPO_ID, "--dry-run"]) == 0
+    assert "README.md" in capsys.readouterr().out and not hub.calls
+    card = render_model_card(masked, repo_id=REPO_ID)
+    assert card.data.pipeline_tag == "fill-mask"
+
+
+@pytest.mark.parametrize("front_matter", ["license: [unclosed", "- a list\n- not a mapping", "tags: [tinylm]\nmodel-index: 5"],
+                         ids=["yaml-error", "not-a-mapping", "bad-model-index"])
+def test_broken_card_front_matter_is_one_line_and_the_card_is_kept(fresh_copy, hub, capsys, front_matter):
+    from tinylm_hf.publish.model_card import base_model_name
+
+    text = f"---\n{front_matter}\n---\n# my card\n"
+    (fresh_copy / "README.md").write_text(text, encoding="utf-8")
+    err = run_cli_error(["push", str(fresh_copy), "--repo-id", REPO_ID, "--dry-run"], capsys)
+    assert "README.md: its front matter" in err and "move README.md away" in err
+    assert (fresh_copy / "README.md").read_text(encoding="utf-8") == text and not hub.calls
+    with pytest.raises(ValueError, match="its front matter"):  # what sft and finetune read the base model's name with
+        base_model_name(fresh_copy)

@@ -110,3 +110,37 @@ def test_json_lines_with_string_labels_read(tmp_path):
     path = write_jsonl(tmp_path / "d.jsonl", [{"text": "good", "label": "pos"}, {"text": "bad", "label": "neg"}])
     labelled = read_labelled(path, "text", "label")
     assert labelled.labels == ["pos", "neg"] and LabelSet.of(labelled, "label").names == ["neg", "pos"]
+
+
+def test_csv_cells_are_the_strings_the_file_holds(tmp_path):
+    (tmp_path / "d.csv").write_text("text,label\na,NA\nb,None\nc,01\nd,1\ne,nan\n", encoding="utf-8")
+    labelled = read_labelled(tmp_path / "d.csv", "text", "label")
+    assert labelled.labels == ["NA", "None", "01", "1", "nan"]
+    assert LabelSet.of(labelled, "label").names == ["01", "1", "NA", "None", "nan"]  # five classes, none merged
+
+
+def test_an_empty_csv_label_is_refused_naming_the_row(tmp_path):
+    (tmp_path / "d.csv").write_text("text,label\na,x\nb,\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="row 2 of d.csv has label '' in column 'label': give every row a label"):
+        read_labelled(tmp_path / "d.csv", "text", "label")
+
+
+@pytest.mark.parametrize("suffix, content", [
+    (".jsonl", '{"text": "caf\xe9", "label": 1}\n'),
+    (".csv", "text,label\ncaf\xe9,1\n"),
+    (".json", '[{"text": "caf\xe9", "label": 1}]'),
+], ids=["jsonl", "csv", "json"])
+def test_a_latin1_file_is_refused_naming_it(tmp_path, suffix, content):
+    (tmp_path / f"d{suffix}").write_bytes(content.encode("latin-1"))
+    with pytest.raises(ValueError, match=rf"d\{suffix} is not UTF-8 text: byte 0xE9"):
+        read_labelled(tmp_path / f"d{suffix}", "text", "label")
+
+
+@pytest.mark.parametrize("suffix, content", [
+    (".jsonl", '{"text": "a", "label": "x"}\n{"text": "b", "label": "y"}\n'),
+    (".csv", "text,label\na,x\nb,y\n"),
+], ids=["jsonl", "csv"])
+def test_a_leading_byte_order_mark_is_dropped(tmp_path, suffix, content):
+    (tmp_path / f"d{suffix}").write_bytes("\ufeff".encode() + content.encode())
+    labelled = read_labelled(tmp_path / f"d{suffix}", "text", "label")
+    assert labelled.texts == ["a", "b"] and labelled.labels == ["x", "y"]

@@ -294,3 +294,10 @@ def test_bad_input_names_the_fix():
     tok.pad_token = None
     with pytest.raises(ValueError, match="no pad token"):
         MLMCollator(tok)([[3, 4], [3]])
+
+
+def test_a_mask_token_that_is_also_the_end_of_text_is_refused():
+    tok = PreTrainedTokenizerFast(tokenizer_object=_wordpiece_tiny(), pad_token="[PAD]", mask_token="[MASK]",
+                                  eos_token="[MASK]")
+    with pytest.raises(ValueError, match="mask token '\\[MASK\\]' is also its eos token.*--masked-lm"):
+        MLMCollator(tok)

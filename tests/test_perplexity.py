@@ -138,3 +138,36 @@ def test_special_token_text_is_scored_as_plain_text(loaded):
     plain = tok(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
     assert tok.eos_token_id not in plain
     assert evaluate_perplexity(model, tok, text, show_progress=False)["tokens"] == len(plain)
+
+
+def test_stride_zero_is_refused(folder, tmp_path, capsys):
+    (tmp_path / "t.txt").write_text("Once upon a time.\n", encoding="utf-8")
+    err = run_cli_error(["eval", str(folder), "--input", str(tmp_path / "t.txt"), "--stride", "0"], capsys)
+    assert "stride must be in [1, context_length=32], got 0" in err
+
+
+def test_a_non_utf8_input_is_refused_naming_the_file(folder, tmp_path, capsys):
+    (tmp_path / "latin1.txt").write_bytes("caf\xe9\n".encode("latin-1"))
+    err = run_cli_error(["eval", str(folder), "--input", str(tmp_path / "latin1.txt")], capsys)
+    assert "latin1.txt is not UTF-8 text: byte 0xE9" in err
+
+
+def test_a_dataset_with_a_loading_script_or_a_null_row_is_one_line(folder, tmp_path, capsys):
+    (tmp_path / "scripted").mkdir()
+    (tmp_path / "scripted" / "scripted.py").write_text("import datasets\n")
+    assert "Dataset scripts are no longer supported" in run_cli_error(
+        ["eval", str(folder), "--dataset", str(tmp_path / "scripted")], capsys)
+    (tmp_path / "nulls").mkdir()
+    (tmp_path / "nulls" / "validation.jsonl").write_text('{"text": "hello"}\n{"text": null}\n')
+    assert "row 2 of dataset" in run_cli_error(["eval", str(folder), "--dataset", str(tmp_path / "nulls")], capsys)
+
+
+def test_text_without_separators_is_cut_into_documents_as_prepare_cuts_it(folder, tmp_path, monkeypatch):
+    from tinylm_hf.evaluation.perplexity import load_texts
+
+    paragraphs = [f"Paragraph {i} of a plain story." for i in range(60)]
+    (tmp_path / "plain.txt").write_text("\n\n".join(paragraphs) + "\n", encoding="utf-8")
+    (tmp_path / "bom.txt").write_bytes("\ufeffOne.\n\nTwo.\n".encode())
+    monkeypatch.chdir(tmp_path)
+    assert load_texts(["plain.txt"], None, split_docs=True, limit=50) == paragraphs[:50]
+    assert load_texts(["*.txt"], None, split_docs=True, limit=None) == ["One.", "Two.", *paragraphs]

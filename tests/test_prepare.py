@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -142,10 +143,8 @@ def test_a_killed_worker_is_a_clear_error_within_seconds(tmp_path, tok_dir):
     assert not (tmp_path / "out" / "train.bin").exists()
 
 
-def test_a_terminated_prepare_leaves_no_worker_and_no_stage(tmp_path, tok_dir):
-    """SIGTERM to `tinylm prepare` mid-tokenizing: exit 143, its worker processes gone, no stage folder left."""
-    import os
-    import signal
+def start_prepare_with_workers(tmp_path: Path, tok_dir: Path, num_proc: int) -> tuple[Any, list[Any], Path]:
+    """(`tinylm prepare` in a subprocess, its `num_proc` tokenizing workers once they run, its out folder)."""
     import subprocess
     import sys
     import time
@@ -157,17 +156,28 @@ def test_a_terminated_prepare_leaves_no_worker_and_no_stage(tmp_path, tok_dir):
     (tmp_path / "big.txt").write_text(text, encoding="utf-8")
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-m", "tinylm_hf.cli", "prepare", "--tokenizer", str(tok_dir), "--input",
-                             str(tmp_path / "big.txt"), "--out", str(out), "--num-proc", "2"], env=cli_env(),
+                             str(tmp_path / "big.txt"), "--out", str(out), "--num-proc", str(num_proc)], env=cli_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     parent, workers = psutil.Process(proc.pid), []
     deadline = time.time() + 120
     while time.time() < deadline and proc.poll() is None:
         workers = parent.children(recursive=True)
-        if len(workers) >= 2 and list(out.glob(".prepare-*")):
+        if len(workers) >= num_proc and list(out.glob(".prepare-*")):
             break
         time.sleep(0.05)
-    assert len(workers) >= 2, proc.stdout.read().decode() if proc.poll() is not None else "no workers started"
+    assert len(workers) >= num_proc, proc.stdout.read().decode() if proc.poll() is not None else "no workers started"
     time.sleep(0.5)
+    return proc, workers, out
+
+
+def test_a_terminated_prepare_leaves_no_worker_and_no_stage(tmp_path, tok_dir):
+    """SIGTERM to `tinylm prepare` mid-tokenizing: exit 143, its worker processes gone, no stage folder left."""
+    import os
+    import signal
+
+    import psutil
+
+    proc, workers, out = start_prepare_with_workers(tmp_path, tok_dir, 2)
     os.kill(proc.pid, signal.SIGTERM)
     output = proc.communicate(timeout=60)[0].decode()
     assert proc.returncode == 143, output
@@ -270,3 +280,94 @@ def test_a_worker_refuses_a_tokenizer_that_changed_while_prepare_ran(tok_dir):
     assert _tokenize({"text": ["a cat"]}, str(tok_dir), "text", 0, fingerprint)["n_tokens"][0] > 1
     with pytest.raises(ValueError, match="changed while prepare ran"):
         _tokenize({"text": ["a cat"]}, str(tok_dir), "text", 0, "0123456789abcdef")
+
+
+def test_a_leading_byte_order_mark_is_no_token(tmp_path, tok_dir):
+    text = "One story.\n\nAnother story.\n\nA third one, longer than the rest of them.\n"
+    (tmp_path / "bom.txt").write_bytes("\ufeff".encode() + text.encode())
+    (tmp_path / "plain.txt").write_text(text, encoding="utf-8")
+    with_bom = prepare_dataset(tok_dir, tmp_path / "a", input_files=[tmp_path / "bom.txt"], num_proc=1)
+    without = prepare_dataset(tok_dir, tmp_path / "b", input_files=[tmp_path / "plain.txt"], num_proc=1)
+    assert with_bom["train"]["count"] == without["train"]["count"]
+    assert load_tokens(tmp_path / "a" / "train.bin").tolist() == load_tokens(tmp_path / "b" / "train.bin").tolist()
+
+
+def test_a_null_text_in_json_lines_is_refused_naming_the_row(tmp_path, tok_dir, capsys):
+    from conftest import run_cli_error
+
+    rows = [{"text": "hello"}, {"text": None}, {"text": "bye"}]
+    (tmp_path / "n.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    err = run_cli_error(["prepare", "--tokenizer", str(tok_dir), "--input", str(tmp_path / "n.jsonl"),
+                         "--out", str(tmp_path / "out"), "--num-proc", "1"], capsys)
+    assert "row 2 of n.jsonl has no text in column 'text' (null)" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_null_row_of_a_dataset_is_refused_naming_the_row(tmp_path, tok_dir):
+    data = tmp_path / "ds"
+    data.mkdir()
+    (data / "train.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in ["a", "b", None]))
+    with pytest.raises(ValueError, match=r"row 3 of dataset .*ds has no text in column 'text' \(null\)"):
+        prepare_dataset(tok_dir, tmp_path / "out", dataset=str(data), num_proc=1)
+
+
+def test_input_and_val_input_globs_expand_as_in_train_tokenizer(tmp_path, tok_dir, monkeypatch):
+    from tinylm_hf.cli import main
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for name, text in (("a.txt", "First.\n\nSecond.\n"), ("b.txt", "Third.\n\nFourth.\n"), ("v1.val", "Held.\n")):
+        (corpus / name).write_text(text, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert main(["prepare", "--tokenizer", str(tok_dir), "--input", "corpus/*.txt", "--val-input", "corpus/*.val",
+                 "--out", "out", "--num-proc", "1"]) == 0
+    source = read_header(tmp_path / "out" / "train.bin")["source"]
+    assert source == {"input_files": ["a.txt", "b.txt"], "val_files": ["v1.val"]}
+
+
+def test_a_dataset_folder_with_a_loading_script_is_one_line(tmp_path, tok_dir, capsys):
+    from conftest import run_cli_error
+
+    (tmp_path / "scripted").mkdir()
+    (tmp_path / "scripted" / "scripted.py").write_text("import datasets\n")
+    err = run_cli_error(["prepare", "--tokenizer", str(tok_dir), "--dataset", str(tmp_path / "scripted"),
+                         "--out", str(tmp_path / "out")], capsys)
+    assert "Dataset scripts are no longer supported" in err
+
+
+def test_a_bad_masking_probability_is_refused_before_train_and_val_are_rewritten(tmp_path, capsys):
+    from conftest import run_cli_error
+    from tinylm_hf.tokenization.pretokenize import PAD_TOKEN
+
+    tok = tmp_path / "tok"
+    train_tokenizer([PACKAGE_DATA / "tinystories_valid_small.txt"], 320, [EOS_TOKEN, PAD_TOKEN, "<|mask|>"],
+                    progress=False).save_pretrained(tok)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "train.bin").write_bytes(b"earlier")
+    (out / "train.json").write_text("{}")
+    err = run_cli_error(["prepare", "--tokenizer", str(tok), "--input", str(PACKAGE_DATA / "tinystories_valid_small.txt"),
+                         "--out", str(out), "--mlm-static", "--mlm-probability", "1.5"], capsys)
+    assert "mlm_probability must be a probability" in err
+    assert (out / "train.bin").read_bytes() == b"earlier" and sorted(p.name for p in out.iterdir()) == ["train.bin", "train.json"]
+
+
+def test_a_sigkilled_prepare_takes_its_workers_and_the_next_run_removes_its_stage(tmp_path, tok_dir):
+    """SIGKILL runs no cleanup: the workers die with their parent (within seconds, not waiting for work forever), and
+    the stage folder left behind is removed by the next prepare into the same folder."""
+    import os
+    import signal
+
+    import psutil
+
+    proc, workers, out = start_prepare_with_workers(tmp_path, tok_dir, 3)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=60)
+    gone, alive = psutil.wait_procs(workers, timeout=10)
+    for worker in alive:
+        worker.kill()
+    assert not alive, f"workers left alive 10 s after their parent was killed: {alive}"
+    assert list(out.glob(".prepare-*"))  # a kill leaves its stage
+    (tmp_path / "small.txt").write_text("One.\n\nTwo.\n\nThree.\n", encoding="utf-8")
+    prepare_dataset(tok_dir, out, input_files=[tmp_path / "small.txt"], num_proc=1)
+    assert sorted(p.name for p in out.iterdir()) == ["train.bin", "train.json", "val.bin", "val.json"]

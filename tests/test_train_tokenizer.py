@@ -265,3 +265,56 @@ def test_a_folder_saved_without_a_pad_token_still_loads(shards, tmp_path):
     train_tokenizer([shards[0]], 500, [], algorithm="unigram", progress=False).save_pretrained(tmp_path / "old")
     loaded = AutoTokenizer.from_pretrained(tmp_path / "old")
     assert loaded.pad_token is None and loaded("a b")["input_ids"]
+
+
+def test_the_mask_token_advice_works_and_a_lone_mask_token_is_refused(tmp_path, shards, capsys):
+    from conftest import run_cli_error
+    from tinylm_hf.training.masking import MLMCollator
+
+    err = run_cli_error(["train-tokenizer", "--input", str(shards[0]), "--vocab-size", "300", "--special-token",
+                         "<|mask|>", "--out", str(tmp_path / "lone"), "--no-progress"], capsys)
+    assert "'<|mask|>' would be the eos/pad/bos/unk token" in err and not (tmp_path / "lone").exists()
+    assert main(["train-tokenizer", "--input", str(shards[0]), "--vocab-size", "300", "--masked-lm",
+                 "--out", str(tmp_path / "mlm"), "--no-progress"]) == 0
+    tok = AutoTokenizer.from_pretrained(tmp_path / "mlm")
+    assert (tok.eos_token, tok.pad_token, tok.mask_token) == ("<|endoftext|>", "<|pad|>", "<|mask|>")
+    MLMCollator(tok)  # the masked-LM objective takes it
+
+
+@pytest.mark.parametrize("token", [" ", "\t", " <x>", "<x> "], ids=["space", "tab", "leading", "trailing"])
+def test_a_special_token_with_outer_whitespace_is_refused(tmp_path, shards, capsys, token):
+    from conftest import run_cli_error
+
+    err = run_cli_error(["train-tokenizer", "--input", str(shards[0]), "--vocab-size", "300", "--special-token",
+                         "<|endoftext|>", "--special-token", token, "--out", str(tmp_path / "tok"), "--no-progress"],
+                        capsys)
+    assert "starts or ends with whitespace" in err and "tokenizer_config.json" not in err
+
+
+@pytest.mark.parametrize("algorithm", [c[0] for c in CASES])
+def test_a_leading_byte_order_mark_is_no_text_in_every_family(tmp_path, shards, algorithm):
+    """The rule of every reader of a user's text (corpus/sources.py): a BOM is dropped, so it counts as no word and
+    trains no token."""
+    text = shards[0].read_text(encoding="utf-8")
+    (tmp_path / "bom.txt").write_bytes("\ufeff".encode() + text.encode())
+    (tmp_path / "plain.txt").write_text(text, encoding="utf-8")
+    for name in ("bom", "plain"):
+        assert main(["count-words", "--algorithm", algorithm, "--input", str(tmp_path / f"{name}.txt"),
+                     "--out", str(tmp_path / f"{name}.json")]) == 0
+    counts = [json.loads((tmp_path / f"{name}.json").read_text())["counts"] for name in ("bom", "plain")]
+    assert counts[0] == counts[1]
+    vocab_size = dict((c[0], c[1]) for c in CASES)[algorithm]
+    with_bom, without = (train_tokenizer([tmp_path / f"{name}.txt"], vocab_size, algorithm=algorithm, progress=False)
+                         for name in ("bom", "plain"))
+    assert with_bom.get_vocab() == without.get_vocab()
+
+
+def test_a_null_row_of_a_dataset_is_refused_naming_it_as_prepare_does(tmp_path, capsys):
+    from conftest import run_cli_error
+
+    (tmp_path / "ds").mkdir()
+    rows = [{"text": "Once upon a time."}, {"text": ""}, {"text": None}]
+    (tmp_path / "ds" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    err = run_cli_error(["train-tokenizer", "--dataset", str(tmp_path / "ds"), "--vocab-size", "300", "--out",
+                         str(tmp_path / "tok"), "--no-progress"], capsys)
+    assert "row 3 of dataset" in err and "has no text in column 'text' (None)" in err

@@ -20,6 +20,7 @@ import torch
 from .generation import ContinuationStreamer, check_sampling, sampling_options
 from .tokenization.chat_template import has_chat_format, stop_token_ids
 from .tokenization.plain_text import encode_chat
+from .training.config import check_seed
 
 EXIT_WORDS = ("/exit", "/quit")
 RESET_WORD = "/reset"
@@ -48,7 +49,7 @@ class ChatSession:
         self.reset()
         self._check_system()
         if seed is not None:
-            torch.manual_seed(seed)
+            torch.manual_seed(check_seed(seed))
 
     def reset(self) -> None:
         """Forget the conversation (the system message stays)."""

@@ -110,6 +110,20 @@ def disable_progress_bars() -> None:
         sys.modules["transformers"].utils.logging.disable_progress_bar()
 
 
+def check_utf8_arguments(argv: list[str]) -> None:
+    """Refuse an argument holding bytes that are not UTF-8 (typed in a Latin-1 terminal, or a file name that is not
+    UTF-8: Python keeps them as lone surrogates, which no tokenizer, JSON file or weights reader takes), naming its
+    flag."""
+    for before, arg in zip(["", *argv], argv):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError as err:
+            flag = next((a.split("=", 1)[0] for a in (arg, before) if a.startswith("-")), "an argument")
+            byte = ord(arg[err.start]) - 0xDC00
+            raise ValueError(f"{flag} holds the byte 0x{byte:02X}, which is not UTF-8 (a Latin-1 terminal, or a file "
+                             "name that is not UTF-8?): type it in a UTF-8 locale (LANG=C.UTF-8), or rename the file") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one `tinylm` command; returns its exit code."""
     argv = sys.argv[1:] if argv is None else argv
@@ -118,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         disable_progress_bars()
     previous = raise_on_sigterm()
     try:
+        check_utf8_arguments(argv)
         return int(args.run(args) or 0)
     except KeyboardInterrupt:
         print(f"tinylm {args.command}: interrupted", file=sys.stderr)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -21,8 +22,12 @@ from typing import Any
 
 from .tokenization.atomic_files import DIR_MODE, FILE_MODE, write_bytes_atomic, write_text_atomic
 
+_TEMP_MARK = "tinylm"  # in the name of every temp file and stage folder we write (`make_temp`)
+_SHORT_WRITE = re.compile(r"\d+ requested and \d+ written")  # numpy's short write (a full disk)
+_NO_SPACE_TEXT = re.compile(r"No space left on device|os error 28")  # a full disk said by a Rust writer (safetensors)
+
 __all__ = ["DIR_MODE", "FILE_MODE", "atomic_output", "check_input_file", "check_input_folder", "check_not_an_input", "check_ours_to_replace", "check_output_folder",
-           "fsync_file", "make_folders", "no_space", "seal_folder", "staged_folder", "write_bytes_atomic",
+           "fsync_file", "make_folders", "make_temp", "no_space", "raise_no_space", "remove_stale_temps", "seal_folder", "staged_folder", "write_bytes_atomic",
            "write_json_atomic", "write_text_atomic"]
 
 
@@ -43,26 +48,87 @@ def fsync_file(path: str | os.PathLike) -> None:
 @contextmanager
 def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temp path beside `path` for a writer that wants a file name (GGUF, ...); on success the file
-    is fsynced, made 0644 and renamed onto `path`. On error the temp file is removed and `path` is untouched.
+    is fsynced, made 0644 and renamed onto `path`. On error the temp file is removed and `path` is untouched; a full
+    disk is said as "no space left on <folder>".
     """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
+    tmp = make_temp(path.parent, path.name, suffix=".tmp")
     try:
         yield Path(tmp)
         fsync_file(tmp)
         os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        raise_no_space(err, path.parent, path.name)
         raise
 
 
-def no_space(err: OSError, where: str | os.PathLike, hint: str) -> OSError:
-    """For a full disk, an OSError saying "no space left on <where>" and what to do (`hint`); else `err` itself."""
-    if err.errno == errno.ENOSPC:
-        return OSError(errno.ENOSPC, f"no space left on {where}: {hint}")
-    return err
+def make_temp(folder: str | os.PathLike, name: str, *, directory: bool = False, suffix: str = "") -> Path:
+    """A new empty temp file (or folder) in `folder` for writing output `name`, named `.NAME-tinylm-PID-*`: this
+    process's id, so that a later run knows a stale one (`remove_stale_temps`) from one being written. Stale temps of
+    `name` are removed first."""
+    remove_stale_temps(folder, name)
+    prefix = f".{name}-{_TEMP_MARK}-{os.getpid()}-"
+    if directory:
+        return Path(tempfile.mkdtemp(dir=folder, prefix=prefix, suffix=suffix))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=prefix, suffix=suffix)
+    os.close(fd)
+    return Path(tmp)
+
+
+def remove_stale_temps(folder: str | os.PathLike, name: str) -> list[Path]:
+    """Remove the temp files and folders of output `name` in `folder` that a killed tinylm process left: named by
+    `make_temp`, owned by this user, and whose writer is no longer running. A symlink is removed, never followed;
+    nothing else is touched. Returns what was removed."""
+    folder = Path(folder)
+    pattern = re.compile(rf"\.{re.escape(name)}-{_TEMP_MARK}-(\d+)-")
+    removed = []
+    for entry in folder.iterdir() if folder.is_dir() else ():
+        match = pattern.match(entry.name)
+        if not match or _is_running(int(match.group(1))):
+            continue
+        info = os.lstat(entry)
+        if info.st_uid != os.getuid():
+            continue
+        if stat.S_ISDIR(info.st_mode):
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+        removed.append(entry)
+    return removed
+
+
+def _is_running(pid: int) -> bool:
+    """Whether process `pid` exists (ours, or another user's)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def no_space(err: BaseException, where: str | os.PathLike, hint: str) -> BaseException:
+    """For a full disk (or quota), an OSError saying "no space left on <where>" and what to do (`hint`); else `err`.
+
+    Writers say it in their own ways: an OSError with ENOSPC/EDQUOT; numpy's `tofile` (behind GGUF and token files)
+    a short write, "N requested and M written", with no errno; safetensors an error naming "os error 28".
+    """
+    full = (isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)) or (
+        isinstance(err, OSError) and err.errno is None and _SHORT_WRITE.search(str(err))) or (
+        isinstance(err, Exception) and _NO_SPACE_TEXT.search(str(err)))
+    return OSError(errno.ENOSPC, f"no space left on {where}: {hint}") if full else err
+
+
+def raise_no_space(err: BaseException, where: str | os.PathLike, what: str) -> None:
+    """Raise "no space left on <where>" (from `err`) when `err` is a full disk while writing `what`; else nothing."""
+    converted = no_space(err, where, f"free some space (or write {what} elsewhere) and run again")
+    if converted is not err:
+        raise converted from err
 
 
 def check_output_folder(path: str | os.PathLike) -> Path:
@@ -94,8 +160,9 @@ def seal_folder(folder: str | os.PathLike) -> Path:
     return folder
 
 
-def make_folders(path: str | os.PathLike) -> Path:
-    """Create `path` and any missing parents with mode 0755; folders that exist keep their mode."""
+def make_folders(path: str | os.PathLike) -> Path | None:
+    """Create `path` and any missing parents with mode 0755; folders that exist keep their mode. Returns the topmost
+    folder it created (None when `path` existed), so that a failed command can remove what it made."""
     path = Path(path)
     missing = []
     while not path.exists() and path != path.parent:
@@ -104,7 +171,7 @@ def make_folders(path: str | os.PathLike) -> Path:
     for folder in reversed(missing):
         folder.mkdir(exist_ok=True)
         os.chmod(folder, DIR_MODE)
-    return missing[0] if missing else path
+    return missing[-1] if missing else None
 
 
 @contextmanager
@@ -119,7 +186,7 @@ def staged_folder(out: str | os.PathLike, *, replace: bool = False) -> Iterator[
     """
     out = Path(out)
     make_folders(out.parent)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
+    tmp = make_temp(out.parent, out.name, directory=True)
     try:
         yield tmp
         seal_folder(tmp)
@@ -132,8 +199,9 @@ def staged_folder(out: str | os.PathLike, *, replace: bool = False) -> Iterator[
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, out)  # onto an empty folder, or a new name
-    except BaseException:
+    except BaseException as err:
         shutil.rmtree(tmp, ignore_errors=True)
+        raise_no_space(err, out.parent, out.name)
         raise
 
 

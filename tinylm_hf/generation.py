@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from .tokenization.plain_text import encode_plain
+from .training.config import check_seed
 
 
 def check_sampling(temperature: float, top_p: float | None, top_k: int | None, max_new_tokens: int) -> None:
@@ -72,7 +73,7 @@ def generate_text(
     context = getattr(model.config, "max_position_embeddings", None)
     check_prompt_fits(len(ids), context)
     if seed is not None:
-        torch.manual_seed(seed)
+        torch.manual_seed(check_seed(seed))
     options = sampling_options(temperature, top_p, top_k)
     streamer = ContinuationStreamer(tokenizer, ids) if stream else None
     eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else model.config.eos_token_id

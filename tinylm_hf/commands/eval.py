@@ -11,7 +11,8 @@ HELP = "perplexity, cross-entropy and bits per byte over whole texts"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dir", help="model folder loadable with the Auto classes")
-    parser.add_argument("--input", nargs="+", help="text file(s); documents split on <|endoftext|> lines")
+    parser.add_argument("--input", nargs="+", help="text files or globs (data/*.txt); documents cut as `prepare` cuts them: at "
+                        "<|endoftext|> lines, else at blank lines, else into fixed-size pieces")
     parser.add_argument("--dataset", help="a `datasets` name or local data folder with a text column, optionally "
                         "NAME:SPLIT (default split: validation, else test, else train)")
     parser.add_argument("--stride", type=int, default=None, help="new tokens scored per window (default: context)")

@@ -29,10 +29,14 @@ def run(args: argparse.Namespace) -> int:
     from ..generation import check_sampling, generate_text
     from ..publish import load_folder
     from ..runtime import resolve_device, set_threads
+    from ..training.config import check_seed
 
     if args.num_samples < 1:
         raise ValueError(f"--num-samples must be >= 1, got {args.num_samples}")
     check_sampling(args.temperature, args.top_p, args.top_k, args.max_new_tokens)
+    if args.seed is not None:  # every sample's seed, before the first prompt is printed
+        check_seed(args.seed, "--seed")
+        check_seed(args.seed + args.num_samples - 1, "--seed (plus --num-samples - 1)")
     set_threads(args.threads)
     model, tokenizer = load_folder(args.dir, trust_remote_code=args.trust_remote_code)
     model = model.to(resolve_device(args.device)).eval()

@@ -31,6 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chat", action="store_true",
                         help=f"also train the chat tokens {', '.join(CHAT_TOKENS)} as special tokens and save the chat "
                              "template, for `tinylm sft` and `tinylm chat`")
+    parser.add_argument("--masked-lm", action="store_true",
+                        help=f"also train the mask token {MASK_TOKEN!r} beside the family's special tokens (or those "
+                             "given), for masked-LM pretraining (`tinylm train --objective mlm`)")
     parser.add_argument("--text-column", default="text", help="the text column with --dataset (default: text)")
     parser.add_argument("--pattern", default="gpt2", help='bpe pre-tokenization regex: "gpt2", "gpt4" or a regex')
     parser.add_argument("--lowercase", action="store_true", help="wordpiece: lower-case and strip accents (uncased)")
@@ -79,13 +82,26 @@ def check_tokenizer_out(out: str) -> bool:
     return True
 
 
+def with_extra_specials(specials: list[str] | None, algorithm: str, *, chat: bool, masked_lm: bool) -> list[str] | None:
+    """The special tokens to train: those given (else the family's defaults, None) plus the chat tokens (`--chat`)
+    and the mask token (`--masked-lm`) when asked and not given already."""
+    from ..tokenization.chat_template import CHAT_TOKENS
+    from ..tokenizer_training.families import FAMILIES
+    from ..tokenizer_training.train_tokenizer import MASK_TOKEN
+
+    extra = [*(CHAT_TOKENS if chat else ()), *((MASK_TOKEN,) if masked_lm else ())]
+    if not extra:
+        return specials
+    base = list(FAMILIES[algorithm].special_tokens if specials is None else specials)
+    return base + [token for token in extra if token not in base]
+
+
 def run(args: argparse.Namespace) -> int:
     from ..corpus.sources import expand_inputs, iter_dataset_texts
     from ..fileio import staged_folder
     from ..registration import register
-    from ..tokenization.chat_template import CHAT_TOKENS, add_chat_tokens
+    from ..tokenization.chat_template import add_chat_tokens
     from ..tokenizer_training import sum_word_counts, train_tokenizer
-    from ..tokenizer_training.families import FAMILIES
 
     replace = check_tokenizer_out(args.out)
     if args.counts:
@@ -94,9 +110,7 @@ def run(args: argparse.Namespace) -> int:
         inputs = iter_dataset_texts(args.dataset, args.text_column)
     else:
         inputs = expand_inputs(args.input)
-    specials = args.special_tokens
-    if args.chat:
-        specials = [*(FAMILIES[args.algorithm].special_tokens if specials is None else specials), *CHAT_TOKENS]
+    specials = with_extra_specials(args.special_tokens, args.algorithm, chat=args.chat, masked_lm=args.masked_lm)
     tokenizer = train_tokenizer(inputs, args.vocab_size, specials, algorithm=args.algorithm,
                                 pattern=args.pattern, lowercase=args.lowercase, byte_fallback=args.byte_fallback,
                                 wordpiece_score=args.wordpiece_score, num_workers=args.num_workers,

@@ -13,8 +13,7 @@ import json
 import os
 from pathlib import Path
 
-from ..fileio import check_input_file
-from .sources import PACKAGE_DATA
+from .sources import PACKAGE_DATA, iter_lines
 
 ROLES = ("system", "user", "assistant")
 STORY_CHATS = {
@@ -32,12 +31,10 @@ def load_conversations(path: str | os.PathLike) -> list[Conversation]:
     holding at least one assistant message (the turns a model is fine-tuned to say).
     """
     path = Path(path)
-    check_input_file(path, "conversation file")
     conversations = []
-    with open(path, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            if line.strip():
-                conversations.append(_parse_line(line, f"{path}, line {number}"))
+    for number, line in iter_lines(path, "conversation file"):
+        if line.strip():
+            conversations.append(_parse_line(line, f"{path}, line {number}"))
     if not conversations:
         raise ValueError(f"{path} holds no conversations (one JSON object with a \"messages\" list per line)")
     return conversations

@@ -1,7 +1,9 @@
 """Labelled text files for fine-tuning a classifier: read a text and a label column, name the labels, hold out a
 validation share.
 
-A file is JSON lines (``.jsonl``), JSON (``.json``) or CSV (``.csv``), read with ``datasets``. Labels are all
+A file is JSON lines (``.jsonl``), JSON (``.json``, a list of objects) or CSV (``.csv``), read as UTF-8 by the rule
+of `sources` and taken as the file spells it: a JSON value keeps its JSON type; a CSV cell is its string (``NA``,
+``None`` and ``01`` stay those strings), and a CSV column of plain integers (``0``, ``12``) reads as integers. Labels are all
 strings or all integers: string labels are named by themselves and numbered in sorted order; integer labels are
 numbered in sorted order and named by their digits, unless ``label_names`` names ids 0, 1, 2, ... (then an
 integer label is its own id). Every problem is a ``ValueError`` (``FileNotFoundError`` for a missing file)
@@ -10,20 +12,22 @@ naming the file, the row or the column, and what to change.
 
 from __future__ import annotations
 
-import contextlib
-import logging
+import csv
+import io
+import json
 import os
+import re
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..fileio import check_input_file
-READERS = {".jsonl": "from_json", ".json": "from_json", ".csv": "from_csv"}  # suffix -> datasets.Dataset method
+from .sources import iter_lines, read_text
+
 HOLD_OUT_SEED = 0  # the held-out validation examples are the same in every run of a file and share
+_PLAIN_INTEGER = re.compile(r"-?(0|[1-9][0-9]*)")
 
 
 @dataclass
@@ -81,14 +85,17 @@ def read_labelled(path: str | os.PathLike, text_column: str, label_column: str) 
     path = Path(path)
     rows = _read_rows(path)
     for column, flag in ((text_column, "--text-column"), (label_column, "--label-column")):
-        if column not in rows.column_names:
-            raise ValueError(f"{path.name} has no column {column!r} (its columns: {', '.join(rows.column_names)}); "
+        if column not in rows:
+            raise ValueError(f"{path.name} has no column {column!r} (its columns: {', '.join(rows)}); "
                              f"name the right one with {flag}")
     texts, labels = rows[text_column], rows[label_column]
     for row, (text, label) in enumerate(zip(texts, labels), start=1):
         if not isinstance(text, str) or not text.strip():
             raise ValueError(f"row {row} of {path.name} has no text in column {text_column!r} (got {text!r})")
-        if isinstance(label, float) or not isinstance(label, (str, int)):
+        if label is None or label == "":
+            raise ValueError(f"row {row} of {path.name} has label {label!r} in column {label_column!r}: give every "
+                             "row a label")
+        if isinstance(label, (float, bool)) or not isinstance(label, (str, int)):
             raise ValueError(f"row {row} of {path.name} has label {label!r} in column {label_column!r}: labels must "
                              "be strings or integers (a class, not a number to regress)")
     if len({type(label) for label in labels}) > 1:
@@ -96,42 +103,71 @@ def read_labelled(path: str | os.PathLike, text_column: str, label_column: str) 
     return LabelledFile(path.name, list(texts), list(labels))
 
 
-def _read_rows(path: Path) -> Any:
-    """The file as a ``datasets.Dataset`` (in memory), with ``datasets``' errors said in one line."""
-    import datasets
-
+def _read_rows(path: Path) -> dict[str, list[Any]]:
+    """The file's columns (name -> values, None where a JSON row lacks the key), read as the file holds them: CSV
+    cells are the strings they spell (never NA/None/NaN guessed, `01` never `1`), JSON values their JSON types."""
     if path.suffix.lower() not in READERS:
         raise ValueError(f"{path}: labelled data must be a .jsonl, .json or .csv file")
-    check_input_file(path, "labelled data file")
-    try:
-        with quiet_datasets():
-            rows = getattr(datasets.Dataset, READERS[path.suffix.lower()])(str(path), keep_in_memory=True)
-    except (StopIteration, datasets.exceptions.DatasetGenerationError, ValueError) as err:
-        if isinstance(err, StopIteration) or "no data" in str(err):  # an empty file, a header or blank lines only
-            raise ValueError(f"{path} holds no labelled examples") from None
-        cause = err.__cause__ or err.__context__ or err  # the parser's error, which datasets wraps
-        raise ValueError(f"{path} does not read as {path.suffix.lower()[1:].upper()}: "
-                         f"{str(cause).splitlines()[0] if str(cause) else type(cause).__name__}") from None
-    if len(rows) == 0:
+    records = READERS[path.suffix.lower()](path)
+    if not records:
         raise ValueError(f"{path} holds no labelled examples")
-    return rows
+    columns = list(dict.fromkeys(key for record in records for key in record))
+    return {column: [record.get(column) for record in records] for column in columns}
 
 
-@contextlib.contextmanager
-def quiet_datasets() -> Iterator[None]:
-    """No progress bar for reading one small file, and no log line before a parser error (the caller says it)."""
-    import datasets
-    from datasets.utils import are_progress_bars_disabled
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    records = []
+    for number, line in iter_lines(path, "labelled data file"):
+        if line.strip():
+            records.append(_json_record(line, path, f"line {number}", "JSONL"))
+    return records
 
-    level, bars_off = datasets.logging.get_verbosity(), are_progress_bars_disabled()
-    datasets.logging.set_verbosity(logging.CRITICAL)
-    datasets.disable_progress_bars()
+
+def _read_json(path: Path) -> list[dict[str, Any]]:
+    text = read_text(path, "labelled data file")
+    if not text.strip():
+        return []
+    body = _json_record(text, path, "its text", "JSON", record=False)
+    if not isinstance(body, list) or not all(isinstance(row, dict) for row in body):
+        raise ValueError(f"{path} does not read as JSON: expected a list of objects, one per example")
+    return body
+
+
+def _json_record(text: str, path: Path, where: str, kind: str, *, record: bool = True) -> Any:
     try:
-        yield
-    finally:
-        datasets.logging.set_verbosity(level)
-        if not bars_off:
-            datasets.enable_progress_bars()
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} does not read as {kind}: JSON parse error in {where} ({err})") from None
+    if record and not isinstance(value, dict):
+        raise ValueError(f"{path} does not read as {kind}: {where} is not an object")
+    return value
+
+
+def _read_csv(path: Path) -> list[dict[str, Any]]:
+    text = io.StringIO(read_text(path, "labelled data file"), newline="")
+    try:
+        rows = [row for row in csv.reader(text) if row]
+    except csv.Error as err:
+        raise ValueError(f"{path} does not read as CSV: {err}") from None
+    if len(rows) < 2:
+        return []
+    header, records = rows[0], []
+    for number, row in enumerate(rows[1:], start=1):
+        if len(row) != len(header):
+            raise ValueError(f"row {number} of {path.name} has {len(row)} cells where the header names {len(header)} "
+                             f"({', '.join(header)}): quote cells that hold commas")
+        records.append(dict(zip(header, row)))
+    return _integer_columns(records, header)
+
+
+def _integer_columns(records: list[dict[str, Any]], header: list[str]) -> list[dict[str, Any]]:
+    """CSV rows whose columns spell only plain integers (`0`, `12`, `-3`; never `01` or `+1`) read as integers, so
+    integer labels name ids as in JSON; any other column keeps its strings."""
+    for column in header:
+        if all(_PLAIN_INTEGER.fullmatch(record[column]) for record in records):
+            for record in records:
+                record[column] = int(record[column])
+    return records
 
 
 def hold_out(labels: np.ndarray, share: float) -> tuple[np.ndarray, np.ndarray]:
@@ -151,3 +187,6 @@ def majority_accuracy(train_labels: np.ndarray, validation_labels: np.ndarray) -
     """Accuracy on the validation labels of always answering the training set's most common label."""
     majority = Counter(train_labels.tolist()).most_common(1)[0][0]
     return float(np.mean(validation_labels == majority))
+
+
+READERS = {".jsonl": _read_jsonl, ".json": _read_json, ".csv": _read_csv}  # suffix -> reader of its records

@@ -15,11 +15,13 @@ trained again in place tokenizes afresh.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
-import tempfile
+import signal
+import sys
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -27,12 +29,13 @@ from typing import Any
 
 import numpy as np
 
-from ..fileio import check_input_file, make_folders, no_space
+from ..fileio import make_folders, make_temp, no_space
 from ..tokenization.pretokenize import EOS_TOKEN
 from ..tokenization.plain_text import encode_plain
 from ..tokenization.process_pool import WorkerDiedError
 from ..tokenizer_loading import load_tokenizer
 from .documents import choose_split_rule, split_documents
+from .sources import TEXT_ENCODING, check_text_column, check_utf8_file, expand_inputs, load_named_dataset
 from .token_files import header_path, token_dtype, tokenizer_fingerprint, write_tokens
 
 SPLITS = ("train", "val")
@@ -50,6 +53,36 @@ def _split_text_file(batch: dict[str, list], column: str) -> dict[str, list]:
     return {"text": docs, "split_rule": rules}
 
 
+_FORKING_PARENT: list[int] = []  # while a pool starts: the pid whose forked workers die with it
+
+
+def _die_with_parent() -> None:
+    """At fork, in a child of `_workers_die_with_parent`: ask Linux to SIGKILL this process when its parent dies (a
+    SIGKILLed prepare runs no cleanup, and a pool's workers would wait for work forever); exit if it is gone already."""
+    if not _FORKING_PARENT:
+        return
+    parent = _FORKING_PARENT.pop()  # the worker's own children are not ours to bind
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the parent died before the request was made
+        os._exit(1)
+
+
+@contextlib.contextmanager
+def _workers_die_with_parent() -> Iterator[None]:
+    """Processes forked inside the `with` (the tokenizing pool's workers) are killed when this process dies."""
+    if sys.platform.startswith("linux"):
+        if not getattr(_die_with_parent, "registered", False):
+            os.register_at_fork(after_in_child=_die_with_parent)
+            _die_with_parent.registered = True  # type: ignore[attr-defined]
+        _FORKING_PARENT[:] = [os.getpid()]
+    try:
+        yield
+    finally:
+        _FORKING_PARENT.clear()
+
+
 def _tokenize(batch: dict[str, list], tokenizer_dir: str, column: str, eos_id: int,
               fingerprint: str) -> dict[str, list]:
     tok = load_tokenizer(tokenizer_dir)
@@ -65,41 +98,63 @@ def _tokenize(batch: dict[str, list], tokenizer_dir: str, column: str, eos_id: i
 
 
 def _load_files(files: Sequence[str], text_column: str, cache_dir: Path) -> tuple[Any, str]:
-    """A `datasets.Dataset` of documents from text or JSON-lines files, and its text column.
+    """A `datasets.Dataset` of documents from text or JSON-lines files (read by `sources`' UTF-8 rule), and its
+    text column.
 
     `datasets` keys its cache of local files by their paths and times only, so they are loaded into `cache_dir`
     (the run's stage folder), never from an earlier run's cache."""
     from datasets import load_dataset
 
     for f in files:
-        check_input_file(f)
+        check_utf8_file(f)
     suffixes = {Path(f).suffix.lower() for f in files}
     if suffixes <= {".json", ".jsonl"}:
         ds = load_dataset("json", data_files=list(files), split="train", cache_dir=str(cache_dir))
-        _check_column(ds, text_column, files)
+        check_text_column(ds, text_column, ", ".join(Path(f).name for f in files))
         return ds, text_column
     if suffixes & {".json", ".jsonl"}:
         raise ValueError(f"mix of JSON and text inputs {list(files)}: prepare them separately")
-    for f in files:
-        try:
-            with open(f, encoding="utf-8") as fh:
-                while fh.read(1 << 20):
-                    pass
-        except UnicodeDecodeError as err:
-            raise ValueError(f"input file {f} is not UTF-8 text ({err}); convert it to UTF-8") from None
     # "text" is line-based; with sample_by="document" each file is one row, cut into documents here.
-    raw = load_dataset("text", data_files=list(files), sample_by="document", split="train",
+    raw = load_dataset("text", data_files=list(files), sample_by="document", split="train", encoding=TEXT_ENCODING,
                        cache_dir=str(cache_dir))
     docs = raw.map(_split_text_file, batched=True, batch_size=1, remove_columns=raw.column_names,
                    fn_kwargs={"column": "text"}, desc="splitting documents")
     return docs, "text"
 
 
-def _check_column(ds: Any, column: str, source: Any) -> None:
-    if column not in ds.column_names:
-        raise ValueError(
-            f"text column {column!r} is not in {source} (columns: {ds.column_names}); pass --text-column"
-        )
+def _load_input_files(input_files: Sequence[str | os.PathLike], val_files: Sequence[str | os.PathLike] | None,
+                      text_column: str, cache_dir: Path) -> tuple[Any, Any, str, dict[str, Any]]:
+    """(train documents, validation documents or None, text column, source record) of `--input` / `--val-input`
+    paths or globs."""
+    files = [str(f) for f in expand_inputs(input_files)]
+    train_ds, column = _load_files(files, text_column, cache_dir)
+    source: dict[str, Any] = {"input_files": [Path(f).name for f in files]}
+    val_ds = None
+    if val_files:
+        val_paths = [str(f) for f in expand_inputs(val_files)]
+        val_ds, _ = _load_files(val_paths, text_column, cache_dir)
+        source["val_files"] = [Path(f).name for f in val_paths]
+    return train_ds, val_ds, column, source
+
+
+def _load_named(dataset: str, split: str | None, text_column: str, cache_dir: Path) -> tuple[Any, Any, str, dict[str, Any]]:
+    """(train rows, its validation split or None, text column, source record) of a `datasets` dataset, every text
+    checked (no nulls). A local folder loads into `cache_dir`; a dataset name through the `datasets` cache (its
+    revision keys it)."""
+    from datasets import DatasetDict
+
+    local = Path(str(dataset)).exists()
+    loaded = load_named_dataset(dataset, split=split, cache_dir=str(cache_dir) if local else None)
+    val_ds = None
+    if isinstance(loaded, DatasetDict):
+        train_ds = loaded["train"]
+        val_ds = next((loaded[n] for n in ("validation", "valid", "val", "test") if n in loaded), None)
+    else:
+        train_ds = loaded
+    for part in (train_ds, val_ds):
+        if part is not None:
+            check_text_column(part, text_column, f"dataset {dataset}")
+    return train_ds, val_ds, text_column, {"dataset": dataset, "split": split}
 
 
 def tokenize_cache_key(ds: Any, fn_kwargs: dict[str, Any]) -> str:
@@ -116,8 +171,9 @@ def _map_in_workers(ds: Any, function: Any, *, num_proc: int, desc: str, fn_kwar
     from multiprocess.context import ProcessError  # datasets' pool reports a lost worker through these
 
     try:
-        return ds.map(function, batched=True, num_proc=num_proc, remove_columns=ds.column_names, fn_kwargs=fn_kwargs,
-                      desc=desc, new_fingerprint=new_fingerprint)
+        with _workers_die_with_parent():
+            return ds.map(function, batched=True, num_proc=num_proc, remove_columns=ds.column_names,
+                          fn_kwargs=fn_kwargs, desc=desc, new_fingerprint=new_fingerprint)
     except (RuntimeError, EOFError, ConnectionError, ProcessError) as err:
         _reraise_interruption(err)
         if num_proc > 1 and ("died" in str(err) or not isinstance(err, RuntimeError)):
@@ -179,27 +235,10 @@ def _load_sources(
 
     Local files, and a dataset that is a local folder, load into `cache_dir`: `datasets` would know them again by
     their paths and times alone. A dataset name loads through the `datasets` cache (its revision keys it)."""
-    from datasets import DatasetDict, load_dataset
-
-    val_ds = None
     if input_files is not None:
-        files = [str(f) for f in input_files]
-        train_ds, column = _load_files(files, text_column, cache_dir)
-        source: dict[str, Any] = {"input_files": [Path(f).name for f in files]}
-        if val_files:
-            val_ds, _ = _load_files([str(f) for f in val_files], text_column, cache_dir)
-            source["val_files"] = [Path(str(f)).name for f in val_files]
+        train_ds, val_ds, column, source = _load_input_files(input_files, val_files, text_column, cache_dir)
     else:
-        local = Path(str(dataset)).exists()
-        loaded = load_dataset(dataset, split=split, cache_dir=str(cache_dir) if local else None)
-        source = {"dataset": dataset, "split": split}
-        if isinstance(loaded, DatasetDict):
-            train_ds = loaded["train"]
-            val_ds = next((loaded[n] for n in ("validation", "valid", "val", "test") if n in loaded), None)
-        else:
-            train_ds = loaded
-        column = text_column
-        _check_column(train_ds, column, dataset)
+        train_ds, val_ds, column, source = _load_named(str(dataset), split, text_column, cache_dir)
     if val_ds is None:
         train_ds, val_ds = _carve_validation(train_ds, column, val_fraction)
         source["val_carved"] = val_fraction
@@ -233,15 +272,13 @@ def prepare_dataset(
     eos_id = document_end_id(tok, tokenizer_dir)
     num_proc = num_proc or max(1, min(4, os.cpu_count() or 1))
     out = Path(out_dir)
-    created = not out.exists()
-    make_folders(out)
+    created = make_folders(out)  # the top folder this run made (None if out existed), removed if it fails
     max_id = max(tok.get_vocab().values())
     fingerprint = tokenizer_fingerprint(tok)
     base = {"tokenizer": os.path.abspath(tokenizer_dir), "tokenizer_fingerprint": fingerprint,
             "vocab_size": len(tok), "max_id": max_id, "eos_id": int(eos_id)}
     options = {"tokenizer_dir": tokenizer_dir, "column": text_column, "eos_id": int(eos_id), "fingerprint": fingerprint}
-    stage = Path(tempfile.mkdtemp(dir=out, prefix=".prepare-"))
-    done = False
+    stage = make_temp(out, "prepare", directory=True)  # a stage a killed prepare left is removed first
     try:
         train_ds, val_ds, options["column"], base["source"] = _load_sources(
             input_files, val_files, dataset, split, text_column, val_fraction, stage / "datasets")
@@ -251,13 +288,11 @@ def prepare_dataset(
             os.replace(stage / f"{name}.bin", out / f"{name}.bin")
         for name in SPLITS:
             os.replace(header_path(stage / f"{name}.bin"), header_path(out / f"{name}.bin"))
-        done = True
     except OSError as err:
         raise no_space(err, out, "free some space and run prepare again") from err
     finally:
         shutil.rmtree(stage, ignore_errors=True)
-        if created and not done and not any(out.iterdir()):
-            out.rmdir()  # a refused run leaves no folder it made
+        _remove_if_left_empty(out, created)
     return headers
 
 
@@ -271,3 +306,13 @@ def _tokenize_split(ds: Any, name: str, stage: Path, dtype: np.dtype, base: dict
         header["split_rules"] = dict(Counter(ds["split_rule"]))
     total = int(sum(tokenized["n_tokens"]))
     return write_tokens(_id_chunks(tokenized), stage / f"{name}.bin", dtype, total, header)
+
+
+def _remove_if_left_empty(out: Path, created: Path | None) -> None:
+    """Remove the folders from `out` up to `created` (those this run made) when a failed run left them empty."""
+    folder = out
+    while created is not None and folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
+        if folder == created:
+            break
+        folder = folder.parent

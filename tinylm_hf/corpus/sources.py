@@ -1,24 +1,84 @@
-"""Where training text comes from: files named by paths or globs, and `datasets` datasets streamed by name."""
+"""Where text comes from: files named by paths or globs, read as UTF-8 by one rule, and `datasets` datasets by name.
+
+The one rule for every reader of a user's text file (prepare, eval, sft, finetune): UTF-8, a leading byte-order
+mark dropped (as Python's `utf-8-sig` does, so an editor's BOM never becomes three byte tokens), and a byte that is
+not UTF-8 a ValueError naming the file, its line and the byte.
+"""
 
 from __future__ import annotations
 
+import codecs
 import glob
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
+
+from ..fileio import check_input_file
 
 PACKAGE_DATA = Path(__file__).resolve().parent.parent / "data"  # the text and conversations bundled with tinylm_hf
+TEXT_ENCODING = "utf-8-sig"  # UTF-8 whose leading byte-order mark, if any, is dropped
+_CHUNK_BYTES = 1 << 20
+
+
+def not_utf8(path: str | os.PathLike, data: bytes, err: UnicodeDecodeError, *, line: int = 1, offset: int = 0,
+             what: str = "input file") -> ValueError:
+    """The error for a byte of `data` (a piece of `path` starting at byte `offset` and on `line`) that is not UTF-8."""
+    line += data[: err.start].count(b"\n")
+    return ValueError(f"{what} {os.fspath(path)} is not UTF-8 text: byte 0x{data[err.start]:02X} at offset "
+                      f"{offset + err.start} (line {line}); re-encode it as UTF-8 (e.g. iconv -f latin1 -t utf-8)")
+
+
+def check_utf8_file(path: str | os.PathLike, what: str = "input file") -> Path:
+    """`path` if it is a readable file of UTF-8 text (read in pieces: memory stays bounded); else an error naming it."""
+    path = check_input_file(path, what)
+    decoder = codecs.getincrementaldecoder("utf-8")("strict")
+    offset, line = 0, 1
+    with open(path, "rb") as fh:
+        while data := fh.read(_CHUNK_BYTES):
+            try:
+                decoder.decode(data)
+            except UnicodeDecodeError as err:
+                raise not_utf8(path, decoder.getstate()[0] + data, err, line=line,
+                               offset=offset - len(decoder.getstate()[0]), what=what) from None
+            offset, line = offset + len(data), line + data.count(b"\n")
+        try:
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError as err:
+            raise not_utf8(path, err.object, err, line=line, offset=offset - len(err.object), what=what) from None
+    return path
+
+
+def read_text(path: str | os.PathLike, what: str = "input file") -> str:
+    """The whole text of a UTF-8 file, its leading byte-order mark dropped; not UTF-8 is an error naming the file."""
+    data = check_input_file(path, what).read_bytes()
+    try:
+        return data.decode(TEXT_ENCODING)
+    except UnicodeDecodeError as err:
+        raise not_utf8(path, data, err, what=what) from None
+
+
+def iter_lines(path: str | os.PathLike, what: str = "input file") -> Iterator[tuple[int, str]]:
+    """(line number, line) of a UTF-8 file, one line in memory at a time, its leading byte-order mark dropped."""
+    offset = 0
+    with open(check_input_file(path, what), "rb") as fh:
+        for number, raw in enumerate(fh, 1):
+            try:
+                yield number, raw.decode(TEXT_ENCODING if number == 1 else "utf-8")
+            except UnicodeDecodeError as err:
+                raise not_utf8(path, raw, err, line=number, offset=offset, what=what) from None
+            offset += len(raw)
 
 
 def expand_inputs(patterns: Sequence[str | os.PathLike]) -> list[Path]:
-    """Files named by paths or glob patterns (`data/*.txt`), in order, each once; a pattern that matches
-    nothing is a FileNotFoundError naming it."""
+    """Files named by paths or glob patterns (`data/*.txt`), in order, each once: the one expansion of every
+    command's `--input`. A pattern that matches nothing, or a path that is no file, is an error naming it."""
     files: list[Path] = []
     for pattern in patterns:
         pattern = os.fspath(pattern)
+        if not glob.has_magic(pattern):
+            check_input_file(pattern, hint=f"name its files, e.g. {pattern}/*.txt" if os.path.isdir(pattern) else "")
         matches = sorted(glob.glob(pattern, recursive=True)) if glob.has_magic(pattern) else [pattern]
-        if not glob.has_magic(pattern) and os.path.isdir(pattern):
-            raise IsADirectoryError(f"input {pattern} is a directory, not a file: name its files, e.g. {pattern}/*.txt")
         matches = [m for m in matches if os.path.isfile(m)]
         if not matches:
             raise FileNotFoundError(f"no input file matches {pattern}")
@@ -26,20 +86,52 @@ def expand_inputs(patterns: Sequence[str | os.PathLike]) -> list[Path]:
     return files
 
 
+def load_named_dataset(name: str, **kwargs: Any) -> Any:
+    """`datasets.load_dataset(name, **kwargs)`, its refusals said in one line naming `name`.
+
+    `datasets` no longer runs loading scripts: a folder holding one is refused, as is a name it cannot find.
+    """
+    import datasets
+
+    try:
+        return datasets.load_dataset(name, **kwargs)
+    except (RuntimeError, datasets.exceptions.DatasetNotFoundError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(f"dataset {name} does not load: {first}. Give a local folder of data files "
+                         "(.txt, .jsonl, .csv, .parquet) or a dataset name without a loading script") from None
+
+
+def check_text_column(rows: Any, column: str, source: str) -> None:
+    """Refuse a `datasets.Dataset` whose `column` is missing, not text, or holds a null (naming the row)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if column not in rows.column_names:
+        raise ValueError(f"text column {column!r} is not in {source} (columns: {rows.column_names}); pass --text-column")
+    values = rows.data.column(column)
+    if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type) or pa.types.is_null(values.type)):
+        raise ValueError(f"column {column!r} of {source} holds {values.type}, not text; name a text column with "
+                         "--text-column")
+    if values.null_count:
+        row = int(pc.index(pc.is_null(values), True).as_py())
+        raise ValueError(f"row {row + 1} of {source} has no text in column {column!r} (null): remove the row or give "
+                         "it a text")
+
+
 def iter_dataset_texts(spec: str, text_column: str = "text") -> Iterator[str]:
-    """Stream the texts of a `datasets` dataset given as NAME or NAME:SPLIT (default split: train).
+    """Stream the texts of a `datasets` dataset given as NAME or NAME:SPLIT (default split: train); empty texts are
+    skipped, and a null or non-text value is refused naming its row (as `prepare` and `eval` refuse it).
 
     Streaming reads as it goes, so memory stays bounded whatever the dataset's size.
     """
-    from datasets import load_dataset
-
     name, _, split = spec.partition(":")
-    dataset = load_dataset(name, split=split or "train", streaming=True)
-    first = True
-    for row in dataset:
-        if first and text_column not in row:
+    dataset = load_named_dataset(name, split=split or "train", streaming=True)
+    for row_number, row in enumerate(dataset, 1):
+        if row_number == 1 and text_column not in row:
             raise ValueError(f"dataset {name} has no column {text_column!r} (columns: {sorted(row)}); pass --text-column")
-        first = False
         text = row[text_column]
-        if isinstance(text, str) and text:
+        if not isinstance(text, str):
+            raise ValueError(f"row {row_number} of dataset {name} has no text in column {text_column!r} ({text!r}): "
+                             "remove the row or give it a text")
+        if text:
             yield text

@@ -25,8 +25,8 @@ import torch
 from tqdm.auto import tqdm
 
 from ..corpus.documents import split_documents
-from ..fileio import check_input_file
 from ..tokenization.plain_text import encode_plain
+from ..corpus.sources import check_text_column, expand_inputs, load_named_dataset, read_text
 
 
 def make_windows(n_tokens: int, *, context_length: int, stride: int) -> list[tuple[int, int, int]]:
@@ -99,7 +99,7 @@ def evaluate_perplexity(
     context_length = context_length or getattr(model.config, "max_position_embeddings", None)
     if not context_length:
         raise ValueError("the model config has no max_position_embeddings; pass context_length=")
-    stride = stride or context_length
+    stride = context_length if stride is None else stride
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     # A BERT-style tokenizer has no bos/eos: the model's config names the id its documents ended with.
@@ -142,27 +142,27 @@ def evaluate_perplexity(
 
 
 def load_texts(inputs: Sequence[str] | None, dataset: str | None, *, split_docs: bool, limit: int | None) -> list[str]:
-    """Texts to evaluate from files (`--input`) or a `datasets` dataset with a `text` column."""
+    """Texts to evaluate from files (`--input`: paths or globs) or a `datasets` dataset with a `text` column.
+
+    A file is cut into documents as `tinylm prepare` cuts it (`split_documents`: separator lines, else blank
+    lines, else fixed-size pieces) unless `split_docs` is False (each file one text); a dataset row is a text.
+    """
     if bool(inputs) == bool(dataset):
         raise ValueError("give exactly one of --input FILE(s) or --dataset NAME")
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be a positive number of documents, got {limit}")
     texts: list[str] = []
     if inputs:
-        for name in inputs:
-            path = check_input_file(name)
-            text = path.read_text(encoding="utf-8")
-            texts += split_documents(text, rule="separator") if split_docs else [text]
+        for path in expand_inputs(inputs):
+            text = read_text(path)
+            texts += split_documents(text) if split_docs else [text]
     else:
-        import datasets
-
         name, _, split = dataset.partition(":")
-        splits = datasets.load_dataset(name)
+        splits = load_named_dataset(name)
         split = split or next((s for s in ("validation", "test", "train") if s in splits), "")
         if split not in splits:
             raise ValueError(f"dataset {name} has no split {split!r} (splits: {sorted(splits)})")
         data = splits[split]
-        if "text" not in data.column_names:
-            raise ValueError(f"dataset {name} has no 'text' column (columns: {data.column_names})")
+        check_text_column(data, "text", f"dataset {name} (split {split})")
         texts = [t for t in data["text"] if t.strip()]
     return texts[:limit] if limit else texts

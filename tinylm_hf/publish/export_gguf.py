@@ -23,6 +23,7 @@ Norms and other 1-d tensors stay f32 whatever `dtype` says, as llama.cpp's conve
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -297,11 +298,23 @@ def export_gguf(
     make_folders(out.parent)
     with atomic_output(out) as tmp:
         writer = gguf.GGUFWriter(tmp, gguf.MODEL_ARCH_NAMES[gguf.MODEL_ARCH.LLAMA])
-        add_metadata(writer, model.config, tokenizer, vocab_size, file_type, src.resolve().name, sentencepiece)
-        for name, data, tensor_type in tensors:
-            writer.add_tensor(name, data, raw_dtype=tensor_type)
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_tensors_to_file()
-        writer.close()
+        try:
+            add_metadata(writer, model.config, tokenizer, vocab_size, file_type, src.resolve().name, sentencepiece)
+            for name, data, tensor_type in tensors:
+                writer.add_tensor(name, data, raw_dtype=tensor_type)
+            writer.write_header_to_file()
+            writer.write_kv_data_to_file()
+            writer.write_tensors_to_file()
+            writer.close()
+        except BaseException:
+            _close_quietly(writer)  # a failed write (a full disk) leaves no open file behind
+            raise
     return out
+
+
+def _close_quietly(writer: Any) -> None:
+    """Close a GGUFWriter's files after a failed write; their flush may fail again, which is not news."""
+    for handle in writer.fout or []:
+        with contextlib.suppress(OSError):
+            handle.close()
+    writer.fout = None

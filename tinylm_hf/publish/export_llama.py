@@ -23,12 +23,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from ..corpus.token_files import check_tokenizer_fingerprint
-from ..fileio import check_ours_to_replace, make_folders, seal_folder, write_json_atomic
+from ..fileio import check_ours_to_replace, make_folders, make_temp, raise_no_space, seal_folder, write_json_atomic
 from ..tokenization.byte_level_backend import build_byte_level_bpe
 from ..tokenization.gpt2_files import MERGES_FILE, VOCAB_FILE, read_merges_txt, read_vocab_json
 from ..tokenization.metaspace import MODEL_FILE as SENTENCEPIECE_FILE
@@ -231,7 +230,7 @@ def export_llama(
     tokenizer = build_plain_tokenizer(src, trust_remote_code=trust_remote_code)
     model = build_llama_model(src)
     make_folders(out.parent)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
+    tmp = make_temp(out.parent, out.name, directory=True)
     try:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
@@ -243,7 +242,8 @@ def export_llama(
             shutil.rmtree(out) if out.is_dir() else out.unlink()
         seal_folder(tmp)
         os.replace(tmp, out)
-    except BaseException:
+    except BaseException as err:
         shutil.rmtree(tmp, ignore_errors=True)
+        raise_no_space(err, out.parent, out.name)
         raise
     return out

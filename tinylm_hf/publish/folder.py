@@ -148,26 +148,30 @@ def check_language_model_folder(folder: str | os.PathLike, fix: str) -> None:
         check_language_model(read_json(path), folder, fix)
 
 
-def load_folder(folder: str | os.PathLike, *, trust_remote_code: bool = False) -> tuple[Any, Any]:
-    """(model, tokenizer) of a saved folder through the Auto classes, checked against each other.
+def load_folder(folder: str | os.PathLike, *, trust_remote_code: bool = False, auto_class: Any = None) -> tuple[Any, Any]:
+    """(model, tokenizer) of a saved folder through the Auto classes (`auto_class`, default AutoModelForCausalLM),
+    checked against each other.
 
     The tokenizer's vocabulary must fit the model's embedding; a folder holding a task head (a classifier) is
-    refused, its language-model head was never saved; a folder whose code would have to run (a model type
+    refused as a language model (no `auto_class`), its language-model head was never saved; a folder whose code would have to run (a model type
     tinylm_hf does not provide) needs `trust_remote_code=True`.
     """
     from transformers import AutoModelForCausalLM
 
     from ..registration import register
 
+    model_class = auto_class or AutoModelForCausalLM
+
     register()
     local = Path(folder).exists() or not _could_be_hub_repo(str(folder))
     if local:
         config = check_folder_files(folder)  # a local folder: say what is missing before transformers tries the Hub
-        check_language_model(config, folder, LANGUAGE_MODEL_FIX)
+        if auto_class is None:
+            check_language_model(config, folder, LANGUAGE_MODEL_FIX)
     folder = Path(folder)
     tokenizer = load_tokenizer(folder, trust_remote_code=trust_remote_code, from_hub=not local)
     try:
-        model = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=trust_remote_code)
+        model = model_class.from_pretrained(folder, trust_remote_code=trust_remote_code)
     except ValueError as err:
         if "trust_remote_code" in str(err):
             raise needs_remote_code_error(folder) from None
@@ -196,38 +200,36 @@ def check_tokenizer_fits(tokenizer: Any, vocab_size: int, where: Any) -> None:
         )
 
 
-def validate_folder(folder: str | os.PathLike, *, load: bool = True, trust_remote_code: bool = False) -> dict[str, Any]:
-    """Check a saved model folder is complete and (with `load`) loads and gives finite logits; return its config.
+def model_role(config: dict[str, Any]) -> str:
+    """What a folder holds, from its config.json: "classifier" (a sequence-classification head on a TinyLM),
+    "encoder" (a masked-LM encoder) or "decoder" (a causal language model)."""
+    if any(str(name).endswith("ForSequenceClassification") for name in config.get("architectures") or ()):
+        return "classifier"
+    return "encoder" if config.get("use_bidirectional_attention") else "decoder"
 
-    A task head (a classifier) loads with its own Auto class, never as a language model."""
+
+AUTO_CLASSES = {"decoder": "AutoModelForCausalLM", "encoder": "AutoModelForMaskedLM",
+                "classifier": "AutoModelForSequenceClassification"}  # model_role -> the Auto class it loads with
+
+
+def validate_folder(folder: str | os.PathLike, *, load: bool = True, trust_remote_code: bool = False) -> dict[str, Any]:
+    """Check a saved model folder is complete and (with `load`) loads, as the causal LM, masked LM or task head it
+    is (a classifier with its own Auto class, never as a language model), and gives finite logits; return its config."""
     config = check_folder_files(folder)
     if load:
         import torch
+        import transformers
 
-        head = task_head(config)
-        model, tokenizer = (load_folder(folder, trust_remote_code=trust_remote_code) if head is None
-                            else _load_head_folder(folder, head, trust_remote_code))
+        head, role = task_head(config), model_role(config)
+        auto_class = getattr(transformers, "AutoModel" + head[head.index("For"):] if head else AUTO_CLASSES[role])
+        model, tokenizer = load_folder(folder, trust_remote_code=trust_remote_code, auto_class=auto_class)
         ids = tokenizer("Once upon a time", add_special_tokens=False, return_tensors="pt")["input_ids"]
         with torch.no_grad():
-            output = model(input_ids=ids)
-        logits = output.logits if head is None else output[0]
-        if (head is None and logits.shape[-1] != config["vocab_size"]) or not torch.isfinite(logits).all():
+            logits = model(input_ids=ids)[0]
+        width = model.config.num_labels if role == "classifier" else None if head else config["vocab_size"]
+        if (width is not None and logits.shape[-1] != width) or not torch.isfinite(logits).all():
             raise ValueError(f"the model in {folder} gives non-finite or mis-shaped logits {tuple(logits.shape)}")
     return config
-
-
-def _load_head_folder(folder: str | os.PathLike, head: str, trust_remote_code: bool) -> tuple[Any, Any]:
-    """(model, tokenizer) of a local task-head folder, the model through its Auto class (`AutoModelForSequence...`)."""
-    import transformers
-
-    from ..registration import register
-
-    register()
-    auto_class = getattr(transformers, "AutoModel" + head[head.index("For"):])
-    tokenizer = load_tokenizer(folder, trust_remote_code=trust_remote_code)
-    model = auto_class.from_pretrained(folder, trust_remote_code=trust_remote_code)
-    check_tokenizer_fits(tokenizer, model.config.vocab_size, folder)
-    return model, tokenizer
 
 
 def model_folder_name(folder: str | os.PathLike) -> str:

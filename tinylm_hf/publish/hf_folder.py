@@ -10,12 +10,11 @@ from __future__ import annotations
 import copy
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
 from ..corpus.token_files import check_tokenizer_fingerprint
-from ..fileio import check_ours_to_replace, make_folders, seal_folder
+from ..fileio import check_ours_to_replace, make_folders, make_temp, raise_no_space, seal_folder
 from ..tokenization.chat_template import stop_token_ids
 from ..tokenizer_loading import load_tokenizer
 from ..training.checkpoint import load_state
@@ -100,7 +99,7 @@ def publish_run(
     out = check_ours_to_replace(Path(out) if out is not None else Path(summary.out_dir) / HF_DIR, "config.json",
                                 "a model folder")
     make_folders(out.parent)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
+    tmp = make_temp(out.parent, out.name, directory=True)
     try:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
@@ -117,7 +116,8 @@ def publish_run(
         if out.exists():
             shutil.rmtree(out)
         os.replace(tmp, out)
-    except BaseException:
+    except BaseException as err:
         shutil.rmtree(tmp, ignore_errors=True)
+        raise_no_space(err, out.parent, out.name)
         raise
     return out

@@ -21,7 +21,7 @@ from ..fileio import write_text_atomic
 from ..modeling.compat import TRANSFORMERS_REQUIREMENT
 from ..tokenizer_training.families import FAMILIES
 from ..training.summary import ClassificationTask, DataProvenance, RunSummary
-from .folder import CHAT_TEMPLATE_FILE, count_parameters, model_folder_name, read_json, weights_digest
+from .folder import CHAT_TEMPLATE_FILE, count_parameters, model_folder_name, model_role, read_json, weights_digest
 
 TEMPLATE_PATH = Path(__file__).resolve().parent.parent / "templates" / "model_card.md"
 EVAL_RESULTS_FILE = "eval_results.json"
@@ -188,7 +188,7 @@ def base_model_name(folder: str | os.PathLike) -> str:
     """The name of the model fine-tuned from: its card's model name, else the folder's name (never a local path)."""
     path = Path(folder)
     if (path / "README.md").is_file():
-        name = ModelCard.load(path / "README.md").data.model_name
+        name = load_card(path / "README.md").data.model_name
         if name:
             return str(name)
     return model_folder_name(path)
@@ -277,14 +277,6 @@ MODEL_LIMITATIONS = {
 }
 MODEL_LIMITATIONS["encoder"] = MODEL_LIMITATIONS["decoder"]
 PIPELINE_TAGS = {"decoder": "text-generation", "encoder": "fill-mask", "classifier": "text-classification"}
-
-
-def model_role(config: dict[str, Any]) -> str:
-    """What a folder holds, from its config.json: "classifier" (a sequence-classification head on a TinyLM),
-    "encoder" (a masked-LM encoder) or "decoder" (a causal language model)."""
-    if any(str(name).endswith("ForSequenceClassification") for name in config.get("architectures") or ()):
-        return "classifier"
-    return "encoder" if config.get("use_bidirectional_attention") else "decoder"
 
 
 GENERATION_CONFIG_FILE = "generation_config.json"
@@ -501,6 +493,18 @@ def write_model_card(folder: str | os.PathLike, summary: RunSummary | None = Non
     return write_text_atomic(folder / "README.md", str(render_model_card(folder, summary, **facts)))
 
 
+def load_card(path: Path) -> ModelCard:
+    """A folder's README.md as a ModelCard; front matter that does not parse is a ValueError naming the file."""
+    import yaml
+
+    try:
+        return ModelCard.load(path)
+    except (yaml.YAMLError, ValueError, KeyError, TypeError, AttributeError) as err:
+        detail = " ".join(str(err).split())[:200] or type(err).__name__
+        raise ValueError(f"{path}: its front matter (the YAML between the '---' lines) does not read as a model card "
+                         f"({detail}): fix it, or move README.md away and push again (a new card is written)") from None
+
+
 def facts_from_existing_card(folder: str | os.PathLike) -> dict[str, Any]:
     """Data, training and evaluation text kept from a TinyLM card already in the folder (from `tinylm train`).
 
@@ -509,7 +513,7 @@ def facts_from_existing_card(folder: str | os.PathLike) -> dict[str, Any]:
     path = Path(folder) / "README.md"
     if not path.is_file():
         return {}
-    card = ModelCard.load(path)
+    card = load_card(path)
     if "tinylm" not in (card.data.tags or []):
         return {}
     facts: dict[str, Any] = {}

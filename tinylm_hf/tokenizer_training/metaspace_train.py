@@ -62,7 +62,7 @@ def read_line_chunks(path: str | os.PathLike) -> Iterator[str]:
         raise FileNotFoundError(f"training file not found: {path!r}")
     if os.path.getsize(path) == 0:
         raise ValueError(f"training file {path!r} is empty")
-    with open(path, encoding="utf-8", errors="strict", newline="\n") as handle:
+    with open(path, encoding="utf-8-sig", errors="strict", newline="\n") as handle:  # a leading BOM is no text
         try:
             while True:
                 lines = handle.readlines(READ_CHUNK_BYTES)

@@ -160,7 +160,7 @@ def _count_ranges(task: tuple[str, list[tuple[int, int]], list[str], str]) -> Co
             handle.seek(start)
             data = handle.read(end - start)
             try:  # ranges start and end at plain ASCII bytes, so a strict decode never cuts a character
-                text = data.decode("utf-8")
+                text = data.decode("utf-8-sig" if start == 0 else "utf-8")  # a leading byte-order mark is no text
             except UnicodeDecodeError as exc:
                 raise ValueError(f"{path!r} is not UTF-8 (bad byte near offset {start + exc.start}); "
                                  "re-encode it as UTF-8") from None

@@ -124,12 +124,33 @@ def train_tokenizer(
     """
     family = get_family(algorithm)
     options = _score_option(family, wordpiece_score)
-    specials = check_special_tokens(list(family.special_tokens if special_tokens is None else special_tokens))
+    specials = _check_outer_whitespace(check_special_tokens(list(family.special_tokens if special_tokens is None else special_tokens)))
     record = collect_word_counts(inputs, algorithm=algorithm, special_tokens=specials, pattern=pattern,
                                  lowercase=lowercase, num_workers=num_workers)
     byte_fallback = family.byte_fallback if byte_fallback is None else byte_fallback
     core = family.train(record, vocab_size, specials, byte_fallback=byte_fallback, progress=progress, **options)
-    return family.slow.from_core(core, **named_special_tokens(specials))
+    return _check_mask_role(family.slow.from_core(core, **named_special_tokens(specials)))
+
+
+def _check_outer_whitespace(special_tokens: list[str]) -> list[str]:
+    """`special_tokens`, unless one starts or ends with whitespace (Hugging Face's added tokens strip it, so the
+    token would land on an id of the vocabulary)."""
+    for token in special_tokens:
+        if token != token.strip():
+            raise ValueError(f"special token {token!r} starts or ends with whitespace, which a tokenizer cannot keep "
+                             "apart from ordinary text: name a token without outer whitespace, e.g. '<|sep|>'")
+    return special_tokens
+
+
+def _check_mask_role(tokenizer: Any) -> Any:
+    """`tokenizer`, unless its mask token also took the eos, pad, bos or unk role (it was the only special token)."""
+    roles = [role for role in ("eos", "pad", "bos", "unk") if tokenizer.mask_token is not None
+             and getattr(tokenizer, f"{role}_token") == tokenizer.mask_token]
+    if roles:
+        raise ValueError(f"{MASK_TOKEN!r} would be the {'/'.join(roles)} token as well as the mask token, so every "
+                         f"document boundary would read as a mask: add it to the default special tokens with "
+                         f"--masked-lm, or name an end-of-text token first (--special-token '<|endoftext|>')")
+    return tokenizer
 
 
 def _score_option(family: TokenizerFamily, wordpiece_score: str | None) -> dict[str, str]:

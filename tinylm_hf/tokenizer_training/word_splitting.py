@@ -169,9 +169,10 @@ def _check_file(source: str | os.PathLike) -> Path:
 def read_text_blocks(path: Path, find_cut: Callable[[str], int], special_tokens: list[str]) -> Iterator[str]:
     """A UTF-8 file as texts of about `READ_BYTES`, each cut where `find_cut` says words end.
 
-    A cut never falls inside a special token. Invalid UTF-8 raises ValueError with its byte offset.
+    A cut never falls inside a special token; a leading byte-order mark is dropped (the rule of every reader of a
+    user's text, `corpus/sources.py`). Invalid UTF-8 raises ValueError with its byte offset.
     """
-    decoder = codecs.getincrementaldecoder("utf-8")("strict")
+    decoder = codecs.getincrementaldecoder("utf-8-sig")("strict")  # a leading byte-order mark is no text
     special = compile_special_pattern(special_tokens)
     longest = max(map(len, special_tokens), default=0)
     pending, offset = "", 0

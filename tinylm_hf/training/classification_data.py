@@ -111,6 +111,7 @@ def open_classification_data(config: TrainConfig) -> ClassificationData:
         raise ValueError(f"the tokenizer in {config.init_from} has neither a pad nor an end-of-text token to pad with")
     labelled = read_labelled(config.train_file, config.text_column, config.label_column)
     label_set = LabelSet.of(labelled, config.label_column, config.label_names)
+    check_head_labels(model_config, label_set.names, config.init_from)
     (train_texts, train_labels), (val_texts, val_labels), where = split_examples(config, labelled, label_set)
     train = tokenize(tokenizer, train_texts, train_labels, config.context_length)
     val = tokenize(tokenizer, val_texts, val_labels, config.context_length)
@@ -149,6 +150,18 @@ def tokenize(tokenizer: Any, texts: list[str], labels: np.ndarray, context_lengt
     `context_length` tokens; special-token text inside a text is plain text (`encode_plain`)."""
     ids = encode_plain(tokenizer, texts, add_special_tokens=True, truncation=True, max_length=context_length)
     return LabelledTokens([np.asarray(row, dtype=np.int64) for row in ids], labels)
+
+
+def check_head_labels(model_config: dict[str, Any], names: list[str], folder: str | None) -> None:
+    """A classifier folder fine-tunes again only on its own labels: its head has one row per label, in its order."""
+    if not any(a.endswith("ForSequenceClassification") for a in model_config.get("architectures") or []):
+        return
+    id2label = model_config.get("id2label") or {}
+    held = [str(id2label.get(str(i), id2label.get(i, i))) for i in range(len(id2label))]
+    if held != list(names):
+        raise ValueError(f"{folder} is a classifier of {len(held)} labels ({', '.join(held)}) and the data has "
+                         f"{len(names)} ({', '.join(names)}): its head fits only its own labels; fine-tune the language "
+                         "model it was made from, or give data of the same labels")
 
 
 def check_base_folder(folder: str | None) -> dict[str, Any]:

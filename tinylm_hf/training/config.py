@@ -26,6 +26,7 @@ REPORT_TARGETS = ("none", "tensorboard", "trackio", "wandb")
 DTYPES = ("auto", "float32", "bfloat16")
 BUDGET_CLOCKS = ("wall", "process")
 OBJECTIVES = ("clm", "mlm", "sft", "seq_cls")
+MAX_SEED = 2**63 - 1  # torch.manual_seed and numpy's generators take every seed from 0 to this
 MAX_CONFIG_BYTES = 1 << 20  # a --config file is a few hundred bytes; a megabyte is no config
 MASKING_STRATEGIES = ("static", "dynamic", "whole_word", "ngram", "span")  # MLMCollator's (training/masking.py)
 
@@ -162,6 +163,7 @@ class TrainConfig:
             _check_int(self, name, minimum=1)
         for name in ("warmup_iters", "eval_every", "checkpoint_every", "keep_last", "sample_tokens"):
             _check_int(self, name, minimum=0)
+        check_seed(self.seed)
         for name in ("eval_iters", "eval_batch_size", "cosine_cycle_iters", "threads"):
             if getattr(self, name) is not None:
                 _check_int(self, name, minimum=1)
@@ -361,6 +363,13 @@ def check_context_length(context_length: int, max_position_embeddings: int) -> N
             f"context_length {context_length} exceeds the model's max_position_embeddings "
             f"{max_position_embeddings}; lower --context-length or raise max_position_embeddings"
         )
+
+
+def check_seed(seed: int, name: str = "seed") -> int:
+    """`seed` if it is a whole number from 0 to `MAX_SEED` (what every generator we seed takes); else a ValueError."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"{name} must be a whole number from 0 to 2**63 - 1 ({MAX_SEED}), got {seed!r}")
+    return seed
 
 
 def _check_int(config: TrainConfig, name: str, *, minimum: int) -> None:

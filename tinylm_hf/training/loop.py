@@ -38,6 +38,7 @@ from .config import TrainConfig, check_context_length
 from .data import RunData, published_tokenizer
 from .distributed import DataParallel
 from .interrupts import InterruptFlag
+from .memory import check_step_memory
 from .metrics import RunLog, plot_losses
 from .objectives import OBJECTIVE_CLASSES, Objective, open_objective
 from .optimizer import AdamW, param_groups_for_weight_decay
@@ -56,6 +57,7 @@ def train(config: TrainConfig) -> RunSummary:
     check_init_from_model(config)
     data = OBJECTIVE_CLASSES[config.objective].open_data(config)
     check_init_from_tokenizer(config, data)
+    check_step_memory(config, data.vocab_size, micro_size // ddp.world, device)  # before a batch is allocated
     with open_run(config, ddp) as (run, run_id, resuming):
         objective = open_objective(config, data, main=ddp.main)  # in the run: sft saves its tokenizer there
         torch.manual_seed(config.seed)

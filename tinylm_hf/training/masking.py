@@ -155,12 +155,7 @@ class MLMCollator:
     ) -> None:
         _check_options(strategy, mlm_probability, mask_replace_prob, random_replace_prob, max_span_length, span_p,
                        max_ngram)
-        if tokenizer.mask_token_id is None:
-            raise ValueError(
-                f"the tokenizer ({type(tokenizer).__name__}) has no mask token: add one, e.g. "
-                "tokenizer.add_special_tokens({'mask_token': '<|mask|>'}) (then resize the model's embeddings), "
-                "or train it with `tinylm train-tokenizer --special-token '<|mask|>'`"
-            )
+        check_mask_token(tokenizer)
         self.tokenizer = tokenizer
         self.strategy = strategy
         self.mlm_probability = mlm_probability
@@ -302,6 +297,24 @@ class MLMCollator:
             picks = (pick[to_random] * len(self._random_ids)).astype(np.int64)
         masked[to_random] = self._random_ids[picks]
         return masked, labels
+
+
+def check_mask_token(tokenizer: Any) -> None:
+    """Refuse a tokenizer without a mask token, or whose mask token is also its eos, pad, bos or unk token (every
+    document boundary, pad or unknown character would then read as a mask)."""
+    if tokenizer.mask_token_id is None:
+        raise ValueError(
+            f"the tokenizer ({type(tokenizer).__name__}) has no mask token: add one, e.g. "
+            "tokenizer.add_special_tokens({'mask_token': '<|mask|>'}) (then resize the model's embeddings), "
+            "or train it with `tinylm train-tokenizer --masked-lm` (its default special tokens and '<|mask|>')"
+        )
+    shared = [role for role in ("eos", "pad", "bos", "unk") if getattr(tokenizer, f"{role}_token_id") == tokenizer.mask_token_id]
+    if shared:
+        raise ValueError(
+            f"the tokenizer's mask token {tokenizer.mask_token!r} is also its {'/'.join(shared)} token: every "
+            f"{'/'.join(shared)} position would read as a mask; train it again with `tinylm train-tokenizer "
+            "--masked-lm` (its default special tokens and '<|mask|>')"
+        )
 
 
 def _check_options(strategy: str, mlm_probability: float, mask_replace_prob: float, random_replace_prob: float,

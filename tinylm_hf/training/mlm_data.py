@@ -22,6 +22,7 @@ import torch
 
 from ..corpus.token_files import load_tokens, read_header, token_digest, tokenizer_fingerprint, write_tokens
 from .batches import iter_eval_batches
+from .config import check_seed
 from .masking import IGNORE_INDEX, MLMCollator
 
 MASKED_SUFFIX = ".masked.bin"
@@ -34,11 +35,16 @@ def static_mask_paths(data_dir: str | os.PathLike, split: str) -> tuple[Path, Pa
     return Path(data_dir) / f"{split}{MASKED_SUFFIX}", Path(data_dir) / f"{split}{CHOSEN_SUFFIX}"
 
 
+def check_static_masking(tokenizer: Any, *, mlm_probability: float = 0.15, seed: int = 0) -> MLMCollator:
+    """The collator that `write_static_masks` masks with: its options, seed and the tokenizer's mask token checked."""
+    return MLMCollator(tokenizer, "static", mlm_probability=mlm_probability, seed=check_seed(seed, "mlm_seed"))
+
+
 def write_static_masks(
     data_dir: str | os.PathLike, tokenizer: Any, *, mlm_probability: float = 0.15, seed: int = 0
 ) -> dict[str, dict[str, Any]]:
     """Mask train.bin and val.bin once with the ``"static"`` strategy and store the result beside them."""
-    collator = MLMCollator(tokenizer, "static", mlm_probability=mlm_probability, seed=seed)
+    collator = check_static_masking(tokenizer, mlm_probability=mlm_probability, seed=seed)
     headers = {}
     for split in ("train", "val"):
         source = Path(data_dir) / f"{split}.bin"

@@ -28,6 +28,7 @@ import re
 from pathlib import Path
 
 from ...corpus.documents import separator_line, split_documents
+from ...corpus.sources import read_text
 from ...fileio import write_text_atomic
 
 TASKS_DIR = Path(__file__).resolve().parent
@@ -104,8 +105,9 @@ def check_plain_data(path: Path, fields: tuple[str, ...] = ()) -> None:
 
 
 def text_file_to_jsonl(text_file: Path, out: Path) -> Path:
-    """Write the `<|endoftext|>`-separated documents of a text file as JSONL `{"text": ...}` rows."""
-    docs = split_documents(text_file.read_text(encoding="utf-8"), rule="separator")
+    """Write the documents of a text file, cut as `tinylm prepare` and `tinylm eval` cut them (`<|endoftext|>` lines,
+    else blank lines, else fixed-size pieces), as JSONL `{"text": ...}` rows."""
+    docs = split_documents(read_text(text_file))
     if not docs:
         raise ValueError(f"{text_file} holds no documents")
     write_text_atomic(out, "".join(json.dumps({"text": d}, ensure_ascii=False) + "\n" for d in docs))

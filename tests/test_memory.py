@@ -1,0 +1,67 @@
+"""training/memory.py: a batch that cannot fit is refused before anything is allocated, naming its flag."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO_ROOT, run_cli_error
+from tiny_runs import byte_data, cli_env  # noqa: F401  (byte_data: a fixture)
+from tinylm_hf.training.memory import step_memory_bytes
+
+SHAPE = {"vocab_size": 4096, "hidden_size": 128, "intermediate_size": 344, "num_hidden_layers": 4}
+
+
+STEP = """
+import resource, torch
+from tinylm_hf import TinyLMConfig, TinyLMForCausalLM
+torch.set_num_threads(1)
+model = TinyLMForCausalLM(TinyLMConfig(**{shape}, num_attention_heads=4, max_position_embeddings=64))
+optimizer = torch.optim.AdamW(model.parameters())
+ids = torch.randint(0, {shape}["vocab_size"], (24, 64))
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+model(input_ids=ids, labels=ids).loss.backward()
+optimizer.step()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before)
+"""
+
+
+def test_the_estimate_is_a_lower_bound_of_a_real_step():
+    """In a fresh process (its peak memory is this step's): the step grows it by more than the estimated activations
+    (the weights were there before)."""
+    out = subprocess.run([sys.executable, "-c", STEP.format(shape=SHAPE)], capture_output=True, text=True, check=True,
+                         cwd=REPO_ROOT, env=cli_env())
+    activations = step_memory_bytes(24, 64, SHAPE) - step_memory_bytes(0, 64, SHAPE)
+    assert activations < int(out.stdout.split()[-1])
+
+
+@pytest.mark.parametrize("command, flags", [
+    ("train", ["--batch-size", "1000000000"]),
+    ("train", ["--batch-size", "8", "--eval-batch-size", "1000000000"]),
+], ids=["batch-size", "eval-batch-size"])
+def test_a_batch_that_cannot_fit_is_refused_before_anything_is_written(byte_data, tmp_path, capsys, command, flags):
+    err = run_cli_error([command, "--data-dir", str(byte_data), "--out-dir", str(tmp_path / "run"), "--max-iters", "1",
+                         "--warmup-iters", "0", "--context-length", "16", "--threads", "1", *flags], capsys)
+    assert f"{flags[-2]} 1000000000" in err and "GiB free" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_sft_and_finetune_refuse_it_too(tmp_path, capsys):
+    import json
+
+    from tiny_folders import make_tiny_folder
+
+    folder = make_tiny_folder(tmp_path / "model")
+    chats = tmp_path / "c.jsonl"
+    chats.write_text("".join(json.dumps({"messages": [{"role": "user", "content": f"hi {i}"},
+                                                      {"role": "assistant", "content": "hello"}]}) + "\n"
+                             for i in range(8)))
+    labelled = tmp_path / "l.jsonl"
+    labelled.write_text("".join(json.dumps({"text": f"text {i}", "label": "ab"[i % 2]}) + "\n" for i in range(8)))
+    common = ["--init-from", str(folder), "--batch-size", "1000000000", "--max-iters", "1", "--warmup-iters", "0",
+              "--context-length", "32", "--threads", "1"]
+    for command, data in (("sft", chats), ("finetune", labelled)):
+        err = run_cli_error([command, "--data", str(data), "--out-dir", str(tmp_path / command), *common], capsys)
+        assert "--batch-size 1000000000" in err and not (tmp_path / command).exists()
