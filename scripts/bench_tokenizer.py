@@ -15,8 +15,8 @@ modules (not the whole package, whose torch import would dominate memory).
     python scripts/bench_tokenizer.py [--quick] [--data ../shared/data] [--only-wordpiece] [--skip-train | --skip-encode] [--hostile-mb 1]
 
 The hostile row trains on `--hostile-mb` MB of random "ACGT" without any whitespace: one
-pre-token of that many bytes, the case that was quadratic before long words got their own merge
-structure (bpe_train_long).
+pre-token of that many bytes (the merge loop keeps all words in one linked array, so a merge costs
+its occurrences, not the word's length).
 """
 
 from __future__ import annotations

@@ -7,23 +7,16 @@ single bytes, then the special tokens in the given order, then one id per merge 
 
 from __future__ import annotations
 
-import heapq
 import os
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
 from ..tokenization.bpe import BPETokenizer
 from ..tokenization.pretokenize import check_special_tokens, resolve_pattern
-from .bpe_train_long import LONG_WORD_BYTES, LongWordArena
-from .pair_merges import PAIR_MASK, PAIR_SHIFT, merge_words, progress_bar
+from .bpe_merges import learn_merges
+from .pair_merges import progress_bar
 from .pretoken_counts import count_pretokens
 from .word_splitting import BPE_WORDS, WordCounts, count_split_words, iter_texts
-
-# Inverting bytes (b -> 255 - b) plus a terminator above every inverted byte turns "greatest
-# (bytes_a, bytes_b)" into "smallest string", which is what a min-heap pops first.
-INVERT_TABLE = bytes(range(255, -1, -1))
-INVERT_END = chr(256)
-
 
 def train_bpe(
     input_path: str | os.PathLike,
@@ -133,93 +126,23 @@ def _check_vocab_size(vocab_size: int, specials: list[str]) -> None:
         )
 
 
-# ---------------------------------------------------------------------------------------------
-# Merges
-
-
 def _train_from_word_counts(
     counts: Iterable[tuple[bytes, int]], vocab_size: int, specials: list[str], *, progress: bool
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     # 1. Vocabulary: bytes, then specials; merged tokens are appended in merge order.
     token_bytes = [bytes([i]) for i in range(256)] + [s.encode("utf-8") for s in specials]
-    # 2. Words (pre-tokens) as lists of ids, deduplicated with counts; single ids hold no pair.
-    # Long words (runs without whitespace) are merged by position instead (bpe_train_long).
-    words: list[list[int]] = []
+    # 2. Words (pre-tokens), deduplicated with counts; a single byte holds no pair.
+    words: list[bytes] = []
     freqs: list[int] = []
-    long_words: list[tuple[bytes, int]] = []
     for token, count in counts:
-        if len(token) >= LONG_WORD_BYTES:
-            long_words.append((token, count))
-        elif len(token) > 1:
-            words.append(list(token))
+        if len(token) > 1:
+            words.append(token)
             freqs.append(count)
     num_merges = vocab_size - len(token_bytes)
-    merges = _learn_merges(words, freqs, long_words, token_bytes, num_merges, progress)
-    vocab = dict(enumerate(token_bytes))
-    return vocab, merges
-
-
-def _learn_merges(
-    words: list[list[int]],
-    freqs: list[int],
-    long_words: list[tuple[bytes, int]],
-    token_bytes: list[bytes],
-    num_merges: int,
-    progress: bool,
-) -> list[tuple[bytes, bytes]]:
-    """Merge the most frequent pair `num_merges` times (fewer if pairs run out), in place."""
-    # 3. Pair counts and the pair -> words index. Index entries may repeat or go stale (a word
-    # that no longer holds the pair); the merge scan then simply finds nothing in that word.
-    pair_counts: defaultdict[int, int] = defaultdict(int)  # pair -> count over the corpus
-    where: defaultdict[int, list[int]] = defaultdict(list)  # pair -> words that (may) hold it
-    shift = PAIR_SHIFT
-    for index, word in enumerate(words):
-        freq = freqs[index]
-        for left, right in zip(word, word[1:]):
-            pair = (left << shift) | right
-            pair_counts[pair] += freq
-            where[pair].append(index)
-    arena = LongWordArena(long_words, pair_counts) if long_words else None
-    # 4. Max-heap by (count, greatest bytes) via (-count, inverted key). Counts of existing pairs
-    # only ever fall, so an entry's count is an upper bound: a popped entry whose count is stale
-    # is re-pushed with the current count (lazy update).
-    inverted = [_invert(b) for b in token_bytes]
-    heap = [
-        (-count, inverted[pair >> shift] + inverted[pair & PAIR_MASK], pair)
-        for pair, count in pair_counts.items()
-    ]
-    heapq.heapify(heap)
-    merges: list[tuple[bytes, bytes]] = []
     bar = progress_bar(num_merges, progress, "BPE merges")
-    # 5. Merge loop.
-    while len(merges) < num_merges and heap:
-        neg_count, key, pair = heapq.heappop(heap)
-        count = pair_counts.get(pair, 0)
-        if count != -neg_count:
-            if count > 0:
-                heapq.heappush(heap, (-count, key, pair))
-            continue
-        left, right = pair >> shift, pair & PAIR_MASK
-        new_id = len(token_bytes)
-        token_bytes.append(token_bytes[left] + token_bytes[right])
-        inverted.append(_invert(token_bytes[new_id]))
-        merges.append((token_bytes[left], token_bytes[right]))
-        new_pairs, _ = merge_words(words, freqs, where.pop(pair, ()), left, right, new_id, pair_counts, where)
-        if arena is not None:
-            new_pairs |= arena.merge(pair, new_id, pair_counts)
-        del pair_counts[pair]
-        for new_pair in new_pairs:
-            # A new pair can net to zero: (Y, X) in "Y X" -> "Y Y" is counted and then uncounted.
-            new_count = pair_counts[new_pair]
-            if new_count > 0:
-                key = inverted[new_pair >> shift] + inverted[new_pair & PAIR_MASK]
-                heapq.heappush(heap, (-new_count, key, new_pair))
-        if bar is not None:
-            bar.update(1)
+    pairs = learn_merges(words, freqs, token_bytes, num_merges)
     if bar is not None:
+        bar.update(len(pairs))
         bar.close()
-    return merges
-
-
-def _invert(token: bytes) -> str:
-    return token.translate(INVERT_TABLE).decode("latin-1") + INVERT_END
+    merges = [(token_bytes[left], token_bytes[right]) for left, right in pairs]
+    return dict(enumerate(token_bytes)), merges

@@ -1,0 +1,306 @@
+"""The byte-level BPE merge loop as a numba kernel: `bpe_merges.learn_merges_reference` over arrays.
+
+The same algorithm: words back to back in one linked array of symbols, a pair table (open addressing,
+pair -> weighted count and a list of the positions of its left symbol), and a max-heap of (count, pair)
+entries updated lazily. Growable arrays double when full. Imported only after `kernels_enabled()`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..tokenization.jit import njit
+
+_EMPTY = -1  # key of a free slot in the pair table; end of a position list
+_HASH = np.uint64(0x9E3779B97F4A7C15)
+
+
+@njit()
+def _grow(array, size):
+    """`array` with room for at least `size` items (doubled, contents kept)."""
+    if size <= len(array):
+        return array
+    bigger = np.empty(max(size, 2 * len(array)), dtype=array.dtype)
+    bigger[: len(array)] = array
+    return bigger
+
+
+@njit()
+def _slot(keys, key):
+    """The slot holding `key`, or the free slot where it goes (the table is never full)."""
+    mask = len(keys) - 1
+    slot = int((np.uint64(key) * _HASH) >> np.uint64(20)) & mask
+    while keys[slot] != key and keys[slot] != _EMPTY:
+        slot = (slot + 1) & mask
+    return slot
+
+
+@njit()
+def _rehash(keys, counts, heads):
+    """The pair table at twice the capacity."""
+    new_keys = np.full(2 * len(keys), _EMPTY, dtype=np.int64)
+    new_counts = np.zeros(2 * len(keys), dtype=np.int64)
+    new_heads = np.full(2 * len(keys), _EMPTY, dtype=np.int64)
+    for old in range(len(keys)):
+        if keys[old] != _EMPTY:
+            slot = _slot(new_keys, keys[old])
+            new_keys[slot], new_counts[slot], new_heads[slot] = keys[old], counts[old], heads[old]
+    return new_keys, new_counts, new_heads
+
+
+@njit()
+def _compare(tok, off, x, y):
+    """-1, 0 or 1 as the bytes of token x are less than, equal to or greater than token y's."""
+    i, j, end_i, end_j = off[x], off[y], off[x + 1], off[y + 1]
+    while i < end_i and j < end_j:
+        if tok[i] != tok[j]:
+            return 1 if tok[i] > tok[j] else -1
+        i += 1
+        j += 1
+    return int(i < end_i) - int(j < end_j)
+
+
+@njit()
+def _before(hc, ha, hb, i, j, tok, off):
+    """Whether heap entry i pops before entry j: greater count, then greater (left, right) bytes, then smaller ids."""
+    if hc[i] != hc[j]:
+        return hc[i] > hc[j]
+    order = _compare(tok, off, ha[i], ha[j])
+    if order == 0:
+        order = _compare(tok, off, hb[i], hb[j])
+    if order != 0:
+        return order > 0
+    return ha[i] < ha[j] or (ha[i] == ha[j] and hb[i] < hb[j])
+
+
+@njit()
+def _swap(hc, ha, hb, i, j):
+    hc[i], hc[j] = hc[j], hc[i]
+    ha[i], ha[j] = ha[j], ha[i]
+    hb[i], hb[j] = hb[j], hb[i]
+
+
+@njit()
+def _sift_up(hc, ha, hb, i, tok, off):
+    while i > 0:
+        parent = (i - 1) >> 1
+        if not _before(hc, ha, hb, i, parent, tok, off):
+            break
+        _swap(hc, ha, hb, i, parent)
+        i = parent
+
+
+@njit()
+def _sift_down(hc, ha, hb, size, tok, off):
+    i = 0
+    while True:
+        best, child = i, 2 * i + 1
+        if child < size and _before(hc, ha, hb, child, best, tok, off):
+            best = child
+        if child + 1 < size and _before(hc, ha, hb, child + 1, best, tok, off):
+            best = child + 1
+        if best == i:
+            return
+        _swap(hc, ha, hb, i, best)
+        i = best
+
+
+# Slots of the `state` array: the scalars the helpers below update.
+USED, NUM_OCC, HEAP_SIZE = 0, 1, 2
+
+
+@njit()
+def learn_merges_kernel(symbols, lengths, freqs, first_tok, first_off, num_merges):
+    """Merged (left, right) id pairs, in order: the words are `symbols` cut by `lengths`, counted `freqs`;
+    tokens 0.. have the bytes `first_tok[first_off[i]:first_off[i + 1]]`."""
+    sym, nxt, prv, weight = _link_words(symbols, lengths, freqs)
+    num_tokens = len(first_off) - 1
+    tok = _grow(first_tok.copy(), len(first_tok) + 16)
+    off = np.zeros(num_tokens + num_merges + 1, dtype=np.int64)
+    off[: num_tokens + 1] = first_off
+    state = np.zeros(3, dtype=np.int64)
+    keys, counts, heads, occ_pos, occ_next = _count_pairs(sym, nxt, weight, state)
+    hc, ha, hb = _heap_of(keys, counts, tok, off, state)
+    merges = np.empty((num_merges, 2), dtype=np.int32)
+    done = 0
+    while done < num_merges and state[HEAP_SIZE] > 0:
+        left, right = _pop_current(keys, counts, hc, ha, hb, tok, off, state)
+        if left < 0:
+            continue
+        new_id = num_tokens + done
+        merges[done, 0], merges[done, 1] = left, right
+        done += 1
+        tok = _append_token(tok, off, left, right, new_id)
+        positions = _take_positions(keys, counts, heads, occ_pos, occ_next, (np.int64(left) << 32) | right)
+        # Room for what the merge can add: two new pairs and two position entries per occurrence.
+        while 2 * (state[USED] + 2 * len(positions)) > len(keys):
+            keys, counts, heads = _rehash(keys, counts, heads)
+        occ_pos = _grow(occ_pos, state[NUM_OCC] + 2 * len(positions))
+        occ_next = _grow(occ_next, state[NUM_OCC] + 2 * len(positions))
+        made = _merge_positions(positions, left, right, new_id, sym, nxt, prv, weight,
+                                keys, counts, heads, occ_pos, occ_next, state)
+        hc, ha, hb = _push_made(made, keys, counts, hc, ha, hb, tok, off, state)
+    return merges[:done]
+
+
+@njit()
+def _link_words(symbols, lengths, freqs):
+    """Words back to back: symbol ids, next and previous positions in the word (-1: none), the word's count."""
+    n = len(symbols)
+    sym = symbols.astype(np.int32)
+    nxt = np.empty(n, dtype=np.int32)
+    prv = np.empty(n, dtype=np.int32)
+    weight = np.empty(n, dtype=np.int64)
+    start = 0
+    for w in range(len(lengths)):
+        end = start + lengths[w]
+        for p in range(start, end):
+            nxt[p] = p + 1 if p + 1 < end else -1
+            prv[p] = p - 1 if p > start else -1
+            weight[p] = freqs[w]
+        start = end
+    return sym, nxt, prv, weight
+
+
+@njit()
+def _count_pairs(sym, nxt, weight, state):
+    """The pair table (key, weighted count, head of its position list) and the position-list nodes."""
+    n = len(sym)
+    # Sized by the distinct pairs, not the positions, so that the table stays in the CPU's cache.
+    keys = np.full(1 << 12, _EMPTY, dtype=np.int64)
+    counts = np.zeros(1 << 12, dtype=np.int64)
+    heads = np.full(1 << 12, _EMPTY, dtype=np.int64)
+    occ_pos = np.empty(max(n, 16), dtype=np.int32)  # position lists: linked nodes, newest first
+    occ_next = np.empty(max(n, 16), dtype=np.int64)
+    for p in range(n):
+        if nxt[p] >= 0:
+            if 2 * (state[USED] + 1) > len(keys):
+                keys, counts, heads = _rehash(keys, counts, heads)
+            _add(keys, counts, heads, occ_pos, occ_next, state, (np.int64(sym[p]) << 32) | sym[nxt[p]], weight[p], p)
+    return keys, counts, heads, occ_pos, occ_next
+
+
+@njit()
+def _add(keys, counts, heads, occ_pos, occ_next, state, key, w, at):
+    """Count `w` more of pair `key` and list position `at` for it (the arrays have room)."""
+    slot = _slot(keys, key)
+    if keys[slot] == _EMPTY:
+        keys[slot] = key
+        state[USED] += 1
+    counts[slot] += w
+    node = state[NUM_OCC]
+    occ_pos[node], occ_next[node] = at, heads[slot]
+    heads[slot] = node
+    state[NUM_OCC] = node + 1
+
+
+@njit()
+def _heap_of(keys, counts, tok, off, state):
+    """A heap with one entry per pair."""
+    size = max(state[USED], 16)
+    hc = np.empty(size, dtype=np.int64)
+    ha = np.empty(size, dtype=np.int32)
+    hb = np.empty(size, dtype=np.int32)
+    for slot in range(len(keys)):
+        if keys[slot] != _EMPTY:
+            _push(hc, ha, hb, counts[slot], keys[slot], tok, off, state)
+    return hc, ha, hb
+
+
+@njit()
+def _push(hc, ha, hb, count, key, tok, off, state):
+    """Push (count, pair) (the heap has room)."""
+    size = state[HEAP_SIZE]
+    hc[size], ha[size], hb[size] = count, key >> 32, key & 0xFFFFFFFF
+    state[HEAP_SIZE] = size + 1
+    _sift_up(hc, ha, hb, size, tok, off)
+
+
+@njit()
+def _pop_current(keys, counts, hc, ha, hb, tok, off, state):
+    """Pop the top entry: its (left, right) when its count is current, else (-1, -1) after pushing it
+    back with its current count (when that is above zero)."""
+    count, left, right = hc[0], ha[0], hb[0]
+    size = state[HEAP_SIZE] - 1
+    _swap(hc, ha, hb, 0, size)
+    state[HEAP_SIZE] = size
+    _sift_down(hc, ha, hb, size, tok, off)
+    key = (np.int64(left) << 32) | right
+    slot = _slot(keys, key)
+    current = counts[slot] if keys[slot] == key else 0
+    if current == count:
+        return left, right
+    if current > 0:
+        _push(hc, ha, hb, current, key, tok, off, state)
+    return -1, -1
+
+
+@njit()
+def _append_token(tok, off, left, right, new_id):
+    """Store the bytes of token `new_id` = left + right."""
+    a_len, b_len = off[left + 1] - off[left], off[right + 1] - off[right]
+    start = off[new_id]
+    tok = _grow(tok, start + a_len + b_len)
+    tok[start: start + a_len] = tok[off[left]: off[left + 1]]
+    tok[start + a_len: start + a_len + b_len] = tok[off[right]: off[right + 1]]
+    off[new_id + 1] = start + a_len + b_len
+    return tok
+
+
+@njit()
+def _take_positions(keys, counts, heads, occ_pos, occ_next, key):
+    """The listed positions of pair `key`, left to right; the pair's count and list are cleared."""
+    slot = _slot(keys, key)
+    found = 0
+    node = heads[slot]
+    while node != _EMPTY:
+        found += 1
+        node = occ_next[node]
+    positions = np.empty(found, dtype=np.int32)
+    node = heads[slot]
+    for k in range(found):
+        positions[k] = occ_pos[node]
+        node = occ_next[node]
+    heads[slot] = _EMPTY
+    counts[slot] = 0
+    return np.sort(positions)
+
+
+@njit()
+def _merge_positions(positions, left, right, new_id, sym, nxt, prv, weight,
+                     keys, counts, heads, occ_pos, occ_next, state):
+    """Replace the live occurrences of (left, right) at `positions` by `new_id`; return the pairs made."""
+    made = np.empty(2 * len(positions), dtype=np.int64)
+    num_made = 0
+    for p in positions:
+        q = nxt[p]
+        if sym[p] != left or q < 0 or sym[q] != right:
+            continue  # stale, or overlapped by the occurrence just merged ("a a a" for (a, a))
+        w, before, after = weight[p], prv[p], nxt[q]
+        if before >= 0:
+            s = np.int64(sym[before]) << 32
+            counts[_slot(keys, s | left)] -= w
+            _add(keys, counts, heads, occ_pos, occ_next, state, s | new_id, w, before)
+            made[num_made] = s | new_id
+            num_made += 1
+        if after >= 0:
+            s = np.int64(sym[after])
+            counts[_slot(keys, (np.int64(right) << 32) | s)] -= w
+            _add(keys, counts, heads, occ_pos, occ_next, state, (np.int64(new_id) << 32) | s, w, p)
+            made[num_made] = (np.int64(new_id) << 32) | s
+            num_made += 1
+            prv[after] = p
+        sym[p], sym[q], nxt[p] = new_id, -1, after
+    return np.unique(made[:num_made])
+
+
+@njit()
+def _push_made(made, keys, counts, hc, ha, hb, tok, off, state):
+    """Push the new pairs whose count did not net to zero."""
+    room = state[HEAP_SIZE] + len(made)
+    hc, ha, hb = _grow(hc, room), _grow(ha, room), _grow(hb, room)
+    for key in made:
+        count = counts[_slot(keys, key)]
+        if count > 0:
+            _push(hc, ha, hb, count, key, tok, off, state)
+    return hc, ha, hb
