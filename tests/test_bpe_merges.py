@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -17,6 +18,9 @@ from tinylm_hf.tokenization.jit import numba_installed
 from tinylm_hf.tokenization.pretokenize import GPT2_PATTERN
 from tinylm_hf.tokenizer_training.bpe_merges import learn_merges, learn_merges_reference
 from tinylm_hf.tokenizer_training.bpe_train import train_bpe, train_bpe_from_counts
+from tinylm_hf.tokenizer_training.metaspace_train import count_characters, count_metaspace_words
+from tinylm_hf.tokenizer_training.piece_rules import piece_shape
+from tinylm_hf.tokenizer_training.sentencepiece_bpe_train import _symbol_words
 
 EOT = "<|endoftext|>"
 needs_numba = pytest.mark.skipif(not numba_installed(), reason="numba is not installed")
@@ -35,6 +39,12 @@ def words_of(text: str, specials: list[str]) -> tuple[list[bytes], list[int], li
     return words, [counts[w.decode("utf-8")] for w in words], token_bytes
 
 
+def kernel_merges(words: list[bytes], freqs: list[int], token_bytes: list[bytes], num_merges: int) -> list:
+    symbols = np.frombuffer(b"".join(words), dtype=np.uint8)
+    lengths = np.array([len(w) for w in words], dtype=np.int64)
+    return learn_merges(symbols, lengths, freqs, token_bytes, num_merges)
+
+
 @needs_numba
 @pytest.mark.parametrize(("source", "chars", "num_merges"), [
     ("tinystories_valid_small.txt", 800_000, 3000),
@@ -48,7 +58,7 @@ def test_kernel_equals_reference_on_corpora(monkeypatch, source: str, chars: int
     with open(path, encoding="utf-8") as f:
         words, freqs, token_bytes = words_of(f.read(chars), [EOT])
     fast_bytes, slow_bytes = list(token_bytes), list(token_bytes)
-    fast = learn_merges(words, freqs, fast_bytes, num_merges)
+    fast = kernel_merges(words, freqs, fast_bytes, num_merges)
     assert fast == learn_merges_reference(words, freqs, slow_bytes, num_merges)
     assert fast_bytes == slow_bytes and len(fast) == num_merges
 
@@ -61,7 +71,7 @@ def test_kernel_equals_reference_on_random_words(monkeypatch, words: dict[bytes,
     monkeypatch.setenv("TINYLM_KERNELS", "1")
     token_bytes = [bytes([i]) for i in range(256)] + [b"<s>"]
     keys, freqs = list(words), list(words.values())
-    fast = learn_merges(keys, freqs, list(token_bytes), num_merges)
+    fast = kernel_merges(keys, freqs, list(token_bytes), num_merges)
     assert fast == learn_merges_reference(keys, freqs, list(token_bytes), num_merges)
 
 
@@ -77,3 +87,28 @@ def test_long_runs_beside_short_words_match_oracle(tmp_path, kernel_path) -> Non
 def test_repeated_letters_overlap_like_the_oracle(kernel_path, words: dict[str, int]) -> None:
     # Runs of one letter ("aaaa") overlap with themselves: merges must go leftmost first.
     assert train_bpe_from_counts(words, 275, []) == naive_train(Counter(words), 275, [])
+
+
+@needs_numba
+@pytest.mark.parametrize(("source", "chars", "num_merges"), [
+    ("tinystories_valid_small.txt", 800_000, 3000),
+    ("multilingual_samples.txt", None, 1500),
+])
+def test_sentencepiece_kernel_equals_reference_on_corpora(monkeypatch, source, chars, num_merges) -> None:
+    monkeypatch.setenv("TINYLM_KERNELS", "1")
+    path = PACKAGE_DATA / source if (PACKAGE_DATA / source).is_file() else shared_file(source)
+    with open(path, encoding="utf-8") as f:
+        counts = count_metaspace_words([f.read(chars)])
+    alphabet = [c for c, _ in count_characters(counts)]
+    symbols, lengths, freqs = _symbol_words(counts, alphabet)
+    runs = []
+    for learn in (learn_merges, learn_merges_reference):
+        token_bytes = [c.encode("utf-8") for c in alphabet] + [b""]
+        shapes = [piece_shape(c) for c in alphabet] + [None]
+        if learn is learn_merges:
+            pairs = learn(symbols, lengths, freqs, token_bytes, num_merges, shapes)
+        else:
+            words = np.split(symbols, np.cumsum(lengths)[:-1])
+            pairs = learn([w.tolist() for w in words], freqs.tolist(), token_bytes, num_merges, shapes)
+        runs.append((pairs, token_bytes, shapes))
+    assert runs[0] == runs[1] and len(runs[0][0]) == num_merges

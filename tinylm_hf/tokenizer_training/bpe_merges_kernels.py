@@ -1,5 +1,8 @@
 """The byte-level BPE merge loop as a numba kernel: `bpe_merges.learn_merges_reference` over arrays.
 
+Its parts also run the SentencePiece BPE kernel (`sentencepiece_bpe_kernels`), which differs only in the
+heap's tie-break and in which pairs may join (`shapes`).
+
 The same algorithm: words back to back in one linked array of symbols, a pair table (open addressing,
 pair -> weighted count and a list of the positions of its left symbol), and a max-heap of (count, pair)
 entries updated lazily. Growable arrays double when full. Imported only after `kernels_enabled()`.
@@ -10,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..tokenization.jit import njit
+from .piece_rules import MAX_PIECE_LENGTH
 
 _EMPTY = -1  # key of a free slot in the pair table; end of a position list
 _HASH = np.uint64(0x9E3779B97F4A7C15)
@@ -61,16 +65,67 @@ def _compare(tok, off, x, y):
 
 
 @njit()
-def _before(hc, ha, hb, i, j, tok, off):
-    """Whether heap entry i pops before entry j: greater count, then greater (left, right) bytes, then smaller ids."""
+def _before(hc, ha, hb, i, j, tok, off, shapes):
+    """Whether heap entry i pops before entry j: the greater count first, then on a tie
+
+    byte-level BPE (`shapes` empty): the greater (left bytes, right bytes), then the smaller ids;
+    sentencepiece BPE (`shapes`, see `join_shape`): the shorter joined piece, then the smaller joined
+    UTF-8, then the smaller ids.
+    """
     if hc[i] != hc[j]:
         return hc[i] > hc[j]
-    order = _compare(tok, off, ha[i], ha[j])
-    if order == 0:
-        order = _compare(tok, off, hb[i], hb[j])
+    if len(shapes):
+        size_i, size_j = shapes[ha[i], 0] + shapes[hb[i], 0], shapes[ha[j], 0] + shapes[hb[j], 0]
+        if size_i != size_j:
+            return size_i < size_j
+        order = -_compare_joined(tok, off, ha[i], hb[i], ha[j], hb[j])
+    else:
+        order = _compare(tok, off, ha[i], ha[j])
+        if order == 0:
+            order = _compare(tok, off, hb[i], hb[j])
     if order != 0:
         return order > 0
     return ha[i] < ha[j] or (ha[i] == ha[j] and hb[i] < hb[j])
+
+
+@njit()
+def join_shape(shapes, a, b, new_id):
+    """Whether tokens a and b may join; when so and `new_id` >= 0, store the joined piece's shape there.
+
+    sentencepiece's piece rules (`piece_rules.join_shapes`) on shapes (id -> characters (-1: never joins),
+    starts with "▁", first script, last script; -1: none): at most `MAX_PIECE_LENGTH` characters, no "▁"
+    after the start, one script. Empty `shapes` (byte-level BPE): every pair joins.
+    """
+    if not len(shapes):
+        return True
+    if shapes[a, 0] < 0 or shapes[b, 0] < 0 or shapes[a, 0] + shapes[b, 0] > MAX_PIECE_LENGTH or shapes[b, 1]:
+        return False
+    if shapes[a, 3] >= 0 and shapes[b, 2] >= 0 and shapes[a, 3] != shapes[b, 2]:
+        return False
+    if new_id >= 0:
+        shapes[new_id, 0], shapes[new_id, 1] = shapes[a, 0] + shapes[b, 0], shapes[a, 1]
+        shapes[new_id, 2] = shapes[a, 2] if shapes[a, 2] >= 0 else shapes[b, 2]
+        shapes[new_id, 3] = shapes[b, 3] if shapes[b, 3] >= 0 else shapes[a, 3]
+    return True
+
+
+@njit()
+def _joined_byte(tok, off, a, b, k):
+    """Byte k of the bytes of token a followed by token b."""
+    size_a = off[a + 1] - off[a]
+    return tok[off[a] + k] if k < size_a else tok[off[b] + k - size_a]
+
+
+@njit()
+def _compare_joined(tok, off, a, b, c, d):
+    """-1, 0 or 1 as bytes(a) + bytes(b) are less than, equal to or greater than bytes(c) + bytes(d)."""
+    size_ab = off[a + 1] - off[a] + off[b + 1] - off[b]
+    size_cd = off[c + 1] - off[c] + off[d + 1] - off[d]
+    for k in range(min(size_ab, size_cd)):
+        x, y = _joined_byte(tok, off, a, b, k), _joined_byte(tok, off, c, d, k)
+        if x != y:
+            return 1 if x > y else -1
+    return int(size_ab > size_cd) - int(size_ab < size_cd)
 
 
 @njit()
@@ -81,23 +136,23 @@ def _swap(hc, ha, hb, i, j):
 
 
 @njit()
-def _sift_up(hc, ha, hb, i, tok, off):
+def _sift_up(hc, ha, hb, i, tok, off, shapes):
     while i > 0:
         parent = (i - 1) >> 1
-        if not _before(hc, ha, hb, i, parent, tok, off):
+        if not _before(hc, ha, hb, i, parent, tok, off, shapes):
             break
         _swap(hc, ha, hb, i, parent)
         i = parent
 
 
 @njit()
-def _sift_down(hc, ha, hb, size, tok, off):
+def _sift_down(hc, ha, hb, size, tok, off, shapes):
     i = 0
     while True:
         best, child = i, 2 * i + 1
-        if child < size and _before(hc, ha, hb, child, best, tok, off):
+        if child < size and _before(hc, ha, hb, child, best, tok, off, shapes):
             best = child
-        if child + 1 < size and _before(hc, ha, hb, child + 1, best, tok, off):
+        if child + 1 < size and _before(hc, ha, hb, child + 1, best, tok, off, shapes):
             best = child + 1
         if best == i:
             return
@@ -110,28 +165,38 @@ USED, NUM_OCC, HEAP_SIZE = 0, 1, 2
 
 
 @njit()
-def learn_merges_kernel(symbols, lengths, freqs, first_tok, first_off, num_merges):
+def learn_merges_kernel(symbols, lengths, freqs, first_tok, first_off, shapes, num_merges):
     """Merged (left, right) id pairs, in order: the words are `symbols` cut by `lengths`, counted `freqs`;
-    tokens 0.. have the bytes `first_tok[first_off[i]:first_off[i + 1]]`."""
+    tokens 0.. have the bytes `first_tok[first_off[i]:first_off[i + 1]]`.
+
+    `shapes` empty: byte-level BPE. Else sentencepiece BPE: rows for the first tokens and room for the
+    merged ones (see `join_shape`); a pair whose joined piece already exists is dropped, not merged.
+    """
     sym, nxt, prv, weight = _link_words(symbols, lengths, freqs)
     num_tokens = len(first_off) - 1
     tok = _grow(first_tok.copy(), len(first_tok) + 16)
     off = np.zeros(num_tokens + num_merges + 1, dtype=np.int64)
     off[: num_tokens + 1] = first_off
+    pieces = _piece_table(tok, off, num_tokens, num_tokens + num_merges if len(shapes) else 0)
     state = np.zeros(3, dtype=np.int64)
     keys, counts, heads, occ_pos, occ_next = _count_pairs(sym, nxt, weight, state)
-    hc, ha, hb = _heap_of(keys, counts, tok, off, state)
+    hc, ha, hb = _heap_of(keys, counts, tok, off, shapes, state)
     merges = np.empty((num_merges, 2), dtype=np.int32)
     done = 0
     while done < num_merges and state[HEAP_SIZE] > 0:
-        left, right = _pop_current(keys, counts, hc, ha, hb, tok, off, state)
+        left, right = _pop_current(keys, counts, hc, ha, hb, tok, off, shapes, state)
         if left < 0:
             continue
         new_id = num_tokens + done
+        pair = (np.int64(left) << 32) | right
+        tok = _append_token(tok, off, left, right, new_id)
+        if len(shapes) and not _add_piece(pieces, tok, off, new_id):
+            counts[_slot(keys, pair)] = 0  # sentencepiece drops a pair whose piece already exists
+            continue
+        join_shape(shapes, left, right, new_id)
         merges[done, 0], merges[done, 1] = left, right
         done += 1
-        tok = _append_token(tok, off, left, right, new_id)
-        positions = _take_positions(keys, counts, heads, occ_pos, occ_next, (np.int64(left) << 32) | right)
+        positions = _take_positions(keys, counts, heads, occ_pos, occ_next, pair)
         # Room for what the merge can add: two new pairs and two position entries per occurrence.
         while 2 * (state[USED] + 2 * len(positions)) > len(keys):
             keys, counts, heads = _rehash(keys, counts, heads)
@@ -139,8 +204,37 @@ def learn_merges_kernel(symbols, lengths, freqs, first_tok, first_off, num_merge
         occ_next = _grow(occ_next, state[NUM_OCC] + 2 * len(positions))
         made = _merge_positions(positions, left, right, new_id, sym, nxt, prv, weight,
                                 keys, counts, heads, occ_pos, occ_next, state)
-        hc, ha, hb = _push_made(made, keys, counts, hc, ha, hb, tok, off, state)
+        hc, ha, hb = _push_made(made, keys, counts, hc, ha, hb, tok, off, shapes, state)
     return merges[:done]
+
+
+@njit()
+def _piece_table(tok, off, num_tokens, room):
+    """A set of pieces (open addressing over ids, keyed by their bytes) holding tokens 0..num_tokens-1,
+    with room for `room` pieces (0: no set, for byte-level BPE)."""
+    capacity = 16
+    while capacity < 2 * room:
+        capacity *= 2
+    table = np.full(capacity if room else 0, _EMPTY, dtype=np.int64)
+    for token in range(num_tokens if room else 0):
+        _add_piece(table, tok, off, token)
+    return table
+
+
+@njit()
+def _add_piece(table, tok, off, token):
+    """Add token's bytes to the set; False (nothing added) when an equal piece is there."""
+    h = _HASH
+    for k in range(off[token], off[token + 1]):
+        h = (h ^ np.uint64(tok[k])) * _HASH
+    mask = len(table) - 1
+    slot = int(h >> np.uint64(20)) & mask
+    while table[slot] != _EMPTY:
+        if _compare(tok, off, table[slot], token) == 0:
+            return False
+        slot = (slot + 1) & mask
+    table[slot] = token
+    return True
 
 
 @njit()
@@ -195,43 +289,43 @@ def _add(keys, counts, heads, occ_pos, occ_next, state, key, w, at):
 
 
 @njit()
-def _heap_of(keys, counts, tok, off, state):
-    """A heap with one entry per pair."""
+def _heap_of(keys, counts, tok, off, shapes, state):
+    """A heap with one entry per pair that may merge."""
     size = max(state[USED], 16)
     hc = np.empty(size, dtype=np.int64)
     ha = np.empty(size, dtype=np.int32)
     hb = np.empty(size, dtype=np.int32)
     for slot in range(len(keys)):
-        if keys[slot] != _EMPTY:
-            _push(hc, ha, hb, counts[slot], keys[slot], tok, off, state)
+        if keys[slot] != _EMPTY and join_shape(shapes, keys[slot] >> 32, keys[slot] & 0xFFFFFFFF, -1):
+            _push(hc, ha, hb, counts[slot], keys[slot], tok, off, shapes, state)
     return hc, ha, hb
 
 
 @njit()
-def _push(hc, ha, hb, count, key, tok, off, state):
+def _push(hc, ha, hb, count, key, tok, off, shapes, state):
     """Push (count, pair) (the heap has room)."""
     size = state[HEAP_SIZE]
     hc[size], ha[size], hb[size] = count, key >> 32, key & 0xFFFFFFFF
     state[HEAP_SIZE] = size + 1
-    _sift_up(hc, ha, hb, size, tok, off)
+    _sift_up(hc, ha, hb, size, tok, off, shapes)
 
 
 @njit()
-def _pop_current(keys, counts, hc, ha, hb, tok, off, state):
+def _pop_current(keys, counts, hc, ha, hb, tok, off, shapes, state):
     """Pop the top entry: its (left, right) when its count is current, else (-1, -1) after pushing it
     back with its current count (when that is above zero)."""
     count, left, right = hc[0], ha[0], hb[0]
     size = state[HEAP_SIZE] - 1
     _swap(hc, ha, hb, 0, size)
     state[HEAP_SIZE] = size
-    _sift_down(hc, ha, hb, size, tok, off)
+    _sift_down(hc, ha, hb, size, tok, off, shapes)
     key = (np.int64(left) << 32) | right
     slot = _slot(keys, key)
     current = counts[slot] if keys[slot] == key else 0
     if current == count:
         return left, right
     if current > 0:
-        _push(hc, ha, hb, current, key, tok, off, state)
+        _push(hc, ha, hb, current, key, tok, off, shapes, state)
     return -1, -1
 
 
@@ -295,12 +389,12 @@ def _merge_positions(positions, left, right, new_id, sym, nxt, prv, weight,
 
 
 @njit()
-def _push_made(made, keys, counts, hc, ha, hb, tok, off, state):
-    """Push the new pairs whose count did not net to zero."""
+def _push_made(made, keys, counts, hc, ha, hb, tok, off, shapes, state):
+    """Push the new pairs that may merge and whose count did not net to zero."""
     room = state[HEAP_SIZE] + len(made)
     hc, ha, hb = _grow(hc, room), _grow(ha, room), _grow(hb, room)
     for key in made:
         count = counts[_slot(keys, key)]
-        if count > 0:
-            _push(hc, ha, hb, count, key, tok, off, state)
+        if count > 0 and join_shape(shapes, key >> 32, key & 0xFFFFFFFF, -1):
+            _push(hc, ha, hb, count, key, tok, off, shapes, state)
     return hc, ha, hb

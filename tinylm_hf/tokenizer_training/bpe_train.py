@@ -11,6 +11,8 @@ import os
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
+import numpy as np
+
 from ..tokenization.bpe import BPETokenizer
 from ..tokenization.pretokenize import check_special_tokens, resolve_pattern
 from .bpe_merges import learn_merges
@@ -140,7 +142,9 @@ def _train_from_word_counts(
             freqs.append(count)
     num_merges = vocab_size - len(token_bytes)
     bar = progress_bar(num_merges, progress, "BPE merges")
-    pairs = learn_merges(words, freqs, token_bytes, num_merges)
+    symbols = np.frombuffer(b"".join(words), dtype=np.uint8)
+    lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
+    pairs = learn_merges(symbols, lengths, freqs, token_bytes, num_merges)
     if bar is not None:
         bar.update(len(pairs))
         bar.close()
