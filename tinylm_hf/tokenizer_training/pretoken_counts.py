@@ -3,9 +3,9 @@
 The file is cut into chunks where no cut changes its pre-tokens (at a special token, or after a newline
 between two plain bytes); threads count the chunks (read, drop special tokens, count) and the chunk counts
 are summed, so memory stays bounded by the chunks in flight. GPT-2's pattern is counted by
-`count_gpt2_pretokens`: the array pre-tokenizer finds the pre-tokens and a kernel
-(`pretoken_counts_kernels.count_spans`) counts equal spans in a hash table keyed by their code points,
-releasing the GIL; without numba, and for other patterns, `regex` and `Counter` count them (the reference).
+`count_gpt2_pretokens`: kernels (`pretoken_counts_kernels`) find the pre-tokens in one scan over the code
+points and count equal spans in a hash table keyed by their code points, releasing the GIL; without numba,
+and for other patterns, `regex` and `Counter` count them (the reference).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ import regex
 
 from ..tokenization.jit import kernels_enabled
 from ..tokenization.pretokenize import GPT2_PATTERN, GPT4_PATTERN, split_on_special_tokens
-from ..tokenization.pretokenize_arrays import pretoken_bounds
+from ..tokenization.pretokenize_arrays import CLASS_TABLE, code_points
 from ..tokenization.process_pool import resolve_workers
 
-# Target chunk size: bounds a thread's memory (the chunk's text and its pre-token arrays, some 30
+# Target chunk size: bounds a thread's memory (the chunk's text, its code points and pre-token bounds, some 12
 # bytes a character).
 CHUNK_BYTES = 1 << 20
 # Chunk counts wait until they hold this many distinct spans (and twice the running total's) to be summed.
@@ -97,13 +97,14 @@ def count_gpt2_pretokens(texts: list[str]) -> Counter[str]:
 
 def _count_gpt2_spans(texts: list[str]) -> SpanCounts:
     """The distinct GPT-2 pre-tokens of the texts, as spans, with their counts."""
-    from .pretoken_counts_kernels import count_spans
+    from .pretoken_counts_kernels import count_spans, gpt2_bounds
 
     joined = "".join(texts)
-    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
-    points, starts, ends = pretoken_bounds(joined, np.concatenate([[0], np.cumsum(lengths)]))
-    first, counts = count_spans(points, starts, ends, np.ones(len(starts), dtype=np.int64))
-    return (*_gather(points, starts[first], ends[first]), counts)
+    cuts = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), out=cuts[1:])
+    points = code_points(joined)
+    starts, ends = gpt2_bounds(points, cuts, CLASS_TABLE)
+    return count_spans(points, starts, ends, np.ones(len(starts), dtype=np.int64))
 
 
 def _sum_spans(parts: list[SpanCounts]) -> SpanCounts:
@@ -111,17 +112,9 @@ def _sum_spans(parts: list[SpanCounts]) -> SpanCounts:
     from .pretoken_counts_kernels import count_spans
 
     points = np.concatenate([p[0] for p in parts])
-    ends = np.cumsum(np.concatenate([p[1] for p in parts]))
-    starts = ends - np.concatenate([p[1] for p in parts])
-    first, counts = count_spans(points, starts, ends, np.concatenate([p[2] for p in parts]))
-    return (*_gather(points, starts[first], ends[first]), counts)
-
-
-def _gather(points: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(code points of the spans back to back, their lengths)."""
-    lengths = ends - starts
-    offsets = np.cumsum(lengths) - lengths
-    return points[np.repeat(starts - offsets, lengths) + np.arange(int(lengths.sum()))], lengths
+    lengths = np.concatenate([p[1] for p in parts])
+    ends = np.cumsum(lengths)
+    return count_spans(points, ends - lengths, ends, np.concatenate([p[2] for p in parts]))
 
 
 def _spans_to_counter(spans: SpanCounts) -> Counter[str]:
