@@ -5,7 +5,7 @@ heap's tie-break and in which pairs may join (`shapes`).
 
 The same algorithm: words back to back in one linked array of symbols, a pair table (open addressing,
 pair -> weighted count and a list of the positions of its left symbol), and a max-heap of (count, pair)
-entries updated lazily. Growable arrays double when full. Imported only after `kernels_enabled()`.
+entries updated lazily. Growable arrays double when full; what one step reads together sits in one row. Imported only after `kernels_enabled()`.
 """
 
 from __future__ import annotations
@@ -29,27 +29,48 @@ def _grow(array, size):
     return bigger
 
 
+# Columns of the pair table (one row per slot, so that a probe reads one cache line) and of the word links.
+KEY, COUNT, HEAD = 0, 1, 2
+SYM, NEXT, PREV, WEIGHT = 0, 1, 2, 3
+
+
 @njit()
-def _slot(keys, key):
+def _grow_rows(array, rows):
+    """A 2-d `array` with room for at least `rows` rows (doubled, contents kept)."""
+    if rows <= len(array):
+        return array
+    bigger = np.empty((max(rows, 2 * len(array)), array.shape[1]), dtype=array.dtype)
+    bigger[: len(array)] = array
+    return bigger
+
+
+@njit()
+def _slot(table, key):
     """The slot holding `key`, or the free slot where it goes (the table is never full)."""
-    mask = len(keys) - 1
-    slot = int((np.uint64(key) * _HASH) >> np.uint64(20)) & mask
-    while keys[slot] != key and keys[slot] != _EMPTY:
+    mask = len(table) - 1
+    h = np.uint64(key) * _HASH
+    slot = int(h ^ (h >> np.uint64(32))) & mask  # the high half mixes in the left id, the low half the right
+    while table[slot, KEY] != key and table[slot, KEY] != _EMPTY:
         slot = (slot + 1) & mask
     return slot
 
 
 @njit()
-def _rehash(keys, counts, heads):
+def _new_table(capacity):
+    table = np.zeros((capacity, 3), dtype=np.int64)
+    table[:, KEY] = _EMPTY
+    table[:, HEAD] = _EMPTY
+    return table
+
+
+@njit()
+def _rehash(table):
     """The pair table at twice the capacity."""
-    new_keys = np.full(2 * len(keys), _EMPTY, dtype=np.int64)
-    new_counts = np.zeros(2 * len(keys), dtype=np.int64)
-    new_heads = np.full(2 * len(keys), _EMPTY, dtype=np.int64)
-    for old in range(len(keys)):
-        if keys[old] != _EMPTY:
-            slot = _slot(new_keys, keys[old])
-            new_keys[slot], new_counts[slot], new_heads[slot] = keys[old], counts[old], heads[old]
-    return new_keys, new_counts, new_heads
+    bigger = _new_table(2 * len(table))
+    for old in range(len(table)):
+        if table[old, KEY] != _EMPTY:
+            bigger[_slot(bigger, table[old, KEY])] = table[old]
+    return bigger
 
 
 @njit()
@@ -172,39 +193,34 @@ def learn_merges_kernel(symbols, lengths, freqs, first_tok, first_off, shapes, n
     `shapes` empty: byte-level BPE. Else sentencepiece BPE: rows for the first tokens and room for the
     merged ones (see `join_shape`); a pair whose joined piece already exists is dropped, not merged.
     """
-    sym, nxt, prv, weight = _link_words(symbols, lengths, freqs)
+    links = _link_words(symbols, lengths, freqs)
     num_tokens = len(first_off) - 1
     tok = _grow(first_tok.copy(), len(first_tok) + 16)
     off = np.zeros(num_tokens + num_merges + 1, dtype=np.int64)
     off[: num_tokens + 1] = first_off
     pieces = _piece_table(tok, off, num_tokens, num_tokens + num_merges if len(shapes) else 0)
     state = np.zeros(3, dtype=np.int64)
-    keys, counts, heads, occ_pos, occ_next = _count_pairs(sym, nxt, weight, state)
-    hc, ha, hb = _heap_of(keys, counts, tok, off, shapes, state)
+    table, occ = _count_pairs(links, state)
+    hc, ha, hb = _heap_of(table, tok, off, shapes, state)
     merges = np.empty((num_merges, 2), dtype=np.int32)
     done = 0
     while done < num_merges and state[HEAP_SIZE] > 0:
-        left, right = _pop_current(keys, counts, hc, ha, hb, tok, off, shapes, state)
+        left, right = _pop_current(table, hc, ha, hb, tok, off, shapes, state)
         if left < 0:
             continue
         new_id = num_tokens + done
         pair = (np.int64(left) << 32) | right
         tok = _append_token(tok, off, left, right, new_id)
         if len(shapes) and not _add_piece(pieces, tok, off, new_id):
-            counts[_slot(keys, pair)] = 0  # sentencepiece drops a pair whose piece already exists
+            table[_slot(table, pair), COUNT] = 0  # sentencepiece drops a pair whose piece already exists
             continue
         join_shape(shapes, left, right, new_id)
         merges[done, 0], merges[done, 1] = left, right
         done += 1
-        positions = _take_positions(keys, counts, heads, occ_pos, occ_next, pair)
-        # Room for what the merge can add: two new pairs and two position entries per occurrence.
-        while 2 * (state[USED] + 2 * len(positions)) > len(keys):
-            keys, counts, heads = _rehash(keys, counts, heads)
-        occ_pos = _grow(occ_pos, state[NUM_OCC] + 2 * len(positions))
-        occ_next = _grow(occ_next, state[NUM_OCC] + 2 * len(positions))
-        made = _merge_positions(positions, left, right, new_id, sym, nxt, prv, weight,
-                                keys, counts, heads, occ_pos, occ_next, state)
-        hc, ha, hb = _push_made(made, keys, counts, hc, ha, hb, tok, off, shapes, state)
+        positions = _take_positions(table, occ, pair)
+        occ = _grow_rows(occ, state[NUM_OCC] + 2 * len(positions))  # two entries per occurrence at most
+        made, table = _merge_positions(positions, left, right, new_id, links, table, occ, state)
+        hc, ha, hb = _push_made(made, table, hc, ha, hb, tok, off, shapes, state)
     return merges[:done]
 
 
@@ -228,7 +244,7 @@ def _add_piece(table, tok, off, token):
     for k in range(off[token], off[token + 1]):
         h = (h ^ np.uint64(tok[k])) * _HASH
     mask = len(table) - 1
-    slot = int(h >> np.uint64(20)) & mask
+    slot = int(h ^ (h >> np.uint64(32))) & mask
     while table[slot] != _EMPTY:
         if _compare(tok, off, table[slot], token) == 0:
             return False
@@ -239,65 +255,66 @@ def _add_piece(table, tok, off, token):
 
 @njit()
 def _link_words(symbols, lengths, freqs):
-    """Words back to back: symbol ids, next and previous positions in the word (-1: none), the word's count."""
-    n = len(symbols)
-    sym = symbols.astype(np.int32)
-    nxt = np.empty(n, dtype=np.int32)
-    prv = np.empty(n, dtype=np.int32)
-    weight = np.empty(n, dtype=np.int64)
+    """Words back to back, one row per position: symbol id, next and previous position in the word (-1:
+    none), the word's count (one row, so that a merge reads one cache line per position)."""
+    links = np.empty((len(symbols), 4), dtype=np.int64)
     start = 0
     for w in range(len(lengths)):
         end = start + lengths[w]
         for p in range(start, end):
-            nxt[p] = p + 1 if p + 1 < end else -1
-            prv[p] = p - 1 if p > start else -1
-            weight[p] = freqs[w]
+            links[p, SYM] = symbols[p]
+            links[p, NEXT] = p + 1 if p + 1 < end else -1
+            links[p, PREV] = p - 1 if p > start else -1
+            links[p, WEIGHT] = freqs[w]
         start = end
-    return sym, nxt, prv, weight
+    return links
 
 
 @njit()
-def _count_pairs(sym, nxt, weight, state):
-    """The pair table (key, weighted count, head of its position list) and the position-list nodes."""
-    n = len(sym)
+def _count_pairs(links, state):
+    """The pair table (key, weighted count, head of its position list) and the position-list nodes
+    (position, next node: linked newest first)."""
     # Sized by the distinct pairs, not the positions, so that the table stays in the CPU's cache.
-    keys = np.full(1 << 12, _EMPTY, dtype=np.int64)
-    counts = np.zeros(1 << 12, dtype=np.int64)
-    heads = np.full(1 << 12, _EMPTY, dtype=np.int64)
-    occ_pos = np.empty(max(n, 16), dtype=np.int32)  # position lists: linked nodes, newest first
-    occ_next = np.empty(max(n, 16), dtype=np.int64)
-    for p in range(n):
-        if nxt[p] >= 0:
-            if 2 * (state[USED] + 1) > len(keys):
-                keys, counts, heads = _rehash(keys, counts, heads)
-            _add(keys, counts, heads, occ_pos, occ_next, state, (np.int64(sym[p]) << 32) | sym[nxt[p]], weight[p], p)
-    return keys, counts, heads, occ_pos, occ_next
+    table = _new_table(1 << 12)
+    occ = np.empty((max(len(links), 16), 2), dtype=np.int64)
+    for p in range(len(links)):
+        q = links[p, NEXT]
+        if q >= 0:
+            key = (links[p, SYM] << 32) | links[q, SYM]
+            table = _add(table, occ, state, key, links[p, WEIGHT], p)[1]
+    return table, occ
 
 
 @njit()
-def _add(keys, counts, heads, occ_pos, occ_next, state, key, w, at):
-    """Count `w` more of pair `key` and list position `at` for it (the arrays have room)."""
-    slot = _slot(keys, key)
-    if keys[slot] == _EMPTY:
-        keys[slot] = key
+def _add(table, occ, state, key, w, at):
+    """Count `w` more of pair `key` and list position `at` for it (`occ` has room): (whether the pair is
+    new, the table, grown when half full)."""
+    slot = _slot(table, key)
+    new = table[slot, KEY] == _EMPTY
+    if new:
+        table[slot, KEY] = key
         state[USED] += 1
-    counts[slot] += w
+    table[slot, COUNT] += w
     node = state[NUM_OCC]
-    occ_pos[node], occ_next[node] = at, heads[slot]
-    heads[slot] = node
+    occ[node, 0], occ[node, 1] = at, table[slot, HEAD]
+    table[slot, HEAD] = node
     state[NUM_OCC] = node + 1
+    if 2 * state[USED] > len(table):
+        table = _rehash(table)
+    return new, table
 
 
 @njit()
-def _heap_of(keys, counts, tok, off, shapes, state):
+def _heap_of(table, tok, off, shapes, state):
     """A heap with one entry per pair that may merge."""
     size = max(state[USED], 16)
     hc = np.empty(size, dtype=np.int64)
     ha = np.empty(size, dtype=np.int32)
     hb = np.empty(size, dtype=np.int32)
-    for slot in range(len(keys)):
-        if keys[slot] != _EMPTY and join_shape(shapes, keys[slot] >> 32, keys[slot] & 0xFFFFFFFF, -1):
-            _push(hc, ha, hb, counts[slot], keys[slot], tok, off, shapes, state)
+    for slot in range(len(table)):
+        key = table[slot, KEY]
+        if key != _EMPTY and join_shape(shapes, key >> 32, key & 0xFFFFFFFF, -1):
+            _push(hc, ha, hb, table[slot, COUNT], key, tok, off, shapes, state)
     return hc, ha, hb
 
 
@@ -311,7 +328,7 @@ def _push(hc, ha, hb, count, key, tok, off, shapes, state):
 
 
 @njit()
-def _pop_current(keys, counts, hc, ha, hb, tok, off, shapes, state):
+def _pop_current(table, hc, ha, hb, tok, off, shapes, state):
     """Pop the top entry: its (left, right) when its count is current, else (-1, -1) after pushing it
     back with its current count (when that is above zero)."""
     count, left, right = hc[0], ha[0], hb[0]
@@ -320,8 +337,8 @@ def _pop_current(keys, counts, hc, ha, hb, tok, off, shapes, state):
     state[HEAP_SIZE] = size
     _sift_down(hc, ha, hb, size, tok, off, shapes)
     key = (np.int64(left) << 32) | right
-    slot = _slot(keys, key)
-    current = counts[slot] if keys[slot] == key else 0
+    slot = _slot(table, key)
+    current = table[slot, COUNT] if table[slot, KEY] == key else 0
     if current == count:
         return left, right
     if current > 0:
@@ -342,59 +359,67 @@ def _append_token(tok, off, left, right, new_id):
 
 
 @njit()
-def _take_positions(keys, counts, heads, occ_pos, occ_next, key):
-    """The listed positions of pair `key`, left to right; the pair's count and list are cleared."""
-    slot = _slot(keys, key)
+def _take_positions(table, occ, key):
+    """The listed positions of pair `key`, left to right; the pair's count and list are cleared.
+
+    A list is newest first, and its positions were added left to right (the first pairs by position; a
+    pair holding a merged token during that one merge, which runs left to right): so it reads right to left.
+    """
+    slot = _slot(table, key)
     found = 0
-    node = heads[slot]
+    node = table[slot, HEAD]
     while node != _EMPTY:
         found += 1
-        node = occ_next[node]
-    positions = np.empty(found, dtype=np.int32)
-    node = heads[slot]
-    for k in range(found):
-        positions[k] = occ_pos[node]
-        node = occ_next[node]
-    heads[slot] = _EMPTY
-    counts[slot] = 0
-    return np.sort(positions)
+        node = occ[node, 1]
+    positions = np.empty(found, dtype=np.int64)
+    node = table[slot, HEAD]
+    for k in range(found - 1, -1, -1):
+        positions[k] = occ[node, 0]
+        node = occ[node, 1]
+    table[slot, HEAD] = _EMPTY
+    table[slot, COUNT] = 0
+    return positions
 
 
 @njit()
-def _merge_positions(positions, left, right, new_id, sym, nxt, prv, weight,
-                     keys, counts, heads, occ_pos, occ_next, state):
-    """Replace the live occurrences of (left, right) at `positions` by `new_id`; return the pairs made."""
+def _merge_positions(positions, left, right, new_id, links, table, occ, state):
+    """Replace the live occurrences of (left, right) at `positions` by `new_id`: (the pairs made, the table).
+
+    Each pair made holds `new_id`, so each is new: listed once, when first counted.
+    """
     made = np.empty(2 * len(positions), dtype=np.int64)
     num_made = 0
     for p in positions:
-        q = nxt[p]
-        if sym[p] != left or q < 0 or sym[q] != right:
+        q = links[p, NEXT]
+        if links[p, SYM] != left or q < 0 or links[q, SYM] != right:
             continue  # stale, or overlapped by the occurrence just merged ("a a a" for (a, a))
-        w, before, after = weight[p], prv[p], nxt[q]
+        w, before, after = links[p, WEIGHT], links[p, PREV], links[q, NEXT]
         if before >= 0:
-            s = np.int64(sym[before]) << 32
-            counts[_slot(keys, s | left)] -= w
-            _add(keys, counts, heads, occ_pos, occ_next, state, s | new_id, w, before)
-            made[num_made] = s | new_id
-            num_made += 1
+            s = links[before, SYM] << 32
+            table[_slot(table, s | left), COUNT] -= w
+            new, table = _add(table, occ, state, s | new_id, w, before)
+            if new:
+                made[num_made] = s | new_id
+                num_made += 1
         if after >= 0:
-            s = np.int64(sym[after])
-            counts[_slot(keys, (np.int64(right) << 32) | s)] -= w
-            _add(keys, counts, heads, occ_pos, occ_next, state, (np.int64(new_id) << 32) | s, w, p)
-            made[num_made] = (np.int64(new_id) << 32) | s
-            num_made += 1
-            prv[after] = p
-        sym[p], sym[q], nxt[p] = new_id, -1, after
-    return np.unique(made[:num_made])
+            s = links[after, SYM]
+            table[_slot(table, (np.int64(right) << 32) | s), COUNT] -= w
+            new, table = _add(table, occ, state, (np.int64(new_id) << 32) | s, w, p)
+            if new:
+                made[num_made] = (np.int64(new_id) << 32) | s
+                num_made += 1
+            links[after, PREV] = p
+        links[p, SYM], links[q, SYM], links[p, NEXT] = new_id, -1, after
+    return made[:num_made], table
 
 
 @njit()
-def _push_made(made, keys, counts, hc, ha, hb, tok, off, shapes, state):
+def _push_made(made, table, hc, ha, hb, tok, off, shapes, state):
     """Push the new pairs that may merge and whose count did not net to zero."""
     room = state[HEAP_SIZE] + len(made)
     hc, ha, hb = _grow(hc, room), _grow(ha, room), _grow(hb, room)
     for key in made:
-        count = counts[_slot(keys, key)]
+        count = table[_slot(table, key), COUNT]
         if count > 0 and join_shape(shapes, key >> 32, key & 0xFFFFFFFF, -1):
             _push(hc, ha, hb, count, key, tok, off, shapes, state)
     return hc, ha, hb
