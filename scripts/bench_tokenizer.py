@@ -192,6 +192,31 @@ def bench_train(data_dir: Path, rows: list[tuple], ours_code: str = OURS_CHILD,
     return results
 
 
+def write_python_sources(path: Path, megabytes: float) -> Path:
+    """About `megabytes` MB of real text any machine has: the installed packages' `.py` files (this
+    interpreter's site-packages, then its standard library), sorted by path and concatenated, each
+    followed by the special token; files that are not UTF-8 are left out."""
+    import site
+    import sysconfig
+
+    roots = [Path(p) for p in site.getsitepackages()] + [Path(sysconfig.get_paths()["stdlib"])]
+    limit = int(megabytes * 1e6)
+    written = 0
+    with open(path, "wb") as out:
+        for root in roots:
+            for source in sorted(root.rglob("*.py")):
+                try:
+                    data = source.read_bytes()
+                    data.decode("utf-8")
+                except (OSError, UnicodeDecodeError):
+                    continue
+                out.write(data + SPECIAL.encode())
+                written += len(data) + len(SPECIAL)
+                if written >= limit:
+                    return path
+    return path
+
+
 def write_hostile_file(directory: Path, megabytes: float) -> Path:
     """A file of random "ACGT" without whitespace (seeded, so every run trains on the same text)."""
     path = directory / f"acgt_{megabytes:g}mb.txt"
@@ -277,6 +302,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hostile-mb", type=float, default=1.0,
                         help="size of the whitespace-free row (0: none; tokenizers takes over 12 minutes on 5 MB)")
     parser.add_argument("--hostile-vocab", type=int, default=1000, help="vocab size of the whitespace-free row")
+    parser.add_argument("--scale-mb", type=float, default=0,
+                        help="add a row on this many MB of the installed Python sources (e.g. 200; minutes)")
     args = parser.parse_args(argv)
     if not args.skip_train and not args.only_bpe_train:
         rows = QUICK_WP_TRAIN_ROWS if args.quick else WP_TRAIN_ROWS
@@ -300,6 +327,10 @@ def main(argv: list[str] | None = None) -> int:
             with tempfile.TemporaryDirectory() as tmp:
                 path = write_hostile_file(Path(tmp), args.hostile_mb)
                 results += bench_train(path.parent, [(path.name, args.hostile_vocab)])
+        if args.scale_mb > 0:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = write_python_sources(Path(tmp) / f"python_sources_{args.scale_mb:g}mb.txt", args.scale_mb)
+                results += bench_train(path.parent, [(path.name, 10_000)])
         print_train_table(results)
         print()
     if args.skip_encode or args.only_bpe_train:

@@ -112,3 +112,9 @@ def test_sentencepiece_kernel_equals_reference_on_corpora(monkeypatch, source, c
             pairs = learn([w.tolist() for w in words], freqs.tolist(), token_bytes, num_merges, shapes)
         runs.append((pairs, token_bytes, shapes))
     assert runs[0] == runs[1] and len(runs[0][0]) == num_merges
+
+
+def test_counts_beyond_32_bits_merge_like_the_oracle(kernel_path) -> None:
+    # A count of 2**40 needs the kernel's 64-bit links (small counts use 32-bit ones).
+    words = {"ab": 2**40, "abc": 3, "az": 2**40 + 1, "zab": 5}
+    assert train_bpe_from_counts(words, 262, []) == naive_train(Counter(words), 262, [])

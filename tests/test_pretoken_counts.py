@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 import regex
 from hypothesis import HealthCheck, given, settings
@@ -100,3 +101,11 @@ def test_gpt2_counts_equal_the_regex_on_shared_corpora(kernel_path, name: str) -
 @given(st.lists(st.text(st.sampled_from(TRICKY), max_size=30) | st.text(max_size=20), max_size=5))
 def test_gpt2_counts_equal_the_regex_on_random_texts(kernel_path, texts: list[str]) -> None:
     assert count_gpt2_pretokens(texts) == regex_counts(texts)
+
+
+def test_byte_arrays_hold_the_same_counts(kernel_path) -> None:
+    path = shared_file("multilingual_samples.txt")
+    symbols, lengths, counts = pretoken_counts.count_pretoken_bytes(str(path), [EOT], GPT2_PATTERN, num_workers=2)
+    ends = np.cumsum(lengths).tolist()
+    words = [symbols[a:b].tobytes().decode("utf-8") for a, b in zip([0] + ends[:-1], ends)]
+    assert dict(zip(words, counts.tolist())) == naive_counts(path.read_text(encoding="utf-8"), [EOT])

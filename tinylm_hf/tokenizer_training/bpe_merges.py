@@ -46,9 +46,11 @@ def learn_merges(symbols: np.ndarray, lengths: np.ndarray, freqs: Sequence[int],
     offsets = np.zeros(len(token_bytes) + 1, dtype=np.int64)
     np.cumsum([len(t) for t in token_bytes], out=offsets[1:])
     first = np.frombuffer(b"".join(token_bytes), dtype=np.uint8)
-    merged = learn_merges_kernel(np.asarray(symbols), np.asarray(lengths, dtype=np.int64),
-                                 np.asarray(freqs, dtype=np.int64), first, offsets,
-                                 _shape_rows(shapes, num_merges), num_merges)
+    freqs = np.asarray(freqs, dtype=np.int64)
+    small = 3 * len(symbols) < 2**31 and (not len(freqs) or freqs.max() < 2**31)
+    merged = learn_merges_kernel(np.asarray(symbols), np.asarray(lengths, dtype=np.int64), freqs, first, offsets,
+                                 _shape_rows(shapes, num_merges), num_merges,
+                                 np.zeros(0, dtype=np.int32 if small else np.int64))
     pairs = [(int(a), int(b)) for a, b in merged.tolist()]
     for left, right in pairs:
         token_bytes.append(token_bytes[left] + token_bytes[right])

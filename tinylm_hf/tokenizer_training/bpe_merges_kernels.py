@@ -186,21 +186,22 @@ USED, NUM_OCC, HEAP_SIZE = 0, 1, 2
 
 
 @njit()
-def learn_merges_kernel(symbols, lengths, freqs, first_tok, first_off, shapes, num_merges):
+def learn_merges_kernel(symbols, lengths, freqs, first_tok, first_off, shapes, num_merges, like):
     """Merged (left, right) id pairs, in order: the words are `symbols` cut by `lengths`, counted `freqs`;
     tokens 0.. have the bytes `first_tok[first_off[i]:first_off[i + 1]]`.
 
     `shapes` empty: byte-level BPE. Else sentencepiece BPE: rows for the first tokens and room for the
     merged ones (see `join_shape`); a pair whose joined piece already exists is dropped, not merged.
+    The word links and position lists take the integer type of `like` (int32 where it holds them: half the memory).
     """
-    links = _link_words(symbols, lengths, freqs)
+    links = _link_words(symbols, lengths, freqs, like)
     num_tokens = len(first_off) - 1
     tok = _grow(first_tok.copy(), len(first_tok) + 16)
     off = np.zeros(num_tokens + num_merges + 1, dtype=np.int64)
     off[: num_tokens + 1] = first_off
     pieces = _piece_table(tok, off, num_tokens, num_tokens + num_merges if len(shapes) else 0)
     state = np.zeros(3, dtype=np.int64)
-    table, occ = _count_pairs(links, state)
+    table, occ = _count_pairs(links, state, like)
     hc, ha, hb = _heap_of(table, tok, off, shapes, state)
     merges = np.empty((num_merges, 2), dtype=np.int32)
     done = 0
@@ -254,10 +255,10 @@ def _add_piece(table, tok, off, token):
 
 
 @njit()
-def _link_words(symbols, lengths, freqs):
+def _link_words(symbols, lengths, freqs, like):
     """Words back to back, one row per position: symbol id, next and previous position in the word (-1:
     none), the word's count (one row, so that a merge reads one cache line per position)."""
-    links = np.empty((len(symbols), 4), dtype=np.int64)
+    links = np.empty((len(symbols), 4), dtype=like.dtype)
     start = 0
     for w in range(len(lengths)):
         end = start + lengths[w]
@@ -271,16 +272,16 @@ def _link_words(symbols, lengths, freqs):
 
 
 @njit()
-def _count_pairs(links, state):
+def _count_pairs(links, state, like):
     """The pair table (key, weighted count, head of its position list) and the position-list nodes
     (position, next node: linked newest first)."""
     # Sized by the distinct pairs, not the positions, so that the table stays in the CPU's cache.
     table = _new_table(1 << 12)
-    occ = np.empty((max(len(links), 16), 2), dtype=np.int64)
+    occ = np.empty((max(len(links), 16), 2), dtype=like.dtype)
     for p in range(len(links)):
         q = links[p, NEXT]
         if q >= 0:
-            key = (links[p, SYM] << 32) | links[q, SYM]
+            key = (np.int64(links[p, SYM]) << 32) | links[q, SYM]
             table = _add(table, occ, state, key, links[p, WEIGHT], p)[1]
     return table, occ
 
@@ -395,14 +396,14 @@ def _merge_positions(positions, left, right, new_id, links, table, occ, state):
             continue  # stale, or overlapped by the occurrence just merged ("a a a" for (a, a))
         w, before, after = links[p, WEIGHT], links[p, PREV], links[q, NEXT]
         if before >= 0:
-            s = links[before, SYM] << 32
+            s = np.int64(links[before, SYM]) << 32
             table[_slot(table, s | left), COUNT] -= w
             new, table = _add(table, occ, state, s | new_id, w, before)
             if new:
                 made[num_made] = s | new_id
                 num_made += 1
         if after >= 0:
-            s = links[after, SYM]
+            s = np.int64(links[after, SYM])
             table[_slot(table, (np.int64(right) << 32) | s), COUNT] -= w
             new, table = _add(table, occ, state, (np.int64(new_id) << 32) | s, w, p)
             if new:

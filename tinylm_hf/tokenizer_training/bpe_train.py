@@ -17,7 +17,7 @@ from ..tokenization.bpe import BPETokenizer
 from ..tokenization.pretokenize import check_special_tokens, resolve_pattern
 from .bpe_merges import learn_merges
 from .pair_merges import progress_bar
-from .pretoken_counts import count_pretokens
+from .pretoken_counts import count_pretoken_bytes
 from .word_splitting import BPE_WORDS, WordCounts, count_split_words, iter_texts
 
 def train_bpe(
@@ -44,11 +44,10 @@ def train_bpe(
     if size == 0:
         raise ValueError(f"training file {path!r} is empty")
     resolved = resolve_pattern(pattern)
-    counts = count_pretokens(path, specials, resolved, num_workers=num_workers)
-    if not counts:
+    symbols, lengths, counts = count_pretoken_bytes(path, specials, resolved, num_workers=num_workers)
+    if not len(counts):
         raise ValueError(f"training file {path!r} holds no text outside the special tokens")
-    encoded = ((token.encode("utf-8"), count) for token, count in counts.items())
-    return _train_from_word_counts(encoded, vocab_size, specials, progress=progress)
+    return _train_from_words(symbols, lengths, counts, vocab_size, specials, progress=progress)
 
 
 def train_bpe_from_counts(
@@ -82,7 +81,11 @@ def train_bpe_from_counts(
             raise ValueError(f"count of pre-token {token!r} must be a non-negative int, got {count!r}")
         if count and token:
             merged[token] += count
-    return _train_from_word_counts(merged.items(), vocab_size, specials, progress=progress)
+    words = list(merged)
+    symbols = np.frombuffer(b"".join(words), dtype=np.uint8)
+    lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
+    counts = np.fromiter(merged.values(), dtype=np.int64, count=len(words))
+    return _train_from_words(symbols, lengths, counts, vocab_size, specials, progress=progress)
 
 
 def train_bpe_from_iterator(
@@ -128,23 +131,15 @@ def _check_vocab_size(vocab_size: int, specials: list[str]) -> None:
         )
 
 
-def _train_from_word_counts(
-    counts: Iterable[tuple[bytes, int]], vocab_size: int, specials: list[str], *, progress: bool
-) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+def _train_from_words(symbols: np.ndarray, lengths: np.ndarray, counts: np.ndarray, vocab_size: int,
+                      specials: list[str], *, progress: bool) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    """Merges learned from words (distinct pre-tokens: UTF-8 `symbols` back to back, cut by `lengths`, counted `counts`)."""
     # 1. Vocabulary: bytes, then specials; merged tokens are appended in merge order.
     token_bytes = [bytes([i]) for i in range(256)] + [s.encode("utf-8") for s in specials]
-    # 2. Words (pre-tokens), deduplicated with counts; a single byte holds no pair.
-    words: list[bytes] = []
-    freqs: list[int] = []
-    for token, count in counts:
-        if len(token) > 1:
-            words.append(token)
-            freqs.append(count)
     num_merges = vocab_size - len(token_bytes)
     bar = progress_bar(num_merges, progress, "BPE merges")
-    symbols = np.frombuffer(b"".join(words), dtype=np.uint8)
-    lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
-    pairs = learn_merges(symbols, lengths, freqs, token_bytes, num_merges)
+    # 2. Merges (`bpe_merges`: a single byte holds no pair, so it takes no part).
+    pairs = learn_merges(symbols, lengths, counts, token_bytes, num_merges)
     if bar is not None:
         bar.update(len(pairs))
         bar.close()

@@ -28,8 +28,8 @@ from ..tokenization.process_pool import resolve_workers
 # Target chunk size: bounds a thread's memory (the chunk's text, its code points and pre-token bounds, some 12
 # bytes a character).
 CHUNK_BYTES = 1 << 20
-# Chunk counts wait until they hold this many distinct spans (and twice the running total's) to be summed.
-MERGE_MIN_SPANS = 1 << 20
+# Chunk counts wait until they hold this many distinct spans (and as many as the running total) to be summed.
+MERGE_MIN_SPANS = 1 << 18
 # Block size used when searching forward for a chunk boundary.
 SEARCH_BLOCK_BYTES = 1 << 12
 
@@ -46,6 +46,35 @@ def count_pretokens(
     num_workers: int | None = None,
 ) -> Counter[str]:
     """Count the pre-tokens of a file (pre-token -> count), with special tokens removed, over `num_workers` threads."""
+    counts = _count_file(path, special_tokens, pattern, num_workers)
+    return counts if isinstance(counts, Counter) else _spans_to_counter(counts)
+
+
+def count_pretoken_bytes(
+    path: str,
+    special_tokens: Sequence[str],
+    pattern: str,
+    *,
+    num_workers: int | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`count_pretokens` as arrays, for the BPE trainer: (the distinct pre-tokens' UTF-8 bytes back to back,
+    their lengths in bytes, their counts); no string per pre-token is made on the kernel path."""
+    counts = _count_file(path, special_tokens, pattern, num_workers)
+    if isinstance(counts, Counter):
+        words = [word.encode("utf-8") for word in counts]
+        lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
+        return np.frombuffer(b"".join(words), dtype=np.uint8), lengths, np.array(list(counts.values()), dtype=np.int64)
+    points, lengths, totals = counts
+    utf8 = np.frombuffer(points.tobytes().decode("utf-32-le").encode("utf-8"), dtype=np.uint8)
+    sizes = 1 + (points >= 0x80).astype(np.int64) + (points >= 0x800) + (points >= 0x10000)  # UTF-8 bytes
+    starts = np.cumsum(lengths) - lengths
+    byte_lengths = np.add.reduceat(sizes, starts) if len(starts) else starts
+    return utf8, byte_lengths, totals
+
+
+def _count_file(path: str, special_tokens: Sequence[str], pattern: str,
+                num_workers: int | None) -> Counter[str] | SpanCounts:
+    """A file's pre-token counts: a `Counter` by the reference, `SpanCounts` by the kernels (GPT-2's pattern)."""
     num_workers = resolve_workers(num_workers)
     size = os.path.getsize(path)
     bounds = find_chunk_boundaries(path, max(1, -(-size // CHUNK_BYTES)), special_tokens, pattern)
@@ -58,15 +87,16 @@ def count_pretokens(
         for counts in _map_in_threads(count, ranges, num_workers):
             totals.update(counts)
         return totals
-    # Chunk counts are summed in batches, as spans of code points: strings are made once, at the end.
-    merged: list[SpanCounts] = []
+    # Chunk counts are summed in batches (once they hold as many spans as the running total, so that
+    # memory stays about twice the distinct pre-tokens), as spans of code points: no strings.
+    merged: list[SpanCounts] = [_count_gpt2_spans([])]
     pending = 0
     for spans in _map_in_threads(lambda r: _count_gpt2_spans(read(r)), ranges, num_workers):
         merged.append(spans)
         pending += len(spans[1])
-        if pending > MERGE_MIN_SPANS and pending > 2 * len(merged[0][1]):
+        if pending > max(MERGE_MIN_SPANS, len(merged[0][1])):
             merged, pending = [_sum_spans(merged)], 0
-    return _spans_to_counter(_sum_spans(merged)) if merged else Counter()
+    return _sum_spans(merged)
 
 
 def _map_in_threads(fn: Callable[[tuple[int, int]], T], ranges: list[tuple[int, int]], workers: int) -> Iterator[T]:
