@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +19,7 @@ from kernel_paths import kernel_path  # noqa: F401
 from naive_bpe import naive_counts, naive_train
 from tinylm_hf.tokenization.jit import numba_installed
 from tinylm_hf.tokenization.pretokenize import GPT2_PATTERN
+from tinylm_hf.tokenizer_training import bpe_merges
 from tinylm_hf.tokenizer_training.bpe_merges import learn_merges, learn_merges_reference
 from tinylm_hf.tokenizer_training.bpe_train import train_bpe, train_bpe_from_counts
 from tinylm_hf.tokenizer_training.metaspace_train import count_characters, count_metaspace_words
@@ -54,6 +58,7 @@ def kernel_merges(words: list[bytes], freqs: list[int], token_bytes: list[bytes]
 ])
 def test_kernel_equals_reference_on_corpora(monkeypatch, source: str, chars: int | None, num_merges: int) -> None:
     monkeypatch.setenv("TINYLM_KERNELS", "1")
+    monkeypatch.setattr(bpe_merges, "KERNEL_MIN_SYMBOLS", 0)
     path = PACKAGE_DATA / source if (PACKAGE_DATA / source).is_file() else shared_file(source)
     with open(path, encoding="utf-8") as f:
         words, freqs, token_bytes = words_of(f.read(chars), [EOT])
@@ -69,6 +74,7 @@ def test_kernel_equals_reference_on_corpora(monkeypatch, source: str, chars: int
                              st.integers(1, 5), max_size=10), num_merges=st.integers(0, 40))
 def test_kernel_equals_reference_on_random_words(monkeypatch, words: dict[bytes, int], num_merges: int) -> None:
     monkeypatch.setenv("TINYLM_KERNELS", "1")
+    monkeypatch.setattr(bpe_merges, "KERNEL_MIN_SYMBOLS", 0)
     token_bytes = [bytes([i]) for i in range(256)] + [b"<s>"]
     keys, freqs = list(words), list(words.values())
     fast = kernel_merges(keys, freqs, list(token_bytes), num_merges)
@@ -96,6 +102,7 @@ def test_repeated_letters_overlap_like_the_oracle(kernel_path, words: dict[str, 
 ])
 def test_sentencepiece_kernel_equals_reference_on_corpora(monkeypatch, source, chars, num_merges) -> None:
     monkeypatch.setenv("TINYLM_KERNELS", "1")
+    monkeypatch.setattr(bpe_merges, "KERNEL_MIN_SYMBOLS", 0)
     path = PACKAGE_DATA / source if (PACKAGE_DATA / source).is_file() else shared_file(source)
     with open(path, encoding="utf-8") as f:
         counts = count_metaspace_words([f.read(chars)])
@@ -118,3 +125,16 @@ def test_counts_beyond_32_bits_merge_like_the_oracle(kernel_path) -> None:
     # A count of 2**40 needs the kernel's 64-bit links (small counts use 32-bit ones).
     words = {"ab": 2**40, "abc": 3, "az": 2**40 + 1, "zab": 5}
     assert train_bpe_from_counts(words, 262, []) == naive_train(Counter(words), 262, [])
+
+
+def test_a_small_training_run_does_not_load_numba() -> None:
+    # Below KERNEL_MIN_SYMBOLS the reference finishes before numba would have loaded.
+    code = ("import sys\n"
+            "from tinylm_hf.tokenizer_training.sentencepiece_bpe_train import train_sentencepiece_bpe_from_counts\n"
+            "from tinylm_hf.tokenizer_training.bpe_train import train_bpe_from_counts\n"
+            "train_sentencepiece_bpe_from_counts({'\u2581aab': 2, '\u2581ab': 1}, 7, byte_fallback=False)\n"
+            "train_bpe_from_counts({'hello': 3, 'world': 2}, 262, [])\n"
+            "print('numba' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.stdout.strip() == "False"
