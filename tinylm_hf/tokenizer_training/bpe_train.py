@@ -1,6 +1,6 @@
 """Byte-level BPE training: pre-token counts, then incremental merges.
 
-`train_bpe` counts the pre-tokens of a text file (over worker processes, `pretoken_counts`), and
+`train_bpe` counts the pre-tokens of a text file (over threads, `pretoken_counts`), and
 `train_bpe_from_counts` learns merges from such counts. Vocabulary ids: 0..255 are the
 single bytes, then the special tokens in the given order, then one id per merge in merge order.
 """
@@ -33,7 +33,7 @@ def train_bpe(
 
     Special tokens are cut out of the text before pre-tokenization, so no merge crosses one.
     A file that is not UTF-8 (binary, Latin-1) is a ValueError naming the byte offset, as in every family. `num_workers` defaults to the CPU count;
-    files under 4 MiB are always counted in this process.
+    it is the number of threads counting pre-tokens (the merge loop runs on one).
     """
     specials = check_special_tokens(special_tokens)
     _check_vocab_size(vocab_size, specials)
