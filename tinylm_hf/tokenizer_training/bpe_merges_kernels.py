@@ -20,7 +20,7 @@ _HASH = np.uint64(0x9E3779B97F4A7C15)
 
 
 @njit()
-def _grow(array, size):
+def grow(array, size):
     """`array` with room for at least `size` items (doubled, contents kept)."""
     if size <= len(array):
         return array
@@ -196,7 +196,7 @@ def learn_merges_kernel(symbols, lengths, freqs, first_tok, first_off, shapes, n
     """
     links = _link_words(symbols, lengths, freqs, like)
     num_tokens = len(first_off) - 1
-    tok = _grow(first_tok.copy(), len(first_tok) + 16)
+    tok = grow(first_tok.copy(), len(first_tok) + 16)
     off = np.zeros(num_tokens + num_merges + 1, dtype=np.int64)
     off[: num_tokens + 1] = first_off
     pieces = _piece_table(tok, off, num_tokens, num_tokens + num_merges if len(shapes) else 0)
@@ -352,7 +352,7 @@ def _append_token(tok, off, left, right, new_id):
     """Store the bytes of token `new_id` = left + right."""
     a_len, b_len = off[left + 1] - off[left], off[right + 1] - off[right]
     start = off[new_id]
-    tok = _grow(tok, start + a_len + b_len)
+    tok = grow(tok, start + a_len + b_len)
     tok[start: start + a_len] = tok[off[left]: off[left + 1]]
     tok[start + a_len: start + a_len + b_len] = tok[off[right]: off[right + 1]]
     off[new_id + 1] = start + a_len + b_len
@@ -418,7 +418,7 @@ def _merge_positions(positions, left, right, new_id, links, table, occ, state):
 def _push_made(made, table, hc, ha, hb, tok, off, shapes, state):
     """Push the new pairs that may merge and whose count did not net to zero."""
     room = state[HEAP_SIZE] + len(made)
-    hc, ha, hb = _grow(hc, room), _grow(ha, room), _grow(hb, room)
+    hc, ha, hb = grow(hc, room), grow(ha, room), grow(hb, room)
     for key in made:
         count = table[_slot(table, key), COUNT]
         if count > 0 and join_shape(shapes, key >> 32, key & 0xFFFFFFFF, -1):

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..tokenization.jit import njit
 from ..tokenization.pretokenize_arrays import APOSTROPHE, SPACE, SPACE_CLASS
+from .bpe_merges_kernels import grow
 
 _HASH = np.uint64(0x9E3779B97F4A7C15)
 
@@ -24,16 +25,6 @@ def _hash(points, start, end):
     for i in range(start, end):
         h = (h ^ np.uint64(points[i])) * _HASH
     return h ^ (h >> np.uint64(29))
-
-
-@njit()
-def _grow(array, size):
-    """`array` with room for at least `size` items (doubled, contents kept)."""
-    if size <= len(array):
-        return array
-    bigger = np.empty(max(size, 2 * len(array)), dtype=array.dtype)
-    bigger[: len(array)] = array
-    return bigger
 
 
 @njit()
@@ -61,9 +52,9 @@ def count_spans(points, starts, ends, weights):
                 break
             slot = (slot + 1) & mask
         else:
-            hashes, offsets = _grow(hashes, distinct + 1), _grow(offsets, distinct + 1)
-            lengths, counts = _grow(lengths, distinct + 1), _grow(counts, distinct + 1)
-            store = _grow(store, stored + length)
+            hashes, offsets = grow(hashes, distinct + 1), grow(offsets, distinct + 1)
+            lengths, counts = grow(lengths, distinct + 1), grow(counts, distinct + 1)
+            store = grow(store, stored + length)
             store[stored: stored + length] = points[start: start + length]
             table[slot] = distinct
             hashes[distinct], offsets[distinct], lengths[distinct], counts[distinct] = h, stored, length, weights[i]
