@@ -12,11 +12,12 @@ workers (sampled every 20 ms) and the subprocess's own high-water mark (VmHWM, w
 ru_maxrss, does not inherit the high-water mark of this script's process). Our side loads only the tokenization
 modules (not the whole package, whose torch import would dominate memory).
 
-    python scripts/bench_tokenizer.py [--quick] [--data ../shared/data] [--only-wordpiece] [--skip-train | --skip-encode] [--hostile-mb 1]
+    python scripts/bench_tokenizer.py [--quick] [--data ../shared/data] [--only-wordpiece | --only-bpe-train]
+        [--skip-train | --skip-encode] [--hostile-mb 1]
 
 The hostile row trains on `--hostile-mb` MB of random "ACGT" without any whitespace: one
-pre-token of that many bytes, the case that was quadratic before long words got their own merge
-structure (bpe_train_long).
+pre-token of that many bytes (the merge loop keeps all words in one linked array, so a merge costs
+its occurrences, not the word's length).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SPECIAL = "<|endoftext|>"
 TRAIN_ROWS = [
     ("tinystories_train_small.txt", 10_000),
+    ("pd_novels_heldout.txt", 10_000, 20_000_000),
     ("pd_novels_heldout.txt", 10_000),
     ("pd_novels_heldout.txt", 32_000),
 ]
@@ -190,6 +192,31 @@ def bench_train(data_dir: Path, rows: list[tuple], ours_code: str = OURS_CHILD,
     return results
 
 
+def write_python_sources(path: Path, megabytes: float) -> Path:
+    """About `megabytes` MB of real text any machine has: the installed packages' `.py` files (this
+    interpreter's site-packages, then its standard library), sorted by path and concatenated, each
+    followed by the special token; files that are not UTF-8 are left out."""
+    import site
+    import sysconfig
+
+    roots = [Path(p) for p in site.getsitepackages()] + [Path(sysconfig.get_paths()["stdlib"])]
+    limit = int(megabytes * 1e6)
+    written = 0
+    with open(path, "wb") as out:
+        for root in roots:
+            for source in sorted(root.rglob("*.py")):
+                try:
+                    data = source.read_bytes()
+                    data.decode("utf-8")
+                except (OSError, UnicodeDecodeError):
+                    continue
+                out.write(data + SPECIAL.encode())
+                written += len(data) + len(SPECIAL)
+                if written >= limit:
+                    return path
+    return path
+
+
 def write_hostile_file(directory: Path, megabytes: float) -> Path:
     """A file of random "ACGT" without whitespace (seeded, so every run trains on the same text)."""
     path = directory / f"acgt_{megabytes:g}mb.txt"
@@ -270,12 +297,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--novels-mb", type=float, default=10.0, help="size of the novels slice to encode")
     parser.add_argument("--skip-train", action="store_true", help="only the encode tables")
     parser.add_argument("--only-wordpiece", action="store_true", help="only section (3), WordPiece")
+    parser.add_argument("--only-bpe-train", action="store_true", help="only the byte-level BPE training table (1), its first two rows")
     parser.add_argument("--skip-encode", action="store_true", help="only the training tables")
     parser.add_argument("--hostile-mb", type=float, default=1.0,
                         help="size of the whitespace-free row (0: none; tokenizers takes over 12 minutes on 5 MB)")
     parser.add_argument("--hostile-vocab", type=int, default=1000, help="vocab size of the whitespace-free row")
+    parser.add_argument("--scale-mb", type=float, default=0,
+                        help="add a row on this many MB of the installed Python sources (e.g. 200; minutes)")
     args = parser.parse_args(argv)
-    if not args.skip_train:
+    if not args.skip_train and not args.only_bpe_train:
         rows = QUICK_WP_TRAIN_ROWS if args.quick else WP_TRAIN_ROWS
         results = bench_train(args.data, rows, WP_OURS_CHILD, WP_HF_CHILD)
         print_train_table(results, "(3a) WordPiece training: tinylm_hf.train_wordpiece vs tokenizers WordPieceTrainer "
@@ -283,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
                           "wall and cpu ratio = ours / tokenizers; mem ratio = peak memory ours / tokenizers; both merge "
                           "by pair frequency but break ties differently, so their vocabularies may differ")
         print()
-    if not args.skip_encode:
+    if not args.skip_encode and not args.only_bpe_train:
         bench_wordpiece_encode(args.data, repeats=1 if args.quick else args.repeats,
                                novels_mb=1.0 if args.quick else args.novels_mb,
                                vocab_size=2_000 if args.quick else 8_000)
@@ -291,15 +321,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.only_wordpiece:
         return 0
     if not args.skip_train:
-        rows = QUICK_TRAIN_ROWS if args.quick else TRAIN_ROWS
+        rows = QUICK_TRAIN_ROWS if args.quick else TRAIN_ROWS[:2] if args.only_bpe_train else TRAIN_ROWS
         results = bench_train(args.data, rows)
         if args.hostile_mb > 0:
             with tempfile.TemporaryDirectory() as tmp:
                 path = write_hostile_file(Path(tmp), args.hostile_mb)
                 results += bench_train(path.parent, [(path.name, args.hostile_vocab)])
+        if args.scale_mb > 0:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = write_python_sources(Path(tmp) / f"python_sources_{args.scale_mb:g}mb.txt", args.scale_mb)
+                results += bench_train(path.parent, [(path.name, 10_000)])
         print_train_table(results)
         print()
-    if args.skip_encode:
+    if args.skip_encode or args.only_bpe_train:
         return 0
     bench_encode_tables(args.data, repeats=1 if args.quick else args.repeats,
                         novels_mb=1.0 if args.quick else args.novels_mb)

@@ -10,12 +10,18 @@ from pathlib import Path
 import pytest
 
 from conftest import PACKAGE_DATA, shared_file
+from kernel_paths import kernel_path
 from naive_bpe import naive_counts, naive_train
 from tinylm_hf.tokenizer_training import pretoken_counts
 from tinylm_hf.tokenizer_training.bpe_train import train_bpe, train_bpe_from_counts
 from tinylm_hf.tokenization.pretokenize import GPT2_PATTERN, GPT4_PATTERN
 
 EOT = "<|endoftext|>"
+
+
+@pytest.fixture(autouse=True)
+def both_paths(kernel_path):
+    """Every test runs on the numba kernels and on the pure-Python references."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -177,7 +183,7 @@ def test_progress_bar_reports_merges(tmp_path, capsys):
 
 
 # ---------------------------------------------------------------------------------------------
-# Counting over worker processes
+# Counting over threads
 
 
 @pytest.fixture
@@ -189,16 +195,14 @@ def stories_slice(tmp_path) -> Path:
 
 @pytest.mark.parametrize("specials", [[EOT], []], ids=["eot", "no-specials"])
 def test_one_and_two_workers_give_the_same_result(monkeypatch, stories_slice, specials):
-    monkeypatch.setattr(pretoken_counts, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(pretoken_counts, "CHUNK_BYTES", 16 << 10)
     one = train_bpe(stories_slice, 450, specials, num_workers=1, progress=False)
     two = train_bpe(stories_slice, 450, specials, num_workers=2, progress=False)
     assert one == two == naive_train_file(stories_slice, 450, specials)
 
 
-def test_bundled_corpus_same_result_in_a_worker_pool(monkeypatch, bundled_train_path):
+def test_bundled_corpus_same_result_over_threads(bundled_train_path):
     one = train_bpe(bundled_train_path, 600, [EOT], num_workers=1, progress=False)
-    monkeypatch.setattr(pretoken_counts, "PARALLEL_MIN_BYTES", 0)
     two = train_bpe(bundled_train_path, 600, [EOT], num_workers=2, progress=False)
     assert one == two and len(one[0]) == 600 and len(one[1]) == 600 - 257
 

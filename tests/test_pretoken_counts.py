@@ -1,15 +1,24 @@
-"""count_pretokens: a file's pre-tokens counted in chunks over worker processes equal the whole text's."""
+"""count_pretokens: a file's pre-tokens counted in chunks over threads equal the whole text's; count_gpt2_pretokens
+(the kernel, and the reference) equals the regex and Counter."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from conftest import PACKAGE_DATA, shared_file
+from kernel_paths import kernel_path  # noqa: F401
 from naive_bpe import naive_counts
-from tinylm_hf.tokenization.pretokenize import GPT2_PATTERN, GPT4_PATTERN
+from tinylm_hf.tokenization.pretokenize import GPT2_PATTERN, GPT4_PATTERN, compile_pretokenizer, split_on_special_tokens
 from tinylm_hf.tokenizer_training import pretoken_counts
+from tinylm_hf.tokenizer_training.pretoken_counts import count_gpt2_pretokens
+
+TRICKY = list(" \t\n\r\xa0\u3000'sdmtlvre09a\u00e9\u4e2d\u0301!.\U0001f600")
 
 EOT = "<|endoftext|>"
 
@@ -59,9 +68,11 @@ def test_newline_chunk_boundaries_sit_between_plain_bytes():
     [([EOT], GPT2_PATTERN), ([], GPT2_PATTERN), ([], GPT4_PATTERN)],
     ids=["eot", "newline-cuts-gpt2", "newline-cuts-gpt4"],
 )
-def test_chunked_counts_equal_whole_text_counts(monkeypatch, stories_slice, specials, pattern):
+@pytest.mark.parametrize("workers", [1, 2], ids=["one-thread", "two-threads"])
+def test_chunked_counts_equal_whole_text_counts(monkeypatch, kernel_path, stories_slice, specials, pattern, workers):
     monkeypatch.setattr(pretoken_counts, "CHUNK_BYTES", 8 << 10)
-    counts = pretoken_counts.count_pretokens(str(stories_slice), specials, pattern, num_workers=1)
+    monkeypatch.setattr(pretoken_counts, "MERGE_MIN_SPANS", 100)  # sum chunk counts often
+    counts = pretoken_counts.count_pretokens(str(stories_slice), specials, pattern, num_workers=workers)
     assert counts == naive_counts(stories_slice.read_text(encoding="utf-8"), specials, pattern)
 
 
@@ -69,5 +80,31 @@ def test_chunked_counts_equal_whole_text_counts(monkeypatch, stories_slice, spec
 def test_parallel_counts_on_40mb_corpus_equal_whole_text_counts():
     path = shared_file("pd_novels_heldout.txt")
     two = pretoken_counts.count_pretokens(str(path), [EOT], GPT2_PATTERN, num_workers=2)
+    assert sum(two.values()) > 8_000_000
     whole = naive_counts(path.read_bytes().decode("utf-8", errors="replace"), [EOT])
     assert two == whole
+
+
+def regex_counts(texts: list[str]) -> Counter[str]:
+    return Counter(piece for text in texts for piece in compile_pretokenizer(GPT2_PATTERN).findall(text))
+
+
+@pytest.mark.parametrize("name", ["tinystories_train_small.txt", "pd_novels_heldout.txt", "multilingual_samples.txt"])
+def test_gpt2_counts_equal_the_regex_on_shared_corpora(kernel_path, name: str) -> None:
+    with open(shared_file(name), encoding="utf-8") as f:
+        parts = split_on_special_tokens(f.read(2_000_000), [EOT])
+    assert count_gpt2_pretokens(parts) == regex_counts(parts)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.text(st.sampled_from(TRICKY), max_size=30) | st.text(max_size=20), max_size=5))
+def test_gpt2_counts_equal_the_regex_on_random_texts(kernel_path, texts: list[str]) -> None:
+    assert count_gpt2_pretokens(texts) == regex_counts(texts)
+
+
+def test_byte_arrays_hold_the_same_counts(kernel_path) -> None:
+    path = shared_file("multilingual_samples.txt")
+    symbols, lengths, counts = pretoken_counts.count_pretoken_bytes(str(path), [EOT], GPT2_PATTERN, num_workers=2)
+    ends = np.cumsum(lengths).tolist()
+    words = [symbols[a:b].tobytes().decode("utf-8") for a, b in zip([0] + ends[:-1], ends)]
+    assert dict(zip(words, counts.tolist())) == naive_counts(path.read_text(encoding="utf-8"), [EOT])

@@ -1,4 +1,5 @@
-"""train_sentencepiece_bpe: the same vocabulary as sentencepiece's BPE trainer."""
+"""train_sentencepiece_bpe: the same vocabulary as sentencepiece's BPE trainer, on the numba kernel and on the
+pure-Python reference."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections import Counter
 
 import pytest
 
+from kernel_paths import kernel_path
 from sentencepiece_models import TRAIN, head_lines, train_spm
 from tinylm_hf.tokenization.metaspace import read_sentencepiece_model
 from tinylm_hf.tokenizer_training.metaspace_train import count_metaspace_words
@@ -15,6 +17,11 @@ from tinylm_hf.tokenizer_training.sentencepiece_bpe_train import (
     train_sentencepiece_bpe_from_counts,
     train_sentencepiece_bpe_from_iterator,
 )
+
+
+@pytest.fixture(autouse=True)
+def both_paths(kernel_path):
+    """Every test runs on the numba kernels and on the pure-Python references."""
 
 
 def test_hand_checked_ties_go_to_fewer_characters_then_smaller_bytes():

@@ -30,10 +30,6 @@ from .atomic_files import FILE_MODE  # noqa: F401
 from .bpe import BPETokenizer  # noqa: F401
 from .bpe_merge import OFFSET_BITS  # noqa: F401
 from .byte_unicode import bytes_to_unicode  # noqa: F401
-from .encode_cache import CACHE_LIMIT  # noqa: F401
-from .int_table import IntTable  # noqa: F401
-from .pretoken_table import PretokenTable  # noqa: F401
-from .pretokenize_arrays import gpt2_starts  # noqa: F401
 from .regex_classes import LETTER  # noqa: F401
 
 def _read_vocab(vocab: dict[str, int] | str) -> dict[str, int]:

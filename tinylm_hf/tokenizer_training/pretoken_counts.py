@@ -1,32 +1,41 @@
-"""Counting the pre-tokens of a text file for byte-level BPE training, over worker processes.
+"""Counting the pre-tokens of a text file for byte-level BPE training, over threads.
 
 The file is cut into chunks where no cut changes its pre-tokens (at a special token, or after a newline
-between two plain bytes); the chunks are dealt to workers, largest first to the least loaded, and each
-worker reads its chunks one at a time and returns one Counter. Small files are counted in this process.
+between two plain bytes); threads count the chunks (read, drop special tokens, count) and the chunk counts
+are summed, so memory stays bounded by the chunks in flight. GPT-2's pattern is counted by
+`count_gpt2_pretokens`: kernels (`pretoken_counts_kernels`) find the pre-tokens in one scan over the code
+points and count equal spans in a hash table keyed by their code points, releasing the GIL; without numba,
+and for other patterns, `regex` and `Counter` count them (the reference).
 """
 
 from __future__ import annotations
 
 import os
-from collections import Counter
-from collections.abc import Sequence
-from typing import BinaryIO
+from collections import Counter, deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import BinaryIO, TypeVar
 
+import numpy as np
 import regex
 
+from ..tokenization.jit import kernels_enabled
 from ..tokenization.pretokenize import GPT2_PATTERN, GPT4_PATTERN, split_on_special_tokens
-from .array_counts import count_gpt2_pretokens
-from ..tokenization.process_pool import make_executor, map_in_order, resolve_workers
+from ..tokenization.pretokenize_arrays import CLASS_TABLE, code_points
+from ..tokenization.process_pool import resolve_workers
 
-# Files smaller than this are counted in the calling process: on a few MB, starting a pool of
-# workers costs about what it saves (measured on TinyStories, 2.4 MB).
-PARALLEL_MIN_BYTES = 4 << 20
-# Target chunk size: bounds a worker's memory (chunk text plus its pre-token list). Each worker
-# reads its chunks one after another and returns one Counter.
+# Target chunk size: bounds a thread's memory (the chunk's text, its code points and pre-token bounds, some 12
+# bytes a character).
 CHUNK_BYTES = 1 << 20
+# Chunk counts wait until they hold this many distinct spans (and as many as the running total) to be summed.
+MERGE_MIN_SPANS = 1 << 18
 # Block size used when searching forward for a chunk boundary.
 SEARCH_BLOCK_BYTES = 1 << 12
 
+T = TypeVar("T")
+# Distinct pre-tokens as spans: (their code points back to back, their lengths, their counts).
+SpanCounts = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def count_pretokens(
@@ -36,35 +45,114 @@ def count_pretokens(
     *,
     num_workers: int | None = None,
 ) -> Counter[str]:
-    """Count the pre-tokens of a file (pre-token -> count), with special tokens removed."""
+    """Count the pre-tokens of a file (pre-token -> count), with special tokens removed, over `num_workers` threads."""
+    counts = _count_file(path, special_tokens, pattern, num_workers)
+    return counts if isinstance(counts, Counter) else _spans_to_counter(counts)
+
+
+def count_pretoken_bytes(
+    path: str,
+    special_tokens: Sequence[str],
+    pattern: str,
+    *,
+    num_workers: int | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`count_pretokens` as arrays, for the BPE trainer: (the distinct pre-tokens' UTF-8 bytes back to back,
+    their lengths in bytes, their counts); no string per pre-token is made on the kernel path."""
+    counts = _count_file(path, special_tokens, pattern, num_workers)
+    if isinstance(counts, Counter):
+        words = [word.encode("utf-8") for word in counts]
+        lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
+        return np.frombuffer(b"".join(words), dtype=np.uint8), lengths, np.array(list(counts.values()), dtype=np.int64)
+    points, lengths, totals = counts
+    utf8 = np.frombuffer(points.tobytes().decode("utf-32-le").encode("utf-8"), dtype=np.uint8)
+    sizes = 1 + (points >= 0x80).astype(np.int64) + (points >= 0x800) + (points >= 0x10000)  # UTF-8 bytes
+    starts = np.cumsum(lengths) - lengths
+    byte_lengths = np.add.reduceat(sizes, starts) if len(starts) else starts
+    return utf8, byte_lengths, totals
+
+
+def _count_file(path: str, special_tokens: Sequence[str], pattern: str,
+                num_workers: int | None) -> Counter[str] | SpanCounts:
+    """A file's pre-token counts: a `Counter` by the reference, `SpanCounts` by the kernels (GPT-2's pattern)."""
     num_workers = resolve_workers(num_workers)
     size = os.path.getsize(path)
-    if size < PARALLEL_MIN_BYTES:
-        num_workers = 1
-    num_chunks = max(num_workers, -(-size // CHUNK_BYTES))
-    bounds = find_chunk_boundaries(path, num_chunks, special_tokens, pattern)
+    bounds = find_chunk_boundaries(path, max(1, -(-size // CHUNK_BYTES)), special_tokens, pattern)
     ranges = list(zip(bounds, bounds[1:]))
-    groups = _balance(ranges, num_workers)
-    tasks = [(path, group, list(special_tokens), pattern) for group in groups]
-    if len(tasks) == 1:
-        return _count_ranges(tasks[0])
-    totals: Counter[str] = Counter()
-    with make_executor(len(tasks)) as executor:
-        job = f"counting the pre-tokens of {path}"
-        for counts in map_in_order(executor, _count_ranges, tasks, max_in_flight=len(tasks), job=job):
+    read = partial(_read_range, path, list(special_tokens))
+    if pattern != GPT2_PATTERN or not kernels_enabled():
+        finder = regex.compile(pattern).findall
+        count = lambda r: Counter(piece for part in read(r) for piece in finder(part, concurrent=True))  # noqa: E731
+        totals: Counter[str] = Counter()
+        for counts in _map_in_threads(count, ranges, num_workers):
             totals.update(counts)
-    return totals
+        return totals
+    # Chunk counts are summed in batches (once they hold as many spans as the running total, so that
+    # memory stays about twice the distinct pre-tokens), as spans of code points: no strings.
+    merged: list[SpanCounts] = [_count_gpt2_spans([])]
+    pending = 0
+    for spans in _map_in_threads(lambda r: _count_gpt2_spans(read(r)), ranges, num_workers):
+        merged.append(spans)
+        pending += len(spans[1])
+        if pending > max(MERGE_MIN_SPANS, len(merged[0][1])):
+            merged, pending = [_sum_spans(merged)], 0
+    return _sum_spans(merged)
 
 
-def _balance(ranges: list[tuple[int, int]], num_groups: int) -> list[list[tuple[int, int]]]:
-    """Deal byte ranges to at most `num_groups` groups, largest first to the lightest group."""
-    groups: list[list[tuple[int, int]]] = [[] for _ in range(min(num_groups, len(ranges)))]
-    loads = [0] * len(groups)
-    for start, end in sorted(ranges, key=lambda r: r[0] - r[1]):
-        lightest = loads.index(min(loads))
-        groups[lightest].append((start, end))
-        loads[lightest] += end - start
-    return groups
+def _map_in_threads(fn: Callable[[tuple[int, int]], T], ranges: list[tuple[int, int]], workers: int) -> Iterator[T]:
+    """`map(fn, ranges)` over `workers` threads, at most twice as many chunks in flight as threads."""
+    if workers == 1 or len(ranges) == 1:
+        yield from map(fn, ranges)
+        return
+    with ThreadPoolExecutor(workers) as pool:
+        window = 2 * workers
+        pending = deque(pool.submit(fn, r) for r in ranges[:window])
+        for index in range(window, len(ranges) + window):
+            result = pending.popleft().result()
+            if index < len(ranges):
+                pending.append(pool.submit(fn, ranges[index]))
+            yield result
+
+
+def count_gpt2_pretokens(texts: list[str]) -> Counter[str]:
+    """pre-token -> count over independent texts, equal to counting `regex.findall(GPT2_PATTERN, t)` for each.
+
+    >>> sorted(count_gpt2_pretokens(["the cat", " the cat"]).items())
+    [(' cat', 2), (' the', 1), ('the', 1)]
+    """
+    if not kernels_enabled():
+        return Counter(piece for text in texts for piece in regex.findall(GPT2_PATTERN, text))
+    return _spans_to_counter(_count_gpt2_spans(texts))
+
+
+def _count_gpt2_spans(texts: list[str]) -> SpanCounts:
+    """The distinct GPT-2 pre-tokens of the texts, as spans, with their counts."""
+    from .pretoken_counts_kernels import count_spans, gpt2_bounds
+
+    joined = "".join(texts)
+    cuts = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), out=cuts[1:])
+    points = code_points(joined)
+    starts, ends = gpt2_bounds(points, cuts, CLASS_TABLE)
+    return count_spans(points, starts, ends, np.ones(len(starts), dtype=np.int64))
+
+
+def _sum_spans(parts: list[SpanCounts]) -> SpanCounts:
+    """One `SpanCounts` for several: equal spans' counts summed."""
+    from .pretoken_counts_kernels import count_spans
+
+    points = np.concatenate([p[0] for p in parts])
+    lengths = np.concatenate([p[1] for p in parts])
+    ends = np.cumsum(lengths)
+    return count_spans(points, ends - lengths, ends, np.concatenate([p[2] for p in parts]))
+
+
+def _spans_to_counter(spans: SpanCounts) -> Counter[str]:
+    points, lengths, counts = spans
+    text = points.tobytes().decode("utf-32-le", "surrogatepass")
+    ends = np.cumsum(lengths).tolist()
+    starts = [0] + ends[:-1]
+    return Counter(dict(zip(map(text.__getitem__, map(slice, starts, ends)), counts.tolist())))
 
 
 def find_chunk_boundaries(
@@ -149,26 +237,15 @@ def _is_plain(byte: int) -> bool:
     return 0x21 <= byte <= 0x7E
 
 
-def _count_ranges(task: tuple[str, list[tuple[int, int]], list[str], str]) -> Counter[str]:
-    """Worker: read byte ranges one at a time, drop special tokens, count regex pre-tokens
-    (GPT-2's pattern: `count_gpt2_pretokens`, equal to the regex and `Counter`)."""
-    path, ranges, special_tokens, pattern = task
-    finder = regex.compile(pattern).findall
-    counts: Counter[str] = Counter()
+def _read_range(path: str, special_tokens: list[str], byte_range: tuple[int, int]) -> list[str]:
+    """One chunk of the file, as the texts between its special tokens."""
+    start, end = byte_range
     with open(path, "rb") as handle:
-        for start, end in ranges:
-            handle.seek(start)
-            data = handle.read(end - start)
-            try:  # ranges start and end at plain ASCII bytes, so a strict decode never cuts a character
-                text = data.decode("utf-8-sig" if start == 0 else "utf-8")  # a leading byte-order mark is no text
-            except UnicodeDecodeError as exc:
-                raise ValueError(f"{path!r} is not UTF-8 (bad byte near offset {start + exc.start}); "
-                                 "re-encode it as UTF-8") from None
-            parts = split_on_special_tokens(text, special_tokens)
-            if pattern == GPT2_PATTERN:  # the same counts, as array operations
-                counts.update(count_gpt2_pretokens(parts))
-                continue
-            for part in parts:
-                if part:
-                    counts.update(finder(part))
-    return counts
+        handle.seek(start)
+        data = handle.read(end - start)
+    try:  # chunks start and end at plain ASCII bytes, so a strict decode never cuts a character
+        text = data.decode("utf-8-sig" if start == 0 else "utf-8")  # a leading byte-order mark is no text
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path!r} is not UTF-8 (bad byte near offset {start + exc.start}); "
+                         "re-encode it as UTF-8") from None
+    return [part for part in split_on_special_tokens(text, special_tokens) if part]

@@ -11,6 +11,8 @@ Rules (read from sentencepiece's source and checked against its trainer):
    merge order (score -i for the i-th), then every character, most frequent first (scores go on
    falling). Fixed pieces score 0.
 
+The merge loop is `bpe_merges.learn_merges` (a compiled kernel where numba is installed).
+
 Known difference: sentencepiece picks each step's best pair among an "active" subset (the top 5%,
 at least 1000, refreshed every 100 merges); this trainer takes the exact best over all pairs. The
 two agree unless that heuristic misses the true best pair (not seen on the bundled corpus).
@@ -18,14 +20,13 @@ two agree unless that heuristic misses the true best pair (not seen on the bundl
 
 from __future__ import annotations
 
-import heapq
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
 from ..tokenization.sentencepiece_bpe import SentencePieceBPETokenizer
-from .flat_merges import FlatWords
+from .bpe_merges import learn_merges
 from .metaspace_train import (
     check_vocab_size,
     check_word_counts,
@@ -36,8 +37,8 @@ from .metaspace_train import (
     require_words,
     train_metaspace_tokenizer,
 )
-from .pair_merges import PAIR_MASK, PAIR_SHIFT, progress_bar
-from .piece_rules import join_shapes, piece_shape
+from .pair_merges import progress_bar
+from .piece_rules import PieceShape, piece_shape
 from .word_splitting import WordCounts
 
 # sentencepiece's default for BPE models (Llama 2's tokenizer has it too).
@@ -136,37 +137,21 @@ def _train(
 
 
 def _learn_pieces(counts: Mapping[str, int], chars: list[str], num_merges: int, progress: bool) -> list[str]:
-    """Merged pieces in merge order (at most `num_merges`)."""
-    flat = _flat_words(counts, chars)
-    pieces = _Pieces(chars)
-    queue = _PairQueue(flat.pair_counts, pieces.key_of)
-    merged: list[str] = []
-    made = set(chars)
+    """Merged pieces in merge order (at most `num_merges`): `bpe_merges.learn_merges` under sentencepiece's rules."""
+    symbols, lengths, freqs = _symbol_words(counts, chars)
+    # Id i is chars[i]; id len(chars) stands for every character outside the alphabet and never joins.
+    token_bytes = [c.encode("utf-8") for c in chars] + [b""]
+    shapes: list[PieceShape | None] = [piece_shape(c) for c in chars] + [None]
     bar = progress_bar(num_merges, progress, "SentencePiece BPE merges")
-    while len(merged) < num_merges:
-        popped = queue.pop()
-        if popped is None:
-            break
-        pair, key_bytes = popped
-        piece = key_bytes.decode("utf-8")
-        if piece in made:
-            del flat.pair_counts[pair]  # sentencepiece drops a pair whose piece already exists
-            continue
-        made.add(piece)
-        merged.append(piece)
-        new_id = pieces.add(pair, key_bytes)
-        new_pairs, _ = flat.merge(pair, new_id)
-        for new_pair in new_pairs:
-            queue.offer(new_pair)
-        if bar is not None:
-            bar.update(1)
+    pairs = learn_merges(symbols, lengths, freqs, token_bytes, num_merges, shapes)
     if bar is not None:
+        bar.update(len(pairs))
         bar.close()
-    return merged
+    return [piece.decode("utf-8") for piece in token_bytes[len(chars) + 1:]]
 
 
-def _flat_words(counts: Mapping[str, int], chars: list[str]) -> FlatWords:
-    """The words as symbol ids (id i: chars[i]) with their counts; single symbols hold no pair.
+def _symbol_words(counts: Mapping[str, int], chars: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The words as symbol ids (id i: chars[i]) back to back, their lengths and counts; single symbols hold no pair.
 
     Characters outside the alphabet (tab, ...) share one id, `len(chars)`, that never pairs.
     """
@@ -177,88 +162,6 @@ def _flat_words(counts: Mapping[str, int], chars: list[str]) -> FlatWords:
     alphabet = np.array([ord(c) for c in chars], dtype=np.uint32)
     by_code = np.argsort(alphabet)
     found = np.minimum(np.searchsorted(alphabet, codes, sorter=by_code), len(chars) - 1)
-    symbols = np.where(alphabet[by_code[found]] == codes, by_code[found], outside)
+    symbols = np.where(alphabet[by_code[found]] == codes, by_code[found], outside).astype(np.int32)
     lengths = np.fromiter(map(len, long_words), dtype=np.int64, count=len(long_words))
-    return FlatWords(symbols, lengths, np.array([counts[w] for w in long_words], dtype=np.int64))
-
-
-class _Pieces:
-    """The pieces by id: the characters, one id for characters outside the alphabet, then merged pieces."""
-
-    def __init__(self, chars: list[str]) -> None:
-        self.utf8 = [c.encode() for c in chars] + [b""]  # id -> piece as UTF-8
-        self.shapes = [piece_shape(c) for c in chars] + [None]  # id -> shape (None: never pairs)
-        self._keys: dict[int, tuple[int, bytes] | None] = {}  # pair -> (length, UTF-8), None if invalid
-
-    def key_of(self, pair: int) -> tuple[int, bytes] | None:
-        """(characters, UTF-8) of the piece a pair would make, or None when sentencepiece's rules forbid it."""
-        key = self._keys.get(pair, False)
-        if key is False:
-            left, right = self.shapes[pair >> PAIR_SHIFT], self.shapes[pair & PAIR_MASK]
-            shape = join_shapes(left, right) if left is not None and right is not None else None
-            key = None if shape is None else (shape[0], self.utf8[pair >> PAIR_SHIFT] + self.utf8[pair & PAIR_MASK])
-            self._keys[pair] = key
-        return key
-
-    def add(self, pair: int, utf8: bytes) -> int:
-        """The id of the piece `pair` makes (UTF-8 `utf8`), added."""
-        self.utf8.append(utf8)
-        self.shapes.append(join_shapes(self.shapes[pair >> PAIR_SHIFT], self.shapes[pair & PAIR_MASK]))
-        return len(self.utf8) - 1
-
-
-class _PairQueue:
-    """The pairs by count, greatest first (ties: fewest characters, then smallest UTF-8); valid pairs only.
-
-    3. A max-heap of (-count, length, bytes, pair); a stale count is re-offered when popped (counts of
-    old pairs only fall). Only pairs counted at least `floor` are in the heap (the max count never
-    rises: a new pair occurs at most as often as the merged one). When the heap runs dry the floor
-    drops to 7/8 of the highest count left: most pairs never get near the top, so they never get a
-    key or a heap entry (a floor of half the top admitted 3% more work on TinyStories).
-    """
-
-    def __init__(self, pair_counts: dict[int, int], key_of: Callable[[int], tuple[int, bytes] | None]) -> None:
-        self.counts, self.key_of = pair_counts, key_of
-        self.heap: list[tuple[int, int, bytes, int]] = []
-        # the initial pairs, most frequent first
-        self.by_count = sorted(pair_counts.items(), key=lambda item: -item[1])
-        self.cursor = 0  # by_count[:cursor] has been admitted or set aside
-        # max-heap of (-count when set aside, pair): counts only fall, so these are upper bounds
-        self.aside: list[tuple[int, int]] = []
-        self.floor = 1  # set by _lower_floor before the first merge (the heap starts empty)
-
-    def offer(self, pair: int) -> None:
-        """Put a pair with its current count in the heap (at least `floor`) or aside (counted at all)."""
-        count = self.counts.get(pair, 0)
-        if count >= self.floor:
-            key = self.key_of(pair)
-            if key is not None:
-                heapq.heappush(self.heap, (-count, key[0], key[1], pair))
-        elif count > 0:
-            heapq.heappush(self.aside, (-count, pair))
-
-    def pop(self) -> tuple[int, bytes] | None:
-        """The best pair and the UTF-8 of the piece it makes; None when no pair is left."""
-        while True:
-            if not self.heap:
-                if not self._lower_floor():
-                    return None
-                continue
-            neg_count, _, key_bytes, pair = heapq.heappop(self.heap)
-            if self.counts.get(pair, 0) == -neg_count:
-                return pair, key_bytes
-            self.offer(pair)
-
-    def _lower_floor(self) -> bool:
-        """Lower the floor to 7/8 of the highest count left and admit the pairs that reach it; False if none is left."""
-        by_count, aside = self.by_count, self.aside
-        top = max(by_count[self.cursor][1] if self.cursor < len(by_count) else 0, -aside[0][0] if aside else 0)
-        if top <= 0:
-            return False
-        self.floor = max(1, top * 7 // 8)
-        while self.cursor < len(by_count) and by_count[self.cursor][1] >= self.floor:
-            self.cursor += 1
-            self.offer(by_count[self.cursor - 1][0])
-        while aside and -aside[0][0] >= self.floor:
-            self.offer(heapq.heappop(aside)[1])
-        return True
+    return symbols, lengths, np.array([counts[w] for w in long_words], dtype=np.int64)

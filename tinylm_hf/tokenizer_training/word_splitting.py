@@ -73,7 +73,7 @@ def _cut_after_last_space(text: str) -> int:
 
 def _count_bpe_file(path: Path, specials: list[str], pattern: str, lowercase: bool,
                     num_workers: int | None) -> Counter[str]:
-    # Imported here, as in the two metaspace functions below: their numpy and process pool cost
+    # Imported here, as in the two metaspace functions below: their numpy and numba cost
     # WordPiece counting ~20 MB and 0.2 s of start-up that it never uses.
     from .pretoken_counts import count_pretokens
 

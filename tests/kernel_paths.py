@@ -1,0 +1,23 @@
+"""A fixture that runs a test twice: on the numba kernels and on the pure-Python references.
+
+Import it into a test module (`from kernel_paths import kernel_path  # noqa: F401`) and name it in a test
+(or wrap it in an autouse fixture to run every test of a module both ways).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tinylm_hf.tokenization.jit import KERNELS_ENV, numba_installed
+from tinylm_hf.tokenizer_training import bpe_merges
+
+
+@pytest.fixture(params=["kernels", "reference"])
+def kernel_path(request, monkeypatch) -> str:
+    """"kernels" (skipped without numba) or "reference", with `TINYLM_KERNELS` set to match (and kernels
+    for inputs of every size)."""
+    if request.param == "kernels" and not numba_installed():
+        pytest.skip("numba is not installed")
+    monkeypatch.setenv(KERNELS_ENV, "1" if request.param == "kernels" else "0")
+    monkeypatch.setattr(bpe_merges, "KERNEL_MIN_SYMBOLS", 0)
+    return request.param
