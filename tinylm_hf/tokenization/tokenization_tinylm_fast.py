@@ -28,7 +28,6 @@ from .tokenization_tinylm_base import TOKENIZER_FILE, TinyLMCoreTokenizerFast, d
 # siblings the imports above reach, named so that transformers < 5.10 copies them too (compat.py)
 from .atomic_files import FILE_MODE  # noqa: F401
 from .bpe import BPETokenizer  # noqa: F401
-from .bpe_merge import OFFSET_BITS  # noqa: F401
 from .byte_unicode import bytes_to_unicode  # noqa: F401
 from .regex_classes import LETTER  # noqa: F401
 
