@@ -22,6 +22,7 @@ import os
 import shutil
 import signal
 import sys
+import threading
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -53,30 +54,39 @@ def _split_text_file(batch: dict[str, list], column: str) -> dict[str, list]:
     return {"text": docs, "split_rule": rules}
 
 
-_FORKING_PARENT: list[int] = []  # while a pool starts: the pid whose forked workers die with it
+_FORKING_PARENT: list[int] = []  # while a pool starts: [pid, thread id] whose forked workers die with it
+_BIND_CHILD: list[bool] = [False]  # set in the parent just before each fork: is this fork one to bind?
+_PRCTL: list[Any] = []  # libc's prctl, looked up in the parent: a forked child imports nothing
+
+
+def _before_fork() -> None:
+    # Linux's PR_SET_PDEATHSIG fires when the forking *thread* exits: bind only the workers the `with` block's own
+    # thread forks. A pool's helper thread that replaces a dead worker exits at the pool's end, and its children
+    # would be killed then, holding the pool's queue lock.
+    _BIND_CHILD[0] = bool(_FORKING_PARENT) and _FORKING_PARENT[1] == threading.get_ident()
 
 
 def _die_with_parent() -> None:
     """At fork, in a child of `_workers_die_with_parent`: ask Linux to SIGKILL this process when its parent dies (a
     SIGKILLed prepare runs no cleanup, and a pool's workers would wait for work forever); exit if it is gone already."""
-    if not _FORKING_PARENT:
+    if not _BIND_CHILD[0]:
         return
-    parent = _FORKING_PARENT.pop()  # the worker's own children are not ours to bind
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # 1: PR_SET_PDEATHSIG
-    if os.getppid() != parent:  # the parent died before the request was made
+    _BIND_CHILD[0] = False  # the worker's own children are not ours to bind
+    _PRCTL[0](1, signal.SIGKILL, 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+    if os.getppid() != _FORKING_PARENT[0]:  # the parent died before the request was made
         os._exit(1)
 
 
 @contextlib.contextmanager
 def _workers_die_with_parent() -> Iterator[None]:
-    """Processes forked inside the `with` (the tokenizing pool's workers) are killed when this process dies."""
+    """Processes this thread forks inside the `with` (the tokenizing pool's workers) are killed when it dies."""
     if sys.platform.startswith("linux"):
-        if not getattr(_die_with_parent, "registered", False):
-            os.register_at_fork(after_in_child=_die_with_parent)
-            _die_with_parent.registered = True  # type: ignore[attr-defined]
-        _FORKING_PARENT[:] = [os.getpid()]
+        if not _PRCTL:
+            import ctypes
+
+            _PRCTL[:] = [ctypes.CDLL(None, use_errno=True).prctl]
+            os.register_at_fork(before=_before_fork, after_in_child=_die_with_parent)
+        _FORKING_PARENT[:] = [os.getpid(), threading.get_ident()]
     try:
         yield
     finally:
