@@ -62,6 +62,18 @@ def test_training_reduces_validation_loss(byte_data, tmp_path):
     assert summary.val_bpb == pytest.approx(summary.val_loss / np.log(2))  # 1 byte per token
 
 
+def test_muon_trains_block_matrices_with_muon_and_reduces_the_loss(byte_data, tmp_path):
+    summary = train(tiny_config(byte_data, tmp_path / "run", max_iters=40, eval_every=0, optimizer="muon",
+                                muon_lr=0.05))
+    first = losses(tmp_path / "run")[1]
+    assert summary.val_loss < first - 1.0
+    state = torch.load(summary.checkpoint, weights_only=True)["optimizer"]
+    muon, *adamw = state["param_groups"]
+    assert muon["use_muon"] and muon["lr"] == pytest.approx(0.05 / 3e-3 * summary.final_lr)
+    assert not any(group["use_muon"] for group in adamw)
+    assert {"momentum_buffer"} == set(state["state"][muon["params"][0]])
+
+
 def test_resume_is_bitwise_identical(byte_data, tmp_path):
     train(tiny_config(byte_data, tmp_path / "full", cosine_cycle_iters=12))
     train(tiny_config(byte_data, tmp_path / "split", cosine_cycle_iters=12, max_iters=8))
@@ -96,8 +108,10 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(byte_data, tmp_path, monk
     assert max(losses(tmp_path / "run")) == 5
 
 
-def test_sigkill_mid_run_then_resume_matches_uninterrupted(byte_data, tmp_path):
-    cfg = tiny_config(byte_data, tmp_path / "killed", max_iters=150, checkpoint_every=5, eval_every=0)
+@pytest.mark.parametrize("optimizer", ["adamw", "muon"])
+def test_sigkill_mid_run_then_resume_matches_uninterrupted(byte_data, tmp_path, optimizer):
+    cfg = tiny_config(byte_data, tmp_path / "killed", max_iters=150, checkpoint_every=5, eval_every=0,
+                      optimizer=optimizer)
     (tmp_path / "cfg.json").write_text(json.dumps(cfg.to_dict()))
     proc = start_cli("train", "--config", str(tmp_path / "cfg.json"))
     wait_for_checkpoint(proc, tmp_path / "killed" / "checkpoints")
@@ -109,7 +123,8 @@ def test_sigkill_mid_run_then_resume_matches_uninterrupted(byte_data, tmp_path):
                               "--resume"], cwd=REPO_ROOT, env=cli_env(), capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "resumed from" in resumed.stdout
-    train(tiny_config(byte_data, tmp_path / "ref", max_iters=150, checkpoint_every=5, eval_every=0))
+    train(tiny_config(byte_data, tmp_path / "ref", max_iters=150, checkpoint_every=5, eval_every=0,
+                      optimizer=optimizer))
     assert losses(tmp_path / "killed") == losses(tmp_path / "ref")
 
 

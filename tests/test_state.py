@@ -36,3 +36,8 @@ def test_resume_with_another_objective_is_refused(tmp_path):
 
 def test_resume_with_the_same_model_continues(byte_data, half_run):
     assert train(tiny_config(byte_data, half_run, max_iters=8, resume=True)).iterations == 8
+
+
+def test_resume_with_another_optimizer_is_refused(byte_data, half_run):
+    with pytest.raises(ValueError, match="trained with optimizer adamw, not muon: resume with --optimizer adamw"):
+        train(tiny_config(byte_data, half_run, max_iters=8, resume=True, optimizer="muon"))

@@ -1,7 +1,7 @@
 """The training loop (`tinylm train`): nanoGPT's order, exact resume, DDP, and a `RunSummary` at the end.
 
 `train` sets up, then runs a plain loop. Each step: learning rate from the step plan -> the step's
-micro-batches from the seeded sampler -> `train_step` (forward, backward, clip, AdamW) -> evaluation
+micro-batches from the seeded sampler -> `train_step` (forward, backward, clip, AdamW or Muon + AdamW) -> evaluation
 every N steps -> checkpoint every N steps -> stop at the plan's end, when the time budget is spent, or
 on Ctrl-C. Each concern is a named piece the loop calls:
 
@@ -40,6 +40,7 @@ from .distributed import DataParallel
 from .interrupts import InterruptFlag
 from .metrics import RunLog, plot_losses
 from .objectives import OBJECTIVE_CLASSES, Objective, open_objective
+from .muon import MuonWithAdamW, param_groups_for_muon
 from .optimizer import AdamW, param_groups_for_weight_decay
 from .run_dir import RunDirectory
 from .state import RunCheckpoints, TrainState
@@ -59,8 +60,7 @@ def train(config: TrainConfig) -> RunSummary:
         objective = open_objective(config, data, main=ddp.main)  # in the run: sft saves its tokenizer there
         torch.manual_seed(config.seed)
         raw_model = build_model(config, data.vocab_size, data.eos_id, objective.model_options()).to(device)
-        optimizer = AdamW(param_groups_for_weight_decay(raw_model, config.weight_decay), lr=config.max_lr,
-                          betas=(config.beta1, config.beta2), eps=config.eps, weight_decay=config.weight_decay)
+        optimizer = build_optimizer(config, raw_model)
         sampler = torch.Generator().manual_seed(config.seed)
         checkpoints = RunCheckpoints(run, run_id, config, raw_model, optimizer, world_size=ddp.world, main=ddp.main,
                                      tokenizer_fingerprint=data.provenance.tokenizer_fingerprint)
@@ -211,6 +211,20 @@ def build_model(config: TrainConfig, vocab_size: int, eos_id: int | None,
         raise ValueError(f"model vocab_size {model.config.vocab_size} is smaller than the data's {vocab_size}")
     check_context_length(config.context_length, model.config.max_position_embeddings)
     return model
+
+
+def build_optimizer(config: TrainConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
+    """The run's optimizer: `AdamW` over every weight, or (`optimizer="muon"`) one `MuonWithAdamW` with Muon on the
+    block matrices at `muon_lr` and AdamW on the rest at `max_lr`. A group's ``lr_scale`` is its peak rate over
+    `max_lr`: `train_step` sets each group's rate to the schedule's times it."""
+    adamw = {"lr": config.max_lr, "betas": (config.beta1, config.beta2), "eps": config.eps,
+             "weight_decay": config.weight_decay}
+    if config.optimizer == "adamw":
+        return AdamW(param_groups_for_weight_decay(model, config.weight_decay), **adamw)
+    groups = param_groups_for_muon(model, config.weight_decay)
+    for group in groups:
+        group["lr_scale"] = config.muon_lr / config.max_lr if group["use_muon"] else 1.0
+    return MuonWithAdamW(groups, **adamw, muon_lr=config.muon_lr, momentum=config.muon_momentum)
 
 
 # ----------------------------------------------------------------------------- the steps
