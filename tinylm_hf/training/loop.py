@@ -8,7 +8,7 @@ on Ctrl-C. Each concern is a named piece the loop calls:
 - `distributed.DataParallel`: the ranks under torchrun, each rank's rows of a batch, DDP, the collectives;
 - `objectives`: causal LM, masked LM, chat fine-tuning or text classification: the data, the model class, the
   micro-batches, the evaluation;
-- `budget`: the step plan, and the `TimeBudget` that re-plans it to fit `time_budget_s`;
+- `budget`: the step plan, and the `TimeBudget` that paces the learning rate by the share of `time_budget_s` used;
 - `step.compile_for_training`: torch.compile and the loss compiled beside it;
 - `interrupts.InterruptFlag`: Ctrl-C as a flag read between steps;
 - `state.RunCheckpoints` and `TrainState`: checkpoints and exact resume; `metrics.RunLog`: the records.
@@ -79,7 +79,7 @@ def train(config: TrainConfig) -> RunSummary:
             while state.iteration < state.plan.max_iters:
                 t0 = time.perf_counter()
                 budget.start_step()
-                lr = state.plan.lr(state.iteration, config)
+                lr = budget.lr(state.iteration, state.plan)
                 batches = step_batches.take(state.iteration, max_iters=state.plan.max_iters)
                 with explain_non_finite_loss(run.checkpoints, state.iteration + 1):
                     result = train_step(model, optimizer, batches, lr=lr, grad_clip=config.grad_clip, autocast=autocast,
@@ -90,7 +90,7 @@ def train(config: TrainConfig) -> RunSummary:
                 dt = time.perf_counter() - t0
                 log.step(step_record(state, lr, result, step_tokens / max(dt, 1e-9)),
                          last=state.iteration == state.plan.max_iters)
-                out_of_time = budget.end_step(state.iteration, state.plan, dt)
+                out_of_time = budget.end_step(state.iteration, state.plan, dt, agree=ddp.agree_max(device))
                 last = state.iteration == state.plan.max_iters or out_of_time
                 if due(config.eval_every, state.iteration) or last:
                     if ddp.main:
