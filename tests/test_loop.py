@@ -52,6 +52,20 @@ def test_outputs_exist_and_published_folder_loads(byte_data, tmp_path):
     assert model(x).logits.shape == (1, 5, 257)
 
 
+def test_samples_continue_the_opening_words_of_the_validation_text(byte_data, tmp_path):
+    """Not "Once upon a time" on every corpus: the prompt comes from the run's own validation text."""
+    train(tiny_config(byte_data, tmp_path / "run", max_iters=2, eval_every=0))
+    val_text = np.fromfile(byte_data / "val.bin", dtype=np.uint16).astype(np.uint8).tobytes().decode("utf-8", "replace")
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    prompts = {r["sample_prompt"] for r in rows if "sample" in r}
+    assert prompts == {" ".join(val_text.split()[:4])}
+
+
+def test_a_given_sample_prompt_is_kept(byte_data, tmp_path, capsys):
+    train(tiny_config(byte_data, tmp_path / "run", max_iters=2, eval_every=0, sample_prompt="The fox"))
+    assert "sample: 'The fox' ->" in capsys.readouterr().out
+
+
 def test_training_reduces_validation_loss(byte_data, tmp_path):
     summary = train(tiny_config(byte_data, tmp_path / "run", max_iters=40, eval_every=0))
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]

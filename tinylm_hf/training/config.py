@@ -130,8 +130,9 @@ class TrainConfig:
     every validation example at every evaluation."""
     eval_batch_size: int | None = None
     """Sequences per validation batch (default: the per-rank micro-batch)."""
-    sample_prompt: str = "Once upon a time"
-    """Fixed prompt sampled from at each evaluation (plain text; shown in the log and metrics.jsonl)."""
+    sample_prompt: str | None = None
+    """Fixed prompt sampled from at each evaluation (plain text; shown in the log and metrics.jsonl). Default: the
+    opening words of the validation text (sft: a greeting sent as the user's message)."""
     sample_tokens: int = 24
     """Tokens sampled greedily from sample_prompt at each evaluation (0: no samples)."""
     checkpoint_every: int = 100
