@@ -87,19 +87,14 @@ def prepare(work: Path, vocab_size: int) -> Path:
 
 def full_validation_bpb(summary, data_dir: Path, r: dict[str, Any]) -> tuple[float, float]:
     """(loss, bits per byte) of the final weights over the whole validation file."""
-    import torch
-
-    from tinylm_hf.corpus import load_tokens, read_header
     from tinylm_hf.modeling import TinyLMForCausalLM
     from tinylm_hf.training.checkpoint import load_state
-    from tinylm_hf.training.validation import evaluate
+    from tinylm_hf.training.validation import evaluate_whole_file
 
     state = load_state(summary.checkpoint)
     model = TinyLMForCausalLM(_model_config(r))
     model.load_state_dict(state["model"])
-    header = read_header(data_dir / "val.bin")
-    result = evaluate(model, load_tokens(data_dir / "val.bin"), 32, r["context_length"], torch.device("cpu"),
-                      bytes_per_token=header["bytes"] / header["count"])
+    result = evaluate_whole_file(model, data_dir, r["context_length"])
     return result["val_loss"], result["val_bpb"]
 
 
