@@ -93,8 +93,9 @@ class TrainConfig:
     max_iters: int = 1000
     """Optimizer steps in the whole run (the cosine schedule's horizon)."""
     time_budget_s: float | None = None
-    """Seconds of training: steps are timed and max_iters re-planned to what fits, every tenth of the budget
-    (None: no limit). The first step (warm-up, and compilation under `compile`) is not counted."""
+    """Seconds of training (None: no limit): after the warm-up the learning rate follows the share of the budget
+    used, so the cosine ends at min_lr when the budget does, and the run stops then (or at max_iters). The first step
+    (warm-up, and compilation under `compile`) is not counted."""
     time_budget_clock: str = "wall"
     """The clock `time_budget_s` is counted on: "wall" (elapsed time) or "process" (this process's CPU time,
     which other programs on a busy machine do not use up; with one thread it counts the compute a step takes)."""
