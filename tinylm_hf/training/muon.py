@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .optimizer import ParamsT, check_adamw_hyperparameters, step_adamw_group
+from .optimizer import ParamsT, check_adamw_hyperparameters, closure_loss, step_adamw_group
 
 # Keller Jordan's quintic Newton-Schulz coefficients and step count (torch.optim.Muon's defaults)
 NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
@@ -145,10 +145,7 @@ class Muon(torch.optim.Optimizer):
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
         """Do one update of every parameter that has a gradient; return the closure's loss."""
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = closure_loss(closure)
         for group in self.param_groups:
             step_muon_group(self.state, group)
         return loss
@@ -202,10 +199,7 @@ class MuonWithAdamW(torch.optim.Optimizer):
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
         """Do one update of every parameter that has a gradient (each group by its kind); return the closure's loss."""
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = closure_loss(closure)
         for group in self.param_groups:
             if group["use_muon"]:
                 step_muon_group(self.state, group)

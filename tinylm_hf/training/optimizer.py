@@ -63,13 +63,18 @@ class AdamW(torch.optim.Optimizer):
         self, closure: Callable[[], float] | None = None
     ) -> float | None:
         """Do one update of every parameter that has a gradient; return the closure's loss."""
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = closure_loss(closure)
         for group in self.param_groups:
             step_adamw_group(self.state, group)
         return loss
+
+
+def closure_loss(closure: Callable[[], float] | None) -> float | None:
+    """The loss of an optimizer step's `closure` (re-evaluated with gradients on, as torch's optimizers do)."""
+    if closure is None:
+        return None
+    with torch.enable_grad():
+        return closure()
 
 
 def step_adamw_group(state: dict[torch.Tensor, dict[str, Any]], group: dict[str, Any]) -> None:
