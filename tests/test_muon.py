@@ -192,3 +192,11 @@ def test_muon_with_adamw_needs_marked_groups() -> None:
 def test_muon_with_adamw_refuses_a_vector_in_a_muon_group() -> None:
     with pytest.raises(ValueError, match="2-D"):
         MuonWithAdamW([{"params": [nn.Parameter(torch.zeros(3))], "use_muon": True}])
+
+
+def test_muon_takes_torch_muons_keyword_arguments_and_defaults() -> None:
+    import inspect
+
+    ours, theirs = inspect.signature(Muon).parameters, inspect.signature(torch.optim.Muon).parameters
+    assert list(ours) == list(theirs)
+    assert all(ours[name].default == theirs[name].default for name in ours)
