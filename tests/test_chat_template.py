@@ -14,6 +14,7 @@ from tinylm_hf.tokenization.chat_template import (
     end_of_turn_id,
     has_chat_format,
     portable_chat_template,
+    renders_chat_format,
     stop_token_ids,
 )
 
@@ -83,3 +84,18 @@ def test_generation_stops_at_the_end_of_turn_then_eos(bpe):
     assert end_of_turn_id(tokenizer) == end and end_of_turn_id(bpe) is None
     assert stop_token_ids(tokenizer) == [end, tokenizer.eos_token_id]
     assert stop_token_ids(bpe) == [bpe.eos_token_id]
+
+
+@pytest.mark.parametrize("change, renders", [
+    (lambda t: t + "\n", True),  # an editor's final newline
+    (lambda t: portable_chat_template(t), True),  # without the {% generation %} markers
+    (lambda t: t.replace("message['content']", "message['content'] | trim"), False),
+    (lambda t: t.replace("'\\n'", "' '"), False),
+    (lambda t: "{{ broken(", False),
+], ids=["final-newline", "portable", "trims", "other-text", "broken"])
+def test_a_template_is_the_chat_format_by_what_it_renders(bpe, change, renders):
+    tokenizer = chat_copy(bpe)
+    tokenizer.chat_template = change(CHAT_TEMPLATE)
+    assert renders_chat_format(tokenizer.chat_template) is renders
+    assert has_chat_format(tokenizer) is renders
+    assert (end_of_turn_id(tokenizer) is not None) is renders

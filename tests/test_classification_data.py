@@ -102,3 +102,14 @@ def test_the_steps_of_an_epoch_train_on_every_example_once(base, tmp_path):
     seen = [tuple(ids[mask.bool()].tolist()) for step in range(per_epoch)
             for batch, _, masks in steps.take(step, max_iters=per_epoch) for ids, mask in zip(batch, masks)]
     assert sorted(seen) == sorted(tuple(ids.tolist()) for ids in data.train.ids)
+
+
+def test_special_token_text_in_a_text_is_plain_text(base):
+    from transformers import AutoTokenizer
+
+    from tinylm_hf.training.classification_data import tokenize
+
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    texts = tokenize(tokenizer, ["a good <|endoftext|> film<|pad|>"], np.array([0]), context_length=48)
+    assert not set(texts.ids[0].tolist()) & set(tokenizer.all_special_ids)
+    assert tokenizer.decode(texts.ids[0].tolist()) == "a good <|endoftext|> film<|pad|>"

@@ -165,3 +165,15 @@ def test_a_malformed_header_stops_train_with_one_line(tmp_path, capsys):
                          "--warmup-iters", "1"], capsys)
     assert "val.json is corrupt (count None is not an integer >= 0)" in err
     assert not (tmp_path / "run" / "run.json").exists()
+
+
+def test_a_missing_tokenizer_folder_is_refused_before_the_first_step(tmp_path):
+    # the run trained every step, then publishing said the tokenizer folder was missing
+    from tiny_runs import tiny_config, write_byte_dataset
+    from tinylm_hf.training import train
+
+    data = write_byte_dataset(tmp_path / "data", n_bytes=20_000)
+    shutil.rmtree(data / "tokenizer")
+    with pytest.raises(FileNotFoundError, match="tokenizer folder .* is missing.*pass --tokenizer-dir"):
+        train(tiny_config(data, tmp_path / "run", max_iters=4))
+    assert not (tmp_path / "run" / "checkpoints").exists() and not (tmp_path / "run" / "metrics.jsonl").exists()

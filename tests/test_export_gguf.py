@@ -481,6 +481,20 @@ def test_chat_template_and_end_of_turn_are_llama_cpp_keys(chat_gguf):
     assert {types[tokenizer.convert_tokens_to_ids(t)] for t in CHAT_TOKENS} == {gguf.TokenType.CONTROL}
 
 
+def test_a_template_saved_with_a_final_newline_still_exports_the_end_of_turn(chat_gguf, tmp_path):
+    """An editor's final newline renders the same chats: the file is still a chat model's, eos and eot <|end|>."""
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    src = shutil.copytree(chat_gguf[0], tmp_path / "edited")
+    template = src / "chat_template.jinja"
+    template.write_text(template.read_text(encoding="utf-8") + "\n", encoding="utf-8")
+    reader = gguf.GGUFReader(export_gguf(src, tmp_path / "chat.gguf", dtype="f32"))
+    end = AutoTokenizer.from_pretrained(src).convert_tokens_to_ids("<|end|>")
+    assert field(reader, gguf.Keys.Tokenizer.EOT_ID) == field(reader, gguf.Keys.Tokenizer.EOS_ID) == end
+
+
 def test_a_sentencepiece_model_without_the_chat_tokens_is_refused(tmp_path):
     pytest.importorskip("sentencepiece")
     from transformers import AutoTokenizer

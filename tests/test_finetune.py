@@ -78,6 +78,18 @@ def test_the_published_folder_classifies_as_the_run_measured(finished):
     assert config["id2label"] == {str(i): name for i, name in enumerate(SOURCE_LABELS)}
 
 
+def test_the_published_tokenizer_reads_special_token_text_as_training_did(finished):
+    """Training encodes `<|endoftext|>` inside a text as its characters: so does the published pipeline."""
+    from transformers import AutoTokenizer
+
+    from tinylm_hf.training.classification_data import tokenize
+
+    tokenizer = AutoTokenizer.from_pretrained(finished / "hf")
+    text = "a story <|endoftext|> about a cat"
+    trained = tokenize(tokenizer, [text], np.array([0]), context_length=64).ids[0].tolist()
+    assert tokenizer(text)["input_ids"] == trained and tokenizer.eos_token_id not in trained
+
+
 def test_metrics_record_accuracy_and_macro_f1_at_every_evaluation(finished):
     rows = [json.loads(line) for line in (finished / "metrics.jsonl").read_text().splitlines()]
     evaluations = [row for row in rows if "val_loss" in row]

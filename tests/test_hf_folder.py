@@ -95,3 +95,36 @@ def test_the_published_card_samples_as_the_published_generation_config(run):
     said = f"samples with temperature {settings['temperature']}, top-k {settings['top_k']}, from generation_config.json"
     assert settings["do_sample"] and said in card
     assert f"--temperature {settings['temperature']} --top-k {settings['top_k']}`" in card
+
+
+def test_a_tokenizer_folder_deleted_while_the_run_trained_is_published_from_the_runs_copy(tmp_path):
+    # the run trained every step, then publishing named the deleted folder and published nothing
+    import threading
+
+    from tinylm_hf.corpus import tokenizer_fingerprint
+    from tinylm_hf.tokenizer_loading import load_tokenizer
+
+    data = write_byte_dataset(tmp_path / "data", n_bytes=20_000)
+    expected = tokenizer_fingerprint(load_tokenizer(data / "tokenizer"))
+    first_checkpoint = threading.Event()
+    config = tiny_config(data, tmp_path / "run", max_iters=8, checkpoint_every=2)
+
+    def delete_after_the_first_checkpoint() -> None:  # "mid-run": the run is past its first step
+        while not list((tmp_path / "run" / "checkpoints").glob("ckpt_*.pt")):
+            first_checkpoint.wait(0.01)
+        shutil.rmtree(data / "tokenizer")
+
+    deleter = threading.Thread(target=delete_after_the_first_checkpoint, daemon=True)
+    deleter.start()
+    summary = train(config)
+    deleter.join(timeout=30)
+    assert not (data / "tokenizer").exists()
+    hf = publish_run(summary)
+    assert tokenizer_fingerprint(load_tokenizer(hf)) == expected
+
+
+def test_a_missing_given_tokenizer_dir_is_still_refused(tmp_path):
+    data = write_byte_dataset(tmp_path / "data", n_bytes=20_000)
+    summary = train(tiny_config(data, tmp_path / "run", max_iters=2))
+    with pytest.raises(FileNotFoundError, match="is missing"):
+        publish_run(summary, tokenizer_dir=tmp_path / "nowhere")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -37,6 +38,22 @@ def test_write_tasks_uses_absolute_paths(tmp_path, monkeypatch):
     assert [json.loads(line)["text"] for line in rows_file.read_text().splitlines()] == ["One story.", "Two stories."]
     assert Path(cloze["dataset_kwargs"]["data_files"]["test"]) == CLOZE_DATA
     assert cloze["output_type"] == "multiple_choice"
+
+
+@pytest.mark.parametrize("name, content, where", [
+    ("stories.txt", "One story.\n<|endoftext|>\nTwo <|endoftext|> stories.\n", "stories.txt, line 3: the text spells '<|endoftext|>'"),
+    ("stories.jsonl", '{"text": "a"}\n{"text": "b <|end|>"}\n', "stories.jsonl, line 2: the text spells '<|end|>'"),
+    ("cloze.jsonl", '{"context": "A <|user|>", "choices": ["x", "y"], "label": 0}\n', "cloze.jsonl, line 1: the text spells '<|user|>'"),
+    ("cloze.jsonl", '{"context": "A", "choices": ["x<|pad|>", "y"], "label": 0}\n', "cloze.jsonl, line 1: the text spells '<|pad|>'"),
+], ids=["text-file", "jsonl", "cloze-context", "cloze-choice"])
+def test_task_text_that_spells_a_control_token_is_refused_naming_file_and_line(tmp_path, name, content, where):
+    """lm-eval's harness parses special-token text: data that spells one would reach the model as the control token."""
+    data = tmp_path / name
+    data.write_text(content, encoding="utf-8")
+    option = {"cloze_file": data} if name.startswith("cloze") else {"data_file": data}
+    with pytest.raises(ValueError, match=re.escape(where)):
+        write_tasks(tmp_path / "tasks", **option)
+    assert not (tmp_path / "tasks" / "tinylm_rolling.yaml").exists()
 
 
 def test_missing_data_file_is_a_clear_error(tmp_path):

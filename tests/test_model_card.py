@@ -106,3 +106,35 @@ def test_a_muon_run_names_its_optimizer_and_both_rates(folder):
 def test_an_adamw_run_names_adamw_only(folder):
     text = render_model_card(folder, summary()).text
     assert "hand-written AdamW" in text and "Muon" not in text
+
+
+def _evaluated_copy(folder: Path, tmp_path: Path, capsys) -> Path:
+    """A copy of `folder` with the eval_results.json that `tinylm eval --out` writes into it."""
+    import shutil
+
+    from tinylm_hf.cli import main
+
+    copy = Path(shutil.copytree(folder, tmp_path / "model"))
+    text = tmp_path / "valid.txt"
+    text.write_text("Once upon a time there was a cat. The cat sat on a mat and was happy.\n", encoding="utf-8")
+    assert main(["eval", str(copy), "--input", str(text), "--out", str(copy / "eval_results.json")]) == 0
+    capsys.readouterr()
+    return copy
+
+
+def test_eval_results_of_these_weights_are_reported(folder, tmp_path, capsys):
+    copy = _evaluated_copy(folder, tmp_path, capsys)
+    assert "computed by `tinylm eval`" in render_model_card(copy, summary()).text
+
+
+def test_eval_results_of_other_weights_are_refused_never_reported(folder, tmp_path, capsys):
+    # the card (and push) reported an eval_results.json because it was in the folder, whatever weights it measured
+    from conftest import run_cli_error
+
+    copy = _evaluated_copy(folder, tmp_path, capsys)
+    other = make_tiny_folder(tmp_path / "other", seed=5)
+    (copy / "model.safetensors").write_bytes((other / "model.safetensors").read_bytes())  # the model replaced
+    with pytest.raises(ValueError, match="measured on other weights"):
+        render_model_card(copy, summary())
+    message = run_cli_error(["push", str(copy), "--repo-id", "someone/model", "--dry-run"], capsys)
+    assert "eval_results.json" in message and "tinylm eval" in message

@@ -129,3 +129,12 @@ def test_cli_dataset_reads_a_local_datasets_folder(folder, loaded, tmp_path, doc
 
 def test_cli_needs_exactly_one_source(folder, capsys):
     assert re.search("exactly one", run_cli_error(["eval", str(folder)], capsys))
+
+
+def test_special_token_text_is_scored_as_plain_text(loaded):
+    """`<|endoftext|>` inside a text is its characters, each scored: never a document boundary the text forged."""
+    model, tok = loaded
+    text = "A cat.<|endoftext|>A dog."
+    plain = tok(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+    assert tok.eos_token_id not in plain
+    assert evaluate_perplexity(model, tok, text, show_progress=False)["tokens"] == len(plain)

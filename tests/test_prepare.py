@@ -174,3 +174,99 @@ def test_a_terminated_prepare_leaves_no_worker_and_no_stage(tmp_path, tok_dir):
     gone, alive = psutil.wait_procs(workers, timeout=10)
     assert not alive, f"workers left alive: {alive}"
     assert not list(out.glob(".prepare-*")) and not (out / "train.bin").exists()
+
+
+@pytest.mark.parametrize("source", ["text-file", "dataset-folder"])
+def test_every_special_token_spelled_in_a_document_is_plain_text(tmp_path, tok_dir, source):
+    """Text files and `datasets` rows too: a document ends only where its structure says, by an id prepare appends."""
+    from transformers import AutoTokenizer
+
+    specials = AutoTokenizer.from_pretrained(tok_dir).all_special_tokens
+    docs = [f"Story {i} spells {token} inside." for i, token in enumerate(specials)] + ["A plain one."]
+    if source == "text-file":
+        (tmp_path / "a.txt").write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+        options = {"input_files": [tmp_path / "a.txt"], "val_files": [tmp_path / "a.txt"]}
+    else:
+        (tmp_path / "rows").mkdir()
+        (tmp_path / "rows" / "train.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
+        (tmp_path / "rows" / "validation.jsonl").write_text(json.dumps({"text": docs[0]}) + "\n")
+        options = {"dataset": str(tmp_path / "rows")}
+    prepare_dataset(tok_dir, tmp_path / "out", num_proc=1, **options)
+    eos = read_header(tmp_path / "out" / "train.bin")["eos_id"]
+    train = load_tokens(tmp_path / "out" / "train.bin").tolist()
+    assert train == [i for d in docs for i in _ids(tok_dir, d) + [eos]]
+
+
+def _small_corpus(tmp_path: Path) -> Path:
+    text = tmp_path / "corpus.txt"
+    text.write_text((PACKAGE_DATA / "tinystories_valid_small.txt").read_text(encoding="utf-8")[:60_000],
+                    encoding="utf-8")
+    return text
+
+
+def test_a_tokenizer_trained_again_in_place_tokenizes_afresh(tmp_path):
+    # `datasets` keyed its cache by the tokenizer folder's path: the second run reused the first run's ids under the
+    # new tokenizer's header (max id 299 under a vocab-400 header)
+    import shutil
+
+    text, tok = _small_corpus(tmp_path), tmp_path / "tok"
+    train_tokenizer([text], 300, progress=False).save_pretrained(tok)
+    first = prepare_dataset(tok, tmp_path / "a", input_files=[text], num_proc=1)
+    shutil.rmtree(tok)
+    train_tokenizer([text], 400, progress=False).save_pretrained(tok)
+    second = prepare_dataset(tok, tmp_path / "b", input_files=[text], num_proc=1)
+    assert second["train"]["tokenizer_fingerprint"] != first["train"]["tokenizer_fingerprint"]
+    ids = load_tokens(tmp_path / "b" / "train.bin")
+    assert int(ids.max()) > 299 and len(ids) < first["train"]["count"]
+    doc = text.read_text(encoding="utf-8").split("\n\n")[0]
+    assert list(ids[: len(_ids(tok, doc))]) == _ids(tok, doc)
+
+
+def test_an_input_file_rewritten_with_its_old_time_is_read_again(tmp_path, tok_dir):
+    import os
+
+    text = _small_corpus(tmp_path)
+    prepare_dataset(tok_dir, tmp_path / "a", input_files=[text], num_proc=1)
+    stat = text.stat()
+    text.write_text("A new story about a frog.\n\nAnd a second one, about a bird.\n", encoding="utf-8")
+    os.utime(text, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # as `cp -p`, `rsync -t` or `tar x` leave it
+    headers = prepare_dataset(tok_dir, tmp_path / "b", input_files=[text], num_proc=1)
+    assert headers["train"]["documents"] + headers["val"]["documents"] == 2
+
+
+def test_the_tokenize_cache_key_is_the_tokenizer_content_not_its_folder(tmp_path, tok_dir):
+    from datasets import Dataset
+
+    from tinylm_hf.corpus.prepare import tokenize_cache_key
+
+    rows = Dataset.from_dict({"text": ["one story", "another"]})
+    options = {"tokenizer_dir": str(tok_dir), "column": "text", "eos_id": 0, "fingerprint": "abc"}
+    moved = {**options, "tokenizer_dir": str(tmp_path / "elsewhere")}
+    retrained = {**options, "fingerprint": "def"}
+    assert tokenize_cache_key(rows, options) == tokenize_cache_key(rows, moved)
+    assert tokenize_cache_key(rows, options) != tokenize_cache_key(rows, retrained)
+    assert tokenize_cache_key(rows, options) != tokenize_cache_key(rows, {**options, "eos_id": 1})
+
+
+def test_the_header_records_the_digest_of_its_tokens(tmp_path, tok_dir):
+    text = _small_corpus(tmp_path)
+    headers = prepare_dataset(tok_dir, tmp_path / "a", input_files=[text], num_proc=1)
+    for split in ("train", "val"):
+        assert headers[split]["token_digest"] == token_files.token_digest(load_tokens(tmp_path / "a" / f"{split}.bin"))
+
+
+def test_a_refused_prepare_leaves_no_output_folder_behind(tmp_path, tok_dir):
+    with pytest.raises(ValueError, match="text column"):
+        prepare_dataset(tok_dir, tmp_path / "new", input_files=[PACKAGE_DATA / "corpus_source_test.jsonl"],
+                        text_column="nope", num_proc=1)
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_worker_refuses_a_tokenizer_that_changed_while_prepare_ran(tok_dir):
+    from tinylm_hf.corpus.prepare import _tokenize
+    from tinylm_hf.tokenizer_loading import load_tokenizer
+
+    fingerprint = token_files.tokenizer_fingerprint(load_tokenizer(tok_dir))
+    assert _tokenize({"text": ["a cat"]}, str(tok_dir), "text", 0, fingerprint)["n_tokens"][0] > 1
+    with pytest.raises(ValueError, match="changed while prepare ran"):
+        _tokenize({"text": ["a cat"]}, str(tok_dir), "text", 0, "0123456789abcdef")

@@ -130,3 +130,57 @@ def test_ctrl_c_keeps_the_checkpoint_publishes_nothing_and_exits_130(tmp_path):
                              cwd=REPO_ROOT, env=cli_env(), capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     assert "resumed from" in resumed.stdout
+
+
+@pytest.mark.slow
+def test_quickstart_then_quickstart_chat_in_one_folder_trains_on_the_new_tokenizers_ids(tmp_path):
+    # the README's sequence, each a fresh process: prepare reused the first run's ids (datasets knew the tokenizer by
+    # its folder's path), so the chat base was pretrained on ids of the old tokenizer under the new one's header.
+    # Whether the old code's cache hit depended on datasets' hash of the map function (it hit with one worker after
+    # the folder was deleted); test_prepare's retrained-in-place test pins the cause on every machine.
+    from tiny_runs import cli_env
+    from tinylm_hf.corpus import load_tokens, read_header, tokenizer_fingerprint
+    from tinylm_hf.tokenizer_loading import load_tokenizer
+
+    (tmp_path / "train.txt").write_text(_slice(PACKAGE_DATA / "tinystories_train_small.txt", 150))
+    (tmp_path / "val.txt").write_text(_slice(PACKAGE_DATA / "tinystories_valid_small.txt", 20))
+    common = ["--out", str(tmp_path / "qs"), "--train-file", str(tmp_path / "train.txt"), "--val-file",
+              str(tmp_path / "val.txt"), "--max-iters", "1", "--batch-size", "2", "--context-length", "32",
+              "--max-new-tokens", "2", "--threads", "1"]
+    for extra in (["--vocab-size", "300"], ["--vocab-size", "1000", "--chat", "--chat-max-iters", "1"]):
+        done = subprocess.run([sys.executable, "-m", "tinylm_hf.cli", "quickstart", *common, *extra], cwd=REPO_ROOT,
+                              env=cli_env(), capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    data, tokenizer = tmp_path / "qs" / "data", load_tokenizer(tmp_path / "qs" / "tokenizer")
+    assert read_header(data / "train.bin")["tokenizer_fingerprint"] == tokenizer_fingerprint(tokenizer)
+    ids = load_tokens(data / "train.bin")
+    assert int(ids.max()) >= 300  # the first run's tokenizer had ids below 300 only
+    start = tokenizer.decode(ids[:40].tolist())
+    assert (tmp_path / "train.txt").read_text().startswith(start)  # the ids read back as the text they came from
+
+
+def test_the_tokenizer_folder_is_replaced_whole(tmp_path):
+    # saving over the folder kept an earlier chat run's chat_template.jinja beside a plain tokenizer
+    from tinylm_hf import EOS_TOKEN
+    from tinylm_hf.quickstart import save_tokenizer_folder
+    from tinylm_hf.tokenization import train_tokenizer
+    from tinylm_hf.tokenization.chat_template import CHAT_TOKENS, add_chat_tokens
+    from tinylm_hf.tokenizer_loading import load_tokenizer
+
+    text = PACKAGE_DATA / "tinystories_valid_small.txt"
+    chat = train_tokenizer([text], 300, [EOS_TOKEN, *CHAT_TOKENS], progress=False)
+    add_chat_tokens(chat)
+    save_tokenizer_folder(chat, tmp_path / "tok")
+    save_tokenizer_folder(train_tokenizer([text], 300, [EOS_TOKEN], progress=False), tmp_path / "tok")
+    assert not (tmp_path / "tok" / "chat_template.jinja").exists()
+    assert load_tokenizer(tmp_path / "tok").chat_template is None
+
+
+def test_a_folder_that_is_not_a_tokenizer_is_never_replaced(tmp_path):
+    from tinylm_hf.quickstart import save_tokenizer_folder
+
+    (tmp_path / "tok").mkdir()
+    (tmp_path / "tok" / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="not a tokenizer folder"):
+        save_tokenizer_folder(object(), tmp_path / "tok")
+    assert (tmp_path / "tok" / "notes.txt").read_text() == "mine"

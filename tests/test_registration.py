@@ -37,7 +37,7 @@ def test_import_tinylm_hf_then_auto_classes_load_a_folder_without_remote_code(fo
         tokenizer = AutoTokenizer.from_pretrained({str(folder)!r})
         print(type(model).__module__, type(tokenizer).__name__)
     """)
-    assert out.split() == ["False", "tinylm_hf.modeling.modeling_tinylm", "TinyLMTokenizer"]
+    assert out.split() == ["False", "tinylm_hf.modeling.modeling_tinylm", "TinyLMTokenizerFast"]
 
 
 def test_transformers_first_then_import_tinylm_hf_registers(folder):

@@ -105,3 +105,17 @@ def test_fine_tuned_weights_load_and_answer(tuned):
                                         return_tensors="pt", return_dict=True)
     out = model.generate(**ids, max_new_tokens=5, do_sample=False)
     assert out.shape[1] > ids["input_ids"].shape[1] and torch.isfinite(model(**ids).logits).all()
+
+
+def test_a_resume_on_other_conversations_is_refused(base, chats, tmp_path, capsys):
+    # the run continued on whatever the file held now, and its card named only the file
+    from conftest import run_cli_error
+
+    data = tmp_path / "chats.jsonl"
+    data.write_text(chats.read_text(encoding="utf-8"), encoding="utf-8")
+    split = ["sft", "--data", str(data), "--init-from", str(base), "--out-dir", str(tmp_path / "split"), *RUN]
+    assert main([*split, "--max-iters", "2", "--publish", "none"]) == 0
+    lines = data.read_text(encoding="utf-8").splitlines(keepends=True)
+    data.write_text("".join(lines[len(lines) // 2:]), encoding="utf-8")  # the same name, other conversations
+    message = run_cli_error([*split, "--resume"], capsys)
+    assert "changed since the run" in message and "--overwrite" in message

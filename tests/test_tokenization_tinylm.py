@@ -234,11 +234,9 @@ def test_saved_tokenizer_json_matches(customised, tmp_path):
 def test_auto_tokenizer_returns_tinylm_tokenizer(customised, tmp_path):
     customised.save_pretrained(tmp_path)
     loaded = AutoTokenizer.from_pretrained(tmp_path)
-    assert type(loaded) is TinyLMTokenizer
-    assert not isinstance(loaded, TinyLMTokenizerFast)
-    assert json.loads((tmp_path / "tokenizer_config.json").read_text())["auto_map"]["AutoTokenizer"][0] == (
-        "tokenization_tinylm.TinyLMTokenizer"
-    )
+    assert type(loaded) is TinyLMTokenizerFast
+    assert json.loads((tmp_path / "tokenizer_config.json").read_text())["auto_map"]["AutoTokenizer"] == [
+        "tokenization_tinylm.TinyLMTokenizer", "tokenization_tinylm_fast.TinyLMTokenizerFast"]
 
 
 def test_remote_code_loads_without_tinylm_hf(customised, tmp_path):
@@ -260,7 +258,7 @@ def test_remote_code_loads_without_tinylm_hf(customised, tmp_path):
     )
     assert result.returncode == 0, result.stderr
     name, ids, template = json.loads(result.stdout.strip().splitlines()[-1])
-    assert (name, ids, template) == ("TinyLMTokenizer", customised(text)["input_ids"], CHAT_TEMPLATE)
+    assert (name, ids, template) == ("TinyLMTokenizerFast", customised(text)["input_ids"], CHAT_TEMPLATE)
 
 
 def test_gpt4_pattern_round_trips_without_tokenizer_json(source_dir, tmp_path):
@@ -294,7 +292,7 @@ def test_cli_train_tokenizer_writes_loadable_folder(bundled_train_path, tmp_path
     vocab, merges = train_bpe(corpus, 400, [ENDOFTEXT, "<|pad|>"], num_workers=1, progress=False)
     reference = BPETokenizer(vocab, merges, [ENDOFTEXT, "<|pad|>"])
     text = corpus.read_text(encoding="utf-8")[:5000] + "<|pad|>"
-    assert type(loaded) is TinyLMTokenizer
+    assert type(loaded) is TinyLMTokenizerFast
     assert len(loaded) == 400
     assert loaded(text)["input_ids"] == reference.encode(text)
     assert (loaded.eos_token, loaded.pad_token) == (ENDOFTEXT, "<|pad|>")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hf_tokenizer_data import (
     CORPUS_FULL,
@@ -136,9 +138,9 @@ def test_fast_save_and_reload(pair, tmp_path):
 def test_fast_saved_folder_loads_as_slow(pair, tmp_path):
     slow, fast = pair
     fast.save_pretrained(tmp_path)
-    reloaded = AutoTokenizer.from_pretrained(tmp_path)
+    reloaded = TinyLMTokenizer.from_pretrained(tmp_path)
     text = "hi<|user|>tinylmword<|endoftext|> " + read_bundled(5000)
-    assert type(reloaded) is TinyLMTokenizer
+    assert type(AutoTokenizer.from_pretrained(tmp_path)) is TinyLMTokenizerFast
     assert reloaded.get_vocab() == slow.get_vocab()
     assert reloaded.bpe.merges == slow.bpe.merges
     assert reloaded(text)["input_ids"] == slow(text)["input_ids"]
@@ -153,11 +155,23 @@ def test_fast_reports_the_tokenizers_backend_on_every_saved_folder(pair, tmp_pat
     assert TinyLMTokenizer.from_pretrained(tmp_path).backend == "custom"
 
 
-def test_auto_tokenizer_still_returns_slow_class(pair, tmp_path):
+def test_auto_tokenizer_returns_the_fast_twin_of_a_folder_the_slow_class_saved(pair, tmp_path):
     slow, _ = pair
     slow.save_pretrained(tmp_path)
     assert (tmp_path / "tokenizer.json").is_file()
-    assert type(AutoTokenizer.from_pretrained(tmp_path)) is TinyLMTokenizer
+    assert type(AutoTokenizer.from_pretrained(tmp_path)) is TinyLMTokenizerFast
+
+
+def test_a_folder_the_twin_cannot_run_loads_with_the_slow_class(tmp_path):
+    # tokenizers' ByteLevel pre-tokenizer hard-codes GPT-2's regex: a gpt4-pattern folder has no tokenizer.json
+    source = write_source_files(tmp_path / "source")
+    TinyLMTokenizer(str(source / "vocab.json"), str(source / "merges.txt"), pattern="gpt4").save_pretrained(
+        tmp_path / "saved")
+    tmp_path = tmp_path / "saved"
+    config = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    assert config["auto_map"]["AutoTokenizer"] == ["tokenization_tinylm.TinyLMTokenizer", None]
+    loaded = AutoTokenizer.from_pretrained(tmp_path)
+    assert type(loaded) is TinyLMTokenizer and loaded.pattern == "gpt4"
 
 
 def test_generic_fast_tokenizer_reads_saved_tokenizer_json(pair, tmp_path):

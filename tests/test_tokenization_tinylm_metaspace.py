@@ -7,6 +7,8 @@ import textwrap
 
 import pytest
 import sentencepiece as spm
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from transformers import AutoTokenizer
 
 from sentencepiece_models import TRAIN, head_lines, sample_lines
@@ -61,11 +63,12 @@ def test_ids_equal_the_core_and_sentencepiece(family):
 
 
 def test_auto_tokenizer_loads_the_saved_folder(family):
-    slow_cls, _, folder, _ = family
+    slow_cls, fast_cls, folder, _ = family
     config = json.loads((folder / "tokenizer_config.json").read_text())
-    assert config["auto_map"]["AutoTokenizer"][0].endswith(slow_cls.__name__)
+    assert [entry.rpartition(".")[2] for entry in config["auto_map"]["AutoTokenizer"]] == [
+        slow_cls.__name__, fast_cls.__name__]
     loaded = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
-    assert type(loaded).__name__ == slow_cls.__name__
+    assert type(loaded) is fast_cls
     assert loaded("Once upon a time")["input_ids"] == slow_cls.from_pretrained(folder)("Once upon a time")["input_ids"]
 
 
@@ -77,7 +80,7 @@ def test_fast_save_loads_with_the_slow_class(family, tmp_path):
 
 
 def test_saved_folder_loads_without_tinylm(family, tmp_path):
-    slow_cls, _, folder, _ = family
+    slow_cls, fast_cls, folder, _ = family
     expected = slow_cls.from_pretrained(folder)("Once upon a time, a cat.")["input_ids"]
     code = textwrap.dedent(f"""
         import importlib.util, json
@@ -87,9 +90,91 @@ def test_saved_folder_loads_without_tinylm(family, tmp_path):
         print(json.dumps([type(tok).__name__, tok("Once upon a time, a cat.")["input_ids"]]))
     """)
     name, ids = json.loads(run_fresh(code, tmp_path).stdout.strip().splitlines()[-1])
-    assert name == slow_cls.__name__ and ids == expected
+    assert name == fast_cls.__name__ and ids == expected
 
 
 def test_fast_class_needs_a_model_file(tmp_path):
     with pytest.raises(ValueError, match="tokenizer.model"):
         TinyLMUnigramTokenizerFast(vocab_file=str(tmp_path / "missing.model"))
+
+
+# ------------------------------------------------------------- byte pieces: decoded and read as sentencepiece does
+
+# byte pieces (as bytes) -> sentencepiece's text: one U+FFFD per byte that starts no valid character
+BYTE_CASES = {
+    b"A\xe2A": "A\ufffdA",
+    b"\xe2\x82": "\ufffd\ufffd",
+    b"\xc3\xa9\xe2": "\u00e9\ufffd",  # a valid character and an invalid byte in one run of byte pieces
+    b"\xed\xa0\x80": "\ufffd" * 3,  # a surrogate
+    b"\xc0\x80": "\ufffd" * 2,  # an overlong form
+    b"\xf0\x9f\x8c\x8d": "\U0001f30d",
+}
+
+
+@pytest.fixture(scope="module", params=list(FAMILIES))
+def byte_fallback_folder(request, tmp_path_factory):
+    """(slow, fast, tokenizers' Tokenizer of tokenizer.json, sentencepiece) on one folder with byte fallback."""
+    from tokenizers import Tokenizer
+
+    from tinylm_hf.tokenizer_training import train_tokenizer
+
+    slow = train_tokenizer(iter([head_lines(TRAIN, 60_000, tmp_path_factory.mktemp("corpus") / "c.txt").read_text()]),
+                           400, algorithm=request.param, byte_fallback=True, progress=False)
+    folder = tmp_path_factory.mktemp(f"{request.param}-bytes")
+    slow.save_pretrained(folder)
+    return (slow, AutoTokenizer.from_pretrained(folder), Tokenizer.from_file(str(folder / "tokenizer.json")),
+            spm.SentencePieceProcessor(model_file=str(folder / "tokenizer.model")))
+
+
+def byte_ids(tokenizer, data: bytes) -> list[int]:
+    return [tokenizer.convert_tokens_to_ids(f"<0x{byte:02X}>") for byte in data]
+
+
+@pytest.mark.parametrize("data", list(BYTE_CASES), ids=lambda data: data.hex())
+def test_byte_pieces_decode_as_sentencepiece_does(byte_fallback_folder, data):
+    slow, fast, _, processor = byte_fallback_folder
+    ids = byte_ids(slow, data)
+    assert slow.decode(ids) == fast.decode(ids) == processor.decode(ids) == BYTE_CASES[data]
+
+
+def test_tokenizer_json_alone_decodes_byte_pieces_as_llama_does(byte_fallback_folder):
+    # what a reader of tokenizer.json alone gets (an export-llama folder): Llama's decoder, U+FFFD for each piece of
+    # a run of byte pieces that holds an invalid byte; the TinyLM fast classes decode such text again
+    slow, _, backend, _ = byte_fallback_folder
+    assert backend.decode(byte_ids(slow, b"A\xe2A")) == "\ufffd" * 3
+    assert backend.decode(byte_ids(slow, b"\xe2\x82")) == "\ufffd" * 2
+
+
+def test_normal_pieces_end_a_run_of_byte_pieces(byte_fallback_folder):
+    slow, fast, backend, processor = byte_fallback_folder
+    ids = [slow.convert_tokens_to_ids("A"), *byte_ids(slow, b"\xe2"), slow.convert_tokens_to_ids("A")]
+    assert slow.decode(ids) == fast.decode(ids) == backend.decode(ids) == processor.decode(ids) == "A\ufffdA"
+
+
+@pytest.mark.parametrize("text", ["<0x41>", "x <0x41> y", "<0xE2><0x82>", "a<0x4"])
+def test_text_that_spells_a_byte_piece_is_plain_text(byte_fallback_folder, text):
+    slow, fast, backend, processor = byte_fallback_folder
+    expected = processor.encode(text)
+    for split in (False, True):
+        assert slow(text, split_special_tokens=split)["input_ids"] == expected
+        assert fast(text, split_special_tokens=split)["input_ids"] == expected
+    assert backend.encode(text).ids == expected
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(text=st.text(max_size=40))
+def test_slow_fast_and_sentencepiece_agree_on_any_text(byte_fallback_folder, text):
+    slow, fast, _, processor = byte_fallback_folder
+    ids = processor.encode(text)
+    assert slow(text)["input_ids"] == fast(text)["input_ids"] == ids
+    assert slow.decode(ids) == fast.decode(ids) == processor.decode(ids)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.binary(max_size=12).filter(lambda data: not data.startswith(b" ")))
+def test_slow_fast_and_sentencepiece_decode_any_bytes_alike(byte_fallback_folder, data):
+    # a leading <0x20> piece is left out: sentencepiece keeps that space, the classes drop it as the dummy prefix
+    # (no text encodes to it: a space is always the piece "▁")
+    slow, fast, _, processor = byte_fallback_folder
+    ids = byte_ids(slow, data)
+    assert slow.decode(ids) == fast.decode(ids) == processor.decode(ids)

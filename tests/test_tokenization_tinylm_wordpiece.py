@@ -122,9 +122,10 @@ def test_auto_tokenizer_returns_the_installed_class(trio, registered, tmp_path):
     slow, _, _ = trio
     slow.save_pretrained(tmp_path)
     config = json.loads((tmp_path / "tokenizer_config.json").read_text())
-    assert config["auto_map"]["AutoTokenizer"][0] == "tokenization_tinylm_wordpiece.TinyLMWordPieceTokenizer"
+    assert config["auto_map"]["AutoTokenizer"] == ["tokenization_tinylm_wordpiece.TinyLMWordPieceTokenizer",
+                                                   "tokenization_tinylm_wordpiece_fast.TinyLMWordPieceTokenizerFast"]
     loaded = AutoTokenizer.from_pretrained(tmp_path)
-    assert type(loaded) is TinyLMWordPieceTokenizer
+    assert type(loaded) is TinyLMWordPieceTokenizerFast
     assert loaded.do_lower_case == slow.do_lower_case
     assert loaded(*PAIR)["input_ids"] == slow(*PAIR)["input_ids"]
 
@@ -150,7 +151,7 @@ def test_remote_code_loads_without_tinylm_hf(trio, registered, tmp_path):
     assert result.returncode == 0, result.stderr
     name, ids, types = json.loads(result.stdout.strip().splitlines()[-1])
     expected = slow(*PAIR, return_token_type_ids=True)
-    assert (name, ids, types) == ("TinyLMWordPieceTokenizer", expected["input_ids"], expected["token_type_ids"])
+    assert (name, ids, types) == ("TinyLMWordPieceTokenizerFast", expected["input_ids"], expected["token_type_ids"])
 
 
 def test_corrupt_vocab_file_raises(tmp_path):

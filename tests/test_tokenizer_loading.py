@@ -41,6 +41,22 @@ def test_a_retrained_folder_loads_afresh(tmp_path: Path) -> None:
     assert after is not before and after("abc", add_special_tokens=False)["input_ids"] == [257]
 
 
+
+def test_a_folder_written_again_with_its_old_sizes_and_times_loads_afresh(tmp_path: Path) -> None:
+    # the loader knew a folder by its files' sizes and times: a folder trained again with files of the same sizes,
+    # their times set back (`cp -p`, `touch -r`, a coarse clock), gave the old tokenizer
+    import os
+
+    folder = save_bpe(tmp_path / "tok", [(b"a", b"b")])
+    times = {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir()}
+    before = load_tokenizer(folder)
+    save_bpe(folder, [(b"b", b"a")])
+    for p in folder.iterdir():
+        assert p.stat().st_size == times[p.name][0]  # the same sizes
+        os.utime(p, ns=(times[p.name][1], times[p.name][1]))
+    after = load_tokenizer(folder)
+    assert after is not before and after("ba", add_special_tokens=False)["input_ids"] == [256]
+
 @pytest.mark.parametrize("kind, error, message", [("missing", FileNotFoundError, "does not exist"),
                                                   ("a file", NotADirectoryError, "is a file, not a folder")])
 def test_no_folder_is_a_clear_error(tmp_path: Path, kind: str, error: type, message: str) -> None:

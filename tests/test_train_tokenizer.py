@@ -14,8 +14,9 @@ from tinylm_hf.tokenizer_training import train_tokenizer
 
 pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
 
-CASES = [("bpe", 400, "TinyLMTokenizer"), ("wordpiece", 500, "TinyLMWordPieceTokenizer"),
-         ("unigram", 500, "TinyLMUnigramTokenizer"), ("sentencepiece-bpe", 400, "TinyLMSentencePieceBPETokenizer")]
+# AutoTokenizer returns each family's fast twin (tests/test_tokenization_tinylm_auto.py)
+CASES = [("bpe", 400, "TinyLMTokenizerFast"), ("wordpiece", 500, "TinyLMWordPieceTokenizerFast"),
+         ("unigram", 500, "TinyLMUnigramTokenizerFast"), ("sentencepiece-bpe", 400, "TinyLMSentencePieceBPETokenizerFast")]
 
 
 @pytest.fixture(scope="module")

@@ -206,3 +206,42 @@ def test_train_bpe_from_iterator_bad_input_raises():
         train_bpe_from_iterator("text", 300, [EOT], progress=False)
     with pytest.raises(ValueError, match="no text"):
         train_bpe_from_iterator([EOT], 300, [EOT], progress=False)
+
+
+def _counts_file(tmp_path: Path, counts: dict[str, int], algorithm: str = "bpe", specials=(EOT, "<|pad|>")) -> Path:
+    body = {"format": "tinylm-word-counts", "version": 1, "algorithm": algorithm, "pattern": "gpt2",
+            "lowercase": False, "special_tokens": list(specials), "counts": counts}
+    return write(tmp_path, "c.json", json.dumps(body))
+
+
+def test_train_tokenizer_refuses_empty_counts(tmp_path, capsys):
+    # a counts file holding no words trained a 256-byte tokenizer and exited 0
+    from conftest import run_cli_error
+
+    counts = _counts_file(tmp_path, {})
+    message = run_cli_error(["train-tokenizer", "--counts", str(counts), "--vocab-size", "300",
+                             "--out", str(tmp_path / "tok")], capsys)
+    assert "hold no words" in message and "count-words" in message
+    assert not (tmp_path / "tok").exists()
+
+
+@pytest.mark.parametrize(("algorithm", "specials", "word"), [
+    pytest.param("bpe", (EOT, "<|pad|>"), EOT, id="bpe-eot"),
+    pytest.param("bpe", (EOT, "<|pad|>"), " hi<|pad|>", id="bpe-inside-a-word"),
+    pytest.param("wordpiece", BERT, "[SEP]", id="wordpiece-sep"),
+])
+def test_train_tokenizer_refuses_counts_of_special_token_text(tmp_path, capsys, algorithm, specials, word):
+    # special tokens are cut out of text before counting: such a word came from counts made without them
+    from conftest import run_cli_error
+
+    counts = _counts_file(tmp_path, {word: 1000, "cat": 5}, algorithm=algorithm, specials=specials)
+    message = run_cli_error(["train-tokenizer", "--counts", str(counts), "--algorithm", algorithm,
+                             "--vocab-size", "300", "--out", str(tmp_path / "tok")], capsys)
+    assert str(counts) in message and "special token" in message
+    assert not (tmp_path / "tok").exists()
+
+
+def test_an_empty_shard_among_others_still_sums(tmp_path):
+    empty = save_word_counts(Counter(), tmp_path / "a.json", algorithm="bpe", special_tokens=[EOT])
+    full = save_word_counts(Counter({"cat": 2}), tmp_path / "b.json", algorithm="bpe", special_tokens=[EOT])
+    assert sum_word_counts([empty, full]).counts == Counter({"cat": 2})

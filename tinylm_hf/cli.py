@@ -40,6 +40,7 @@ COMMANDS = {
     "export-llama": "export_llama",
     "export-gguf": "export_gguf",
     "lm-eval-tasks": "lm_eval_tasks",
+    "serve": "serve",
 }
 USER_ERRORS = (ValueError, TypeError, OSError, ImportError, RunInUseError, NonFiniteLossError)
 EXIT_USER_ERROR = 2

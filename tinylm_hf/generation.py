@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from .tokenization.plain_text import encode_plain
+
 
 def check_sampling(temperature: float, top_p: float | None, top_k: int | None, max_new_tokens: int) -> None:
     """ValueError for a temperature that is negative or not finite, top_p outside (0, 1], a negative top_k."""
@@ -66,7 +68,7 @@ def generate_text(
     slides: each further chunk is generated from the last half-context of tokens (`notify` is told).
     """
     check_sampling(temperature, top_p, top_k, max_new_tokens)
-    ids = tokenizer(prompt, add_special_tokens=False, split_special_tokens=not allow_special)["input_ids"]
+    ids = tokenizer(prompt, add_special_tokens=False)["input_ids"] if allow_special else encode_plain(tokenizer, prompt)
     context = getattr(model.config, "max_position_embeddings", None)
     check_prompt_fits(len(ids), context)
     if seed is not None:

@@ -7,7 +7,8 @@
    `AutoModelForCausalLM` and print a few stories.
 With `chat`, the tokenizer also learns the chat tokens, and `chat_quickstart` adds two steps: fine-tuning on
 the bundled story conversations (the objective of `tinylm sft`) and the chat model's replies to a few requests.
-Re-running it into the same folder starts afresh. Ctrl-C during training keeps the checkpoint, publishes
+Re-running it into the same folder starts afresh: every stage is done again and replaces its output whole (no
+file of an earlier tokenizer, such as a chat template, outlives it; `prepare_dataset` never reuses earlier ids). Ctrl-C during training keeps the checkpoint, publishes
 nothing, writes the run's settings to `train_config.json` and says how `tinylm train --resume` continues it.
 """
 
@@ -20,6 +21,7 @@ from typing import Any
 from .chat_quickstart import CHAT_CONTEXT, fine_tune_stories, stop_interrupted
 from .corpus import prepare_dataset
 from .corpus.sources import PACKAGE_DATA
+from .fileio import check_ours_to_replace, staged_folder
 from .modeling.configuration_tinylm import check_overrides
 from .publish import publish_run
 from .runtime import set_threads
@@ -92,8 +94,7 @@ def quickstart(
     tokenizer = train_tokenizer([train_file], vocab_size, [EOS_TOKEN, *(CHAT_TOKENS if chat else ())], progress=False)
     if chat:
         add_chat_tokens(tokenizer)
-    tok_dir = out / "tokenizer"
-    tokenizer.save_pretrained(tok_dir)
+    tok_dir = save_tokenizer_folder(tokenizer, out / "tokenizer")
     print(f"      done in {time.perf_counter() - t0:.0f}s -> {tok_dir}")
 
     print(f"[2/{steps}] tokenizing the corpus (datasets)")
@@ -144,6 +145,18 @@ def score_whole_validation(hf_dir: Path, data_dir: Path, context_length: int, to
     print(f"\nvalidation loss {scores['val_loss']:.3f} (perplexity {scores['val_perplexity']:.1f}), "
           f"{scores['val_bpb']:.3f} bits per byte, over the whole of {name} ({tokens:,} tokens)")
     return {"whole_val_loss": scores["val_loss"], "whole_val_bpb": scores["val_bpb"]}
+
+
+def save_tokenizer_folder(tokenizer: Any, folder: Path) -> Path:
+    """Save `tokenizer` as `folder`, replacing an earlier tokenizer folder there whole (saving over it would keep
+    the files the new tokenizer does not write, such as an earlier chat template); anything else there is refused."""
+    from .registration import register
+
+    check_ours_to_replace(folder, "tokenizer_config.json", "a tokenizer folder")
+    register()  # the folder carries its tokenizer code (auto_map), as `tinylm train-tokenizer` writes it
+    with staged_folder(folder, replace=True) as stage:
+        tokenizer.save_pretrained(stage)
+    return folder
 
 
 def tell_stories(hf_dir: Path, *, seed: int, max_new_tokens: int) -> list[str]:

@@ -66,19 +66,31 @@ def register() -> None:
     for auto_class, head in task_heads().items():
         auto_class.register(TinyLMConfig, head, exist_ok=True)
         head.register_for_auto_class(auto_class.__name__)
-    # The tokenizer of a TinyLM model folder: AutoTokenizer returns the byte-level BPE slow class for
-    # model_type="tinylm" (the fast twin is loaded by its own class).
-    AutoTokenizer.register(TinyLMConfig, slow_tokenizer_class=FAMILIES["bpe"].slow, exist_ok=True)
+    # The tokenizer of a TinyLM model folder: with both classes given, AutoTokenizer returns the fast one.
+    bpe = FAMILIES["bpe"]
+    AutoTokenizer.register(TinyLMConfig, slow_tokenizer_class=bpe.slow, fast_tokenizer_class=bpe.fast, exist_ok=True)
     TinyLMConfig.register_for_auto_class("AutoConfig")
     TinyLMModel.register_for_auto_class("AutoModel")
     TinyLMForCausalLM.register_for_auto_class("AutoModelForCausalLM")
     TinyLMForMaskedLM.register_for_auto_class("AutoModelForMaskedLM")
-    # Every family's slow class, found by the `tokenizer_class` name in tokenizer_config.json (the table
-    # AutoTokenizer.register fills): AutoTokenizer returns the from-scratch tokenizer of any family.
     for family in FAMILIES.values():
-        tokenization_auto.REGISTERED_TOKENIZER_CLASSES[family.slow.__name__] = family.slow
-        family.slow.register_for_auto_class("AutoTokenizer")
+        register_tokenizer_pair(tokenization_auto, family.slow, family.fast)
     _DONE = True
+
+
+def register_tokenizer_pair(tokenization_auto: Any, slow: type, fast: type) -> None:
+    """Make AutoTokenizer return `fast` for a folder whose tokenizer_config.json names either class.
+
+    As for transformers' own models: the fast twin has all of transformers' tokenizer API (offsets, word ids,
+    assistant masks); `slow.from_pretrained(folder)` runs the hand-written core (AutoTokenizer ignores
+    `use_fast=False` in transformers 5). Both classes save an `auto_map` naming both, the fast one second.
+    """
+    tokenization_auto.REGISTERED_TOKENIZER_CLASSES[slow.__name__] = slow
+    tokenization_auto.REGISTERED_TOKENIZER_CLASSES[fast.__name__] = fast
+    # the name table AutoTokenizer.register(slow_tokenizer_class=, fast_tokenizer_class=) fills
+    tokenization_auto.REGISTERED_FAST_ALIASES[slow.__name__] = fast
+    slow.register_for_auto_class("AutoTokenizer")
+    fast.register_for_auto_class("AutoTokenizer")
 
 
 def register_when_transformers_loads() -> None:

@@ -1,7 +1,8 @@
 """`tinylm chat`: talk to a chat model folder (one fine-tuned with `tinylm sft`) at the terminal.
 
-Each reply is streamed as it is generated and the conversation is kept within the model's context (the
-oldest exchanges are dropped). Type /reset to start anew, /exit (or end the input) to leave.
+Each reply is streamed as it is generated. Every exchange that fits the model's context with room for a reply
+stays; when the oldest must go, one line says so. Messages are plain text: typing `<|end|>` sends those
+characters, never the control token. Type /reset to start anew, /exit (or end the input) to leave.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ HELP = "talk to a chat model folder (fine-tuned with `tinylm sft`), replies stre
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dir", help="chat model folder (with chat_template.jinja), e.g. runs/chat/hf")
-    parser.add_argument("--system", default=None, help="a system message opening the conversation")
+    parser.add_argument("--system", default=None, help="a system message opening the conversation (plain text; refused when too long for the context)")
     parser.add_argument("--max-new-tokens", type=int, default=200, help="tokens per reply at most (default: 200)")
     parser.add_argument("--temperature", type=float, default=0.8, help="0 = greedy (default: 0.8)")
     parser.add_argument("--top-p", type=float, default=None, help="nucleus sampling mass in (0, 1]")

@@ -31,6 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from ..evaluation.perplexity import evaluate_perplexity, load_texts
     from ..fileio import check_not_an_input, make_folders, write_json_atomic
     from ..publish import load_folder
+    from ..publish.folder import weights_digest
     from ..publish.model_card import EVAL_RESULTS_FILE
     from ..runtime import resolve_device, set_threads
 
@@ -57,5 +58,6 @@ def run(args: argparse.Namespace) -> int:
               "tokenizers'", file=sys.stderr)
     if args.out:
         make_folders(Path(args.out).parent)
-        write_json_atomic(args.out, {"model": Path(args.dir).name, "stride": args.stride, "summary": summary})
+        write_json_atomic(args.out, {"model": Path(args.dir).name, "weights_digest": weights_digest(args.dir),
+                                     "stride": args.stride, "summary": summary})
     return 0

@@ -6,10 +6,17 @@ pieces). Document text is tokenized as plain text (a literal `<|endoftext|>` ins
 control token); the eos id is appended after every document. Outputs are staged in a temporary
 folder and moved into place at the end, so a failed run (a full disk, a kill) leaves earlier
 outputs intact and no partial files.
+
+Nothing is reused because of a name: local files are loaded and tokenized in the stage folder (no `datasets` cache
+outlives the run), and the tokenization of a named dataset is cached under a key of what it depends on (the rows'
+fingerprint, the tokenizer's fingerprint, the column and end id), never the tokenizer folder's path, so a tokenizer
+trained again in place tokenizes afresh.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -22,12 +29,15 @@ import numpy as np
 
 from ..fileio import check_input_file, make_folders, no_space
 from ..tokenization.pretokenize import EOS_TOKEN
+from ..tokenization.plain_text import encode_plain
 from ..tokenization.process_pool import WorkerDiedError
 from ..tokenizer_loading import load_tokenizer
 from .documents import choose_split_rule, split_documents
 from .token_files import header_path, token_dtype, tokenizer_fingerprint, write_tokens
 
 SPLITS = ("train", "val")
+_FINGERPRINTS: dict[int, str] = {}  # id of a loaded tokenizer -> its fingerprint, computed once per process
+TOKENIZE_VERSION = 1  # part of the tokenization's cache key: raise it when `_tokenize` changes what it makes
 
 
 def _split_text_file(batch: dict[str, list], column: str) -> dict[str, list]:
@@ -40,23 +50,32 @@ def _split_text_file(batch: dict[str, list], column: str) -> dict[str, list]:
     return {"text": docs, "split_rule": rules}
 
 
-def _tokenize(batch: dict[str, list], tokenizer_dir: str, column: str, eos_id: int) -> dict[str, list]:
+def _tokenize(batch: dict[str, list], tokenizer_dir: str, column: str, eos_id: int,
+              fingerprint: str) -> dict[str, list]:
     tok = load_tokenizer(tokenizer_dir)
+    if id(tok) not in _FINGERPRINTS:  # the loader keeps what it loaded: an id is never reused for another tokenizer
+        _FINGERPRINTS[id(tok)] = tokenizer_fingerprint(tok)
+    if _FINGERPRINTS[id(tok)] != fingerprint:  # the folder was trained again while prepare ran
+        raise ValueError(f"the tokenizer in {tokenizer_dir} changed while prepare ran (fingerprint "
+                         f"{_FINGERPRINTS[id(tok)]}, {fingerprint} at the start): run prepare again")
     texts = batch[column]
-    ids = tok(texts, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+    ids = encode_plain(tok, texts)
     ids = [doc + [eos_id] for doc in ids]
     return {"ids": ids, "n_tokens": [len(d) for d in ids], "n_bytes": [len(t.encode("utf-8")) for t in texts]}
 
 
-def _load_files(files: Sequence[str], text_column: str) -> tuple[Any, str]:
-    """A `datasets.Dataset` of documents from text or JSON-lines files, and its text column."""
+def _load_files(files: Sequence[str], text_column: str, cache_dir: Path) -> tuple[Any, str]:
+    """A `datasets.Dataset` of documents from text or JSON-lines files, and its text column.
+
+    `datasets` keys its cache of local files by their paths and times only, so they are loaded into `cache_dir`
+    (the run's stage folder), never from an earlier run's cache."""
     from datasets import load_dataset
 
     for f in files:
         check_input_file(f)
     suffixes = {Path(f).suffix.lower() for f in files}
     if suffixes <= {".json", ".jsonl"}:
-        ds = load_dataset("json", data_files=list(files), split="train")
+        ds = load_dataset("json", data_files=list(files), split="train", cache_dir=str(cache_dir))
         _check_column(ds, text_column, files)
         return ds, text_column
     if suffixes & {".json", ".jsonl"}:
@@ -69,7 +88,8 @@ def _load_files(files: Sequence[str], text_column: str) -> tuple[Any, str]:
         except UnicodeDecodeError as err:
             raise ValueError(f"input file {f} is not UTF-8 text ({err}); convert it to UTF-8") from None
     # "text" is line-based; with sample_by="document" each file is one row, cut into documents here.
-    raw = load_dataset("text", data_files=list(files), sample_by="document", split="train")
+    raw = load_dataset("text", data_files=list(files), sample_by="document", split="train",
+                       cache_dir=str(cache_dir))
     docs = raw.map(_split_text_file, batched=True, batch_size=1, remove_columns=raw.column_names,
                    fn_kwargs={"column": "text"}, desc="splitting documents")
     return docs, "text"
@@ -82,13 +102,22 @@ def _check_column(ds: Any, column: str, source: Any) -> None:
         )
 
 
-def _map_in_workers(ds: Any, function: Any, *, num_proc: int, desc: str, fn_kwargs: dict[str, Any]) -> Any:
+def tokenize_cache_key(ds: Any, fn_kwargs: dict[str, Any]) -> str:
+    """The `datasets` cache key of tokenizing `ds`: the rows (datasets' fingerprint of them), the tokenizer's
+    fingerprint, the column and the end id (`fn_kwargs` less the folder's path), and this module's version."""
+    options = {k: v for k, v in fn_kwargs.items() if k != "tokenizer_dir"}
+    payload = json.dumps([ds._fingerprint, options, TOKENIZE_VERSION], sort_keys=True)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
+
+
+def _map_in_workers(ds: Any, function: Any, *, num_proc: int, desc: str, fn_kwargs: dict[str, Any],
+                    new_fingerprint: str | None = None) -> Any:
     """`ds.map` over `num_proc` worker processes; a worker that dies (killed, out of memory) is a clear error."""
     from multiprocess.context import ProcessError  # datasets' pool reports a lost worker through these
 
     try:
         return ds.map(function, batched=True, num_proc=num_proc, remove_columns=ds.column_names, fn_kwargs=fn_kwargs,
-                      desc=desc)
+                      desc=desc, new_fingerprint=new_fingerprint)
     except (RuntimeError, EOFError, ConnectionError, ProcessError) as err:
         _reraise_interruption(err)
         if num_proc > 1 and ("died" in str(err) or not isinstance(err, RuntimeError)):
@@ -142,6 +171,41 @@ def document_end_id(tok: Any, where: str) -> int:
     raise ValueError(f"tokenizer in {where} has no eos token, {EOS_TOKEN!r} or sep token to end documents with")
 
 
+def _load_sources(
+    input_files: Sequence[str | os.PathLike] | None, val_files: Sequence[str | os.PathLike] | None,
+    dataset: str | None, split: str | None, text_column: str, val_fraction: float, cache_dir: Path,
+) -> tuple[Any, Any, str, dict[str, Any]]:
+    """(training rows, validation rows, their text column, where the text came from).
+
+    Local files, and a dataset that is a local folder, load into `cache_dir`: `datasets` would know them again by
+    their paths and times alone. A dataset name loads through the `datasets` cache (its revision keys it)."""
+    from datasets import DatasetDict, load_dataset
+
+    val_ds = None
+    if input_files is not None:
+        files = [str(f) for f in input_files]
+        train_ds, column = _load_files(files, text_column, cache_dir)
+        source: dict[str, Any] = {"input_files": [Path(f).name for f in files]}
+        if val_files:
+            val_ds, _ = _load_files([str(f) for f in val_files], text_column, cache_dir)
+            source["val_files"] = [Path(str(f)).name for f in val_files]
+    else:
+        local = Path(str(dataset)).exists()
+        loaded = load_dataset(dataset, split=split, cache_dir=str(cache_dir) if local else None)
+        source = {"dataset": dataset, "split": split}
+        if isinstance(loaded, DatasetDict):
+            train_ds = loaded["train"]
+            val_ds = next((loaded[n] for n in ("validation", "valid", "val", "test") if n in loaded), None)
+        else:
+            train_ds = loaded
+        column = text_column
+        _check_column(train_ds, column, dataset)
+    if val_ds is None:
+        train_ds, val_ds = _carve_validation(train_ds, column, val_fraction)
+        source["val_carved"] = val_fraction
+    return train_ds, val_ds, column, source
+
+
 def prepare_dataset(
     tokenizer_dir: str | os.PathLike,
     out_dir: str | os.PathLike,
@@ -160,8 +224,6 @@ def prepare_dataset(
     otherwise the trailing documents holding `val_fraction` of the characters are carved off.
     Each header says how the documents were found (`split_rules`) and where the text came from.
     """
-    from datasets import DatasetDict, load_dataset
-
     if (input_files is None) == (dataset is None):
         raise ValueError("give exactly one of input_files or dataset")
     if not 0.0 < val_fraction < 1.0:
@@ -170,54 +232,42 @@ def prepare_dataset(
     tok = load_tokenizer(tokenizer_dir)
     eos_id = document_end_id(tok, tokenizer_dir)
     num_proc = num_proc or max(1, min(4, os.cpu_count() or 1))
-
-    val_ds = None
-    if input_files is not None:
-        files = [str(f) for f in input_files]
-        train_ds, column = _load_files(files, text_column)
-        source: dict[str, Any] = {"input_files": [Path(f).name for f in files]}
-        if val_files:
-            val_ds, _ = _load_files([str(f) for f in val_files], text_column)
-            source["val_files"] = [Path(str(f)).name for f in val_files]
-    else:
-        loaded = load_dataset(dataset, split=split)
-        source = {"dataset": dataset, "split": split}
-        if isinstance(loaded, DatasetDict):
-            train_ds = loaded["train"]
-            val_ds = next((loaded[n] for n in ("validation", "valid", "val", "test") if n in loaded), None)
-        else:
-            train_ds = loaded
-        column = text_column
-        _check_column(train_ds, column, dataset)
-    if val_ds is None:
-        train_ds, val_ds = _carve_validation(train_ds, column, val_fraction)
-        source["val_carved"] = val_fraction
-
     out = Path(out_dir)
+    created = not out.exists()
     make_folders(out)
     max_id = max(tok.get_vocab().values())
-    dtype = token_dtype(max_id)
-    base = {"tokenizer": os.path.abspath(tokenizer_dir), "tokenizer_fingerprint": tokenizer_fingerprint(tok),
-            "vocab_size": len(tok), "max_id": max_id, "eos_id": int(eos_id), "source": source}
+    fingerprint = tokenizer_fingerprint(tok)
+    base = {"tokenizer": os.path.abspath(tokenizer_dir), "tokenizer_fingerprint": fingerprint,
+            "vocab_size": len(tok), "max_id": max_id, "eos_id": int(eos_id)}
+    options = {"tokenizer_dir": tokenizer_dir, "column": text_column, "eos_id": int(eos_id), "fingerprint": fingerprint}
     stage = Path(tempfile.mkdtemp(dir=out, prefix=".prepare-"))
+    done = False
     try:
-        headers = {}
-        for name, ds in zip(SPLITS, (train_ds, val_ds)):
-            tokenized = _map_in_workers(
-                ds, _tokenize, num_proc=min(num_proc, max(1, len(ds))), desc=f"tokenizing {name}",
-                fn_kwargs={"tokenizer_dir": tokenizer_dir, "column": column, "eos_id": int(eos_id)},
-            )
-            header = {**base, "split": name, "documents": len(ds), "bytes": int(sum(tokenized["n_bytes"]))}
-            if "split_rule" in ds.column_names:
-                header["split_rules"] = dict(Counter(ds["split_rule"]))
-            total = int(sum(tokenized["n_tokens"]))
-            headers[name] = write_tokens(_id_chunks(tokenized), stage / f"{name}.bin", dtype, total, header)
+        train_ds, val_ds, options["column"], base["source"] = _load_sources(
+            input_files, val_files, dataset, split, text_column, val_fraction, stage / "datasets")
+        headers = {name: _tokenize_split(ds, name, stage, token_dtype(max_id), base, options, num_proc)
+                   for name, ds in zip(SPLITS, (train_ds, val_ds))}
         for name in SPLITS:  # data first, headers last: a header never describes a missing array
             os.replace(stage / f"{name}.bin", out / f"{name}.bin")
         for name in SPLITS:
             os.replace(header_path(stage / f"{name}.bin"), header_path(out / f"{name}.bin"))
+        done = True
     except OSError as err:
         raise no_space(err, out, "free some space and run prepare again") from err
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+        if created and not done and not any(out.iterdir()):
+            out.rmdir()  # a refused run leaves no folder it made
     return headers
+
+
+def _tokenize_split(ds: Any, name: str, stage: Path, dtype: np.dtype, base: dict[str, Any], options: dict[str, Any],
+                    num_proc: int) -> dict[str, Any]:
+    """Tokenize one split's rows into `stage/<name>.bin` and its header; returns the header."""
+    tokenized = _map_in_workers(ds, _tokenize, num_proc=min(num_proc, max(1, len(ds))), desc=f"tokenizing {name}",
+                                fn_kwargs=options, new_fingerprint=tokenize_cache_key(ds, options))
+    header = {**base, "split": name, "documents": len(ds), "bytes": int(sum(tokenized["n_bytes"]))}
+    if "split_rule" in ds.column_names:
+        header["split_rules"] = dict(Counter(ds["split_rule"]))
+    total = int(sum(tokenized["n_tokens"]))
+    return write_tokens(_id_chunks(tokenized), stage / f"{name}.bin", dtype, total, header)

@@ -3,7 +3,8 @@
 The array is raw little-endian uint16 or uint32 (the narrowest that holds the largest id the
 tokenizer can produce). The header beside it (`train.json`) records the dtype, the token count,
 the UTF-8 byte count of the text (for bits per byte), the document count, the tokenizer (folder and
-fingerprint, so a run never mixes data of two tokenizers) and where the text came from.
+fingerprint, so a run never mixes data of two tokenizers), where the text came from and a digest of the tokens
+(`token_digest`, so a resumed run knows its data by content).
 """
 
 from __future__ import annotations
@@ -143,20 +144,24 @@ def write_tokens(
 ) -> dict[str, Any]:
     """Write `total` ids from an iterable of int arrays to `path` (via a temp file), then its header.
 
-    Every id is checked against `dtype` before it is stored, so ids never wrap silently.
+    Every id is checked against `dtype` before it is stored, so ids never wrap silently. The header records the
+    tokens' `token_digest`: what a resumed run knows its data by.
     """
     limit = np.iinfo(dtype).max
     written = 0
+    digest = hashlib.sha256()
     with atomic_output(path) as tmp:
         with open(tmp, "wb") as out:
             for ids in chunks:
                 ids = np.asarray(ids, dtype=np.int64)
                 if ids.size and (ids.min() < 0 or ids.max() > limit):
                     raise ValueError(f"token id {int(ids.max())} does not fit {dtype.name}; this is a bug in prepare")
-                out.write(ids.astype(dtype).tobytes())
+                stored = ids.astype(dtype).tobytes()
+                out.write(stored)
+                digest.update(stored)
                 written += ids.size
         if written != total:
             raise RuntimeError(f"wrote {written} tokens to {path}, expected {total}")
-    header = {**header, "dtype": dtype.name, "count": total}
+    header = {**header, "dtype": dtype.name, "count": total, "token_digest": digest.hexdigest()[:16]}
     write_json_atomic(header_path(path), header)
     return header

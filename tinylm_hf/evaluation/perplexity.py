@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 
 from ..corpus.documents import split_documents
 from ..fileio import check_input_file
+from ..tokenization.plain_text import encode_plain
 
 
 def make_windows(n_tokens: int, *, context_length: int, stride: int) -> list[tuple[int, int, int]]:
@@ -111,7 +112,7 @@ def evaluate_perplexity(
     pad_id = eos_id if eos_id is not None else 0
     encoded, round_trips = [], True
     for text in texts:
-        ids = tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+        ids = encode_plain(tokenizer, text)
         round_trips = round_trips and tokenizer.decode(ids) == text
         encoded.append(torch.tensor(([prefix_id] if prefix_eos else []) + list(ids), dtype=torch.long))
     plans = [make_windows(len(ids), context_length=context_length, stride=stride) for ids in encoded]

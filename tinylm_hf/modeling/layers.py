@@ -8,12 +8,16 @@ load into ``transformers.LlamaForCausalLM`` unchanged.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 ATTN_IMPLEMENTATIONS = ("eager", "sdpa")
+# an attention function as transformers' AttentionInterface holds them:
+# fn(module, q, k, v, attention_mask, *, scaling, dropout, **kwargs) -> (out (batch, seq, heads, head_dim), weights)
+AttentionFunction = Callable[..., tuple[torch.Tensor, torch.Tensor | None]]
 
 
 def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -63,6 +67,11 @@ class RMSNorm(nn.Module):
         super().__init__()
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(hidden_size, device=device, dtype=dtype))
+
+    @property
+    def variance_epsilon(self) -> float:
+        """``eps`` under Llama's name: what a kernel swapped in for this layer's forward reads."""
+        return self.eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         input_dtype = x.dtype
@@ -206,7 +215,9 @@ class CausalSelfAttention(nn.Module):
     """Causal multi-head self-attention with bias-free q/k/v/o projections and optional RoPE and KV cache.
 
     ``is_causal`` (an attribute, as in transformers) set to False makes it bidirectional: with no mask,
-    every query sees every key (the encoder of ``TinyLMForMaskedLM``).
+    every query sees every key (the encoder of ``TinyLMForMaskedLM``). ``scaling`` and
+    ``num_key_value_groups`` (1: every head has its own keys) are what an attention function called with
+    this module reads, as in Llama.
     """
 
     def __init__(self, hidden_size: int, num_heads: int, *, layer_idx: int = 0, device=None, dtype=None) -> None:
@@ -215,6 +226,8 @@ class CausalSelfAttention(nn.Module):
             raise ValueError(f"hidden_size={hidden_size} is not divisible by num_heads={num_heads}")
         self.num_heads = num_heads
         self.head_dim = hidden_size // num_heads
+        self.scaling = self.head_dim**-0.5
+        self.num_key_value_groups = 1
         self.layer_idx = layer_idx
         self.is_causal = True
         kw = {"bias": False, "device": device, "dtype": dtype}
@@ -230,41 +243,59 @@ class CausalSelfAttention(nn.Module):
         rope: tuple[torch.Tensor, torch.Tensor] | None = None,
         attention_mask: torch.Tensor | None = None,
         cache=None,
-        attn_implementation: str = "sdpa",
+        attn_implementation: str | AttentionFunction = "sdpa",
         output_attentions: bool = False,
+        **kwargs,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """hidden_states (batch, seq, hidden) -> (batch, seq, hidden).
 
         Args:
             rope: (cos, sin) of shape (batch or 1, seq, head_dim // 2) from RotaryEmbedding, or None for no RoPE.
             attention_mask: boolean (batch or 1, 1, seq, kv_len), True = attend; None = plain causal
-                (or no mask at all when ``is_causal`` is False).
+                (or no mask at all when ``is_causal`` is False). An attention function gets it as given.
             cache: a transformers Cache; ``update(k, v, layer_idx)`` returns all keys/values.
-            attn_implementation: "sdpa" (torch's fused kernel) or "eager" (our reference attention).
+            attn_implementation: "sdpa" (torch's fused kernel), "eager" (our reference attention), or an
+                attention function with transformers' signature ``fn(module, q, k, v, attention_mask, *,
+                scaling, dropout, **kwargs) -> (out (batch, seq, heads, head_dim), weights)``.
             output_attentions: also return the attention weights (batch, heads, seq, kv_len), computed by the
                 eager path whatever ``attn_implementation`` says (the fused kernel never materialises them).
+            kwargs: passed on to the cache update and the attention function (a paged cache's indices).
         """
         batch, seq, _ = hidden_states.shape
-        shape = (batch, seq, self.num_heads, self.head_dim)
-        q = self.q_proj(hidden_states).view(shape)  # (batch, seq, heads, head_dim)
-        k = self.k_proj(hidden_states).view(shape)
-        if rope is not None:
-            # rotating before the head transpose keeps q/k (and so the attention output) laid out as
-            # (batch, seq, heads, head_dim): the reshape back to (batch, seq, hidden) below is then free
-            cos, sin = rope[0].unsqueeze(2), rope[1].unsqueeze(2)  # (batch, seq, 1, head_dim // 2)
-            q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
-        q, k = q.transpose(1, 2), k.transpose(1, 2)  # (batch, heads, seq, head_dim)
-        v = self.v_proj(hidden_states).view(shape).transpose(1, 2)
+        q, k, v = self.project(hidden_states, rope)  # each (batch, heads, seq, head_dim)
         if cache is not None:
-            k, v = cache.update(k, v, self.layer_idx)  # (batch, heads, kv_len, head_dim)
+            k, v = self.update_cache(cache, k, v, kwargs)  # (batch, heads, kv_len, head_dim)
         if output_attentions:
             if attention_mask is None and self.is_causal:
                 attention_mask = causal_mask(q.shape[-2], k.shape[-2], q.device)
             probs = attention_probs(q, k, attention_mask)  # (batch, heads, seq, kv_len)
             out = self.o_proj((probs @ v).transpose(1, 2).reshape(batch, seq, -1))
             return out, probs
+        if callable(attn_implementation):
+            out, _ = attn_implementation(self, q, k, v, attention_mask, scaling=self.scaling, dropout=0.0, **kwargs)
+            return self.o_proj(out.reshape(batch, seq, -1))  # out: (batch, seq, heads, head_dim)
         out = attend(q, k, v, attention_mask, attn_implementation, is_causal=self.is_causal)
         return self.o_proj(out.transpose(1, 2).reshape(batch, seq, -1))
+
+    def project(
+        self, hidden_states: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Queries, keys (both rotated when ``rope`` is given) and values, each (batch, heads, seq, head_dim)."""
+        batch, seq, _ = hidden_states.shape
+        shape = (batch, seq, self.num_heads, self.head_dim)
+        q = self.q_proj(hidden_states).view(shape)  # (batch, seq, heads, head_dim)
+        k = self.k_proj(hidden_states).view(shape)
+        if rope is not None:
+            # rotating before the head transpose keeps q/k (and so the attention output) laid out as
+            # (batch, seq, heads, head_dim): the reshape back to (batch, seq, hidden) is then free
+            cos, sin = rope[0].unsqueeze(2), rope[1].unsqueeze(2)  # (batch, seq, 1, head_dim // 2)
+            q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        v = self.v_proj(hidden_states).view(shape)
+        return q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+
+    def update_cache(self, cache, k: torch.Tensor, v: torch.Tensor, kwargs: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append this step's keys/values to ``cache`` and return all of them (batch, heads, kv_len, head_dim)."""
+        return cache.update(k, v, self.layer_idx)
 
 
 def attend(
@@ -299,7 +330,15 @@ def attend(
 
 
 class DecoderBlock(nn.Module):
-    """Pre-norm transformer block: x + attn(norm(x)), then x + mlp(norm(x))."""
+    """Pre-norm transformer block: x + attn(norm(x)), then x + mlp(norm(x)).
+
+    Its parts are built from class attributes, so a subclass can swap one for a subclass of it (the
+    transformers classes swap in versions that transformers' kernel mapping can replace).
+    """
+
+    norm_class: type[RMSNorm] = RMSNorm
+    attention_class: type[CausalSelfAttention] = CausalSelfAttention
+    mlp_class: type[SwiGLU] = SwiGLU
 
     def __init__(
         self,
@@ -314,10 +353,10 @@ class DecoderBlock(nn.Module):
     ) -> None:
         super().__init__()
         kw = {"device": device, "dtype": dtype}
-        self.input_layernorm = RMSNorm(hidden_size, rms_norm_eps, **kw)
-        self.self_attn = CausalSelfAttention(hidden_size, num_heads, layer_idx=layer_idx, **kw)
-        self.post_attention_layernorm = RMSNorm(hidden_size, rms_norm_eps, **kw)
-        self.mlp = SwiGLU(hidden_size, intermediate_size, **kw)
+        self.input_layernorm = self.norm_class(hidden_size, rms_norm_eps, **kw)
+        self.self_attn = self.attention_class(hidden_size, num_heads, layer_idx=layer_idx, **kw)
+        self.post_attention_layernorm = self.norm_class(hidden_size, rms_norm_eps, **kw)
+        self.mlp = self.mlp_class(hidden_size, intermediate_size, **kw)
 
     def forward(
         self,
@@ -325,7 +364,7 @@ class DecoderBlock(nn.Module):
         rope: tuple[torch.Tensor, torch.Tensor] | None = None,
         attention_mask: torch.Tensor | None = None,
         cache=None,
-        attn_implementation: str = "sdpa",
+        attn_implementation: str | AttentionFunction = "sdpa",
         output_attentions: bool = False,
         **kwargs,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
@@ -340,6 +379,7 @@ class DecoderBlock(nn.Module):
             cache,
             attn_implementation,
             output_attentions=output_attentions,
+            **kwargs,
         )
         attn_out, probs = attn_out if output_attentions else (attn_out, None)
         hidden_states = hidden_states + attn_out

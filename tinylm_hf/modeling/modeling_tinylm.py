@@ -8,7 +8,7 @@ loads into ``transformers.LlamaForCausalLM`` as is.
 from __future__ import annotations
 
 # first: on an unsupported transformers, a remote-code folder says what it needs (compat.py)
-from .compat import CACHE_NAME, resolve_cache
+from .compat import CACHE_NAME, INSTALLED_RELEASE, resolve_cache
 
 import inspect
 import math
@@ -20,23 +20,72 @@ from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.cache_utils import Cache, DynamicCache
 from transformers.dynamic_module_utils import get_relative_import_files
+from transformers.generation.continuous_batching.cache import PagedAttentionCache
+from transformers.integrations import use_kernel_forward_from_hub
+from transformers.masking_utils import create_bidirectional_mask, create_causal_mask, packed_sequence_mask_function
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from .configuration_tinylm import TinyLMConfig
-from .layers import DecoderBlock, RMSNorm, RotaryEmbedding, compute_rope_tables
+from .layers import AttentionFunction, CausalSelfAttention, DecoderBlock, RMSNorm, RotaryEmbedding, SwiGLU
+from .layers import compute_rope_tables
 from .loss_tinylm import causal_lm_loss
 
 # what save_pretrained writes into config.json's auto_map (beside what register_for_auto_class adds), so
 # that a folder saved from either class loads with trust_remote_code through both auto classes
 AUTO_MAP = {"AutoModel": "modeling_tinylm.TinyLMModel", "AutoModelForCausalLM": "modeling_tinylm.TinyLMForCausalLM"}
+# the attention implementation that is our own code (layers.attend, with our masks): the reference every other
+# implementation (transformers' ALL_ATTENTION_FUNCTIONS: sdpa, flex_attention, flash_attention_*, paged|eager, a
+# registered function) is tested against
+REFERENCE_ATTENTION = "eager"
 # the heads TinyLM classes put on the decoder (language model, sequence and token scores, answer spans): the
 # only weights a checkpoint may lack or leave over when loaded into another class (from_pretrained)
 HEAD_PREFIXES = ("lm_head.", "score.", "qa_outputs.")
 
 
+@use_kernel_forward_from_hub("RMSNorm")
+class TinyLMRMSNorm(RMSNorm):
+    """RMSNorm under the name transformers' kernel mapping knows ("RMSNorm"): ``use_kernels`` may swap its forward."""
+
+
+@use_kernel_forward_from_hub("SwiGLUMLP")
+class TinyLMMLP(SwiGLU):
+    """The SwiGLU MLP under the name transformers' kernel mapping knows ("SwiGLUMLP")."""
+
+
+class TinyLMAttention(CausalSelfAttention):
+    """CausalSelfAttention with the cache update transformers' attention functions expect (a paged cache included)."""
+
+    config: TinyLMConfig  # set by the decoder layer: flash attention reads the model's config from the module
+
+    def update_cache(self, cache, k: torch.Tensor, v: torch.Tensor, kwargs: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        return update_kv_cache(cache, k, v, self.layer_idx, kwargs)
+
+
+def update_kv_cache(
+    cache, key: torch.Tensor, value: torch.Tensor, layer_idx: int, kwargs: dict
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Update ``cache`` as the installed transformers expects, returning the keys/values attention reads.
+
+    transformers >= 5.24 has the model update every cache, a paged one with the attention kwargs (its read/write
+    indices, updated in place for the attention function). Before, a paged cache travelled to the attention
+    function in its kwargs, which updated it there.
+    """
+    if INSTALLED_RELEASE >= (5, 24):
+        return cache.update(key, value, layer_idx, kwargs=kwargs)
+    if isinstance(cache, PagedAttentionCache):
+        kwargs["cache"] = cache
+        return key, value
+    return cache.update(key, value, layer_idx)
+
+
 class TinyLMDecoderLayer(GradientCheckpointingLayer, DecoderBlock):
-    """A DecoderBlock that transformers can gradient-checkpoint."""
+    """A DecoderBlock that transformers can gradient-checkpoint, with parts named as transformers' kernels expect."""
+
+    norm_class = TinyLMRMSNorm
+    attention_class = TinyLMAttention
+    mlp_class = TinyLMMLP
 
     def __init__(self, config: TinyLMConfig, layer_idx: int) -> None:
         DecoderBlock.__init__(
@@ -47,10 +96,16 @@ class TinyLMDecoderLayer(GradientCheckpointingLayer, DecoderBlock):
             rms_norm_eps=config.rms_norm_eps,
             layer_idx=layer_idx,
         )
+        self.self_attn.config = config
 
 
 class TinyLMPreTrainedModel(PreTrainedModel):
-    """Weight init and the class-level switches transformers reads (checkpointing, SDPA, tying)."""
+    """Weight init and the class-level switches transformers reads (checkpointing, attention functions, tying).
+
+    Attention: "eager" is our own (``layers.attend``); every other ``attn_implementation`` transformers offers
+    (sdpa, flex_attention, flash_attention_*, the paged ones of continuous batching, a function registered with
+    ``AttentionInterface``) is looked up in ``ALL_ATTENTION_FUNCTIONS`` and called per layer, as in Llama.
+    """
 
     config_class = TinyLMConfig
     config: TinyLMConfig
@@ -59,6 +114,9 @@ class TinyLMPreTrainedModel(PreTrainedModel):
     _no_split_modules = ["TinyLMDecoderLayer"]
     _skip_keys_device_placement = [CACHE_NAME]
     _supports_sdpa = True
+    _supports_flash_attn = True
+    _supports_flex_attn = True
+    _supports_attention_backend = True
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
@@ -149,7 +207,7 @@ class TinyLMModel(TinyLMPreTrainedModel):
         super().__init__(config)
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
         self.layers = nn.ModuleList(TinyLMDecoderLayer(config, i) for i in range(config.num_hidden_layers))
-        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.norm = TinyLMRMSNorm(config.hidden_size, config.rms_norm_eps)
         self.rotary_emb = RotaryEmbedding(config.head_dim, config.max_position_embeddings, config.rope_theta)
         for layer in self.layers:
             layer.self_attn.is_causal = not config.use_bidirectional_attention
@@ -193,7 +251,6 @@ class TinyLMModel(TinyLMPreTrainedModel):
             if checking:
                 self._check_token_ids(input_ids)
             inputs_embeds = self.embed_tokens(input_ids)
-        batch, seq = inputs_embeds.shape[:2]
         causal = not self.config.use_bidirectional_attention
         if not causal and (use_cache or cache is not None):
             raise ValueError("a bidirectional (masked-LM) TinyLM has no KV cache: pass use_cache=False and no cache")
@@ -201,25 +258,13 @@ class TinyLMModel(TinyLMPreTrainedModel):
             use_cache = causal and self.config.use_cache and not self.training
         if use_cache and cache is None:
             cache = DynamicCache(config=self.config)
-        past_len, kv_len = _cache_lengths(cache, seq)
-        if past_len + seq > self.config.max_position_embeddings:
-            raise ValueError(
-                f"sequence of {past_len + seq} tokens (past {past_len} + new {seq}) is longer than "
-                f"max_position_embeddings={self.config.max_position_embeddings}"
-            )
-        if position_ids is None:
-            padding_mask = attention_mask if attention_mask is not None and attention_mask.dim() == 2 else None
-            position_ids = _default_position_ids(padding_mask, past_len, seq, inputs_embeds.device)
-        elif checking:
-            self._check_position_ids(position_ids)
-            if attention_mask is None and past_len == 0:
-                attention_mask = _packed_sequences_mask(position_ids, batch, causal)
-        mask = _build_attention_mask(
-            attention_mask, batch, past_len, seq, inputs_embeds.device, checking, kv_len, causal=causal
-        )
+        reference = self.config._attn_implementation == REFERENCE_ATTENTION or output_attentions
+        position_ids, mask = self._positions_and_mask(inputs_embeds, attention_mask, position_ids, cache, reference)
         rope = self.rotary_emb(position_ids, dtype=inputs_embeds.dtype)
+        if not reference:
+            kwargs = {**kwargs, "position_ids": position_ids}  # flash attention finds packed sequences from them
         hidden_states, all_hidden_states, all_attentions = self._run_layers(
-            inputs_embeds, rope, mask, cache, output_attentions, keep_states
+            inputs_embeds, rope, mask, cache, output_attentions, keep_states, kwargs
         )
         outputs = BaseModelOutputWithPast(
             last_hidden_state=hidden_states,
@@ -230,6 +275,48 @@ class TinyLMModel(TinyLMPreTrainedModel):
         return_dict = self.config.return_dict if return_dict is None else return_dict
         return outputs if return_dict else outputs.to_tuple()
 
+    def _positions_and_mask(
+        self,
+        inputs_embeds: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        position_ids: torch.Tensor | None,
+        cache: Cache | None,
+        reference: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Position ids (given, or counted past the cache and any left padding) and the attention mask.
+
+        The mask is ours (boolean, True = attend; None = plain causal) for the ``reference`` attention, else
+        what transformers builds for the configured implementation (`_interface_mask`).
+        """
+        batch, seq = inputs_embeds.shape[:2]
+        causal = not self.config.use_bidirectional_attention
+        checking = not torch.compiler.is_compiling()
+        past_len, kv_len = _cache_lengths(cache, seq)
+        if past_len + seq > self.config.max_position_embeddings:
+            raise ValueError(
+                f"sequence of {past_len + seq} tokens (past {past_len} + new {seq}) is longer than "
+                f"max_position_embeddings={self.config.max_position_embeddings}"
+            )
+        sequence_ids = None  # which packed sequence each token belongs to, when rows pack several
+        if position_ids is None:
+            padding_mask = attention_mask if attention_mask is not None and attention_mask.dim() == 2 else None
+            position_ids = _default_position_ids(padding_mask, past_len, seq, inputs_embeds.device)
+        elif checking:
+            self._check_position_ids(position_ids)
+            if attention_mask is None and past_len == 0 and not isinstance(cache, PagedAttentionCache):
+                sequence_ids = _packed_sequence_ids(position_ids, batch)
+        if reference:
+            if sequence_ids is not None:
+                attention_mask = _packed_sequences_mask(sequence_ids, causal)
+            mask = _build_attention_mask(
+                attention_mask, batch, past_len, seq, inputs_embeds.device, checking, kv_len, causal=causal
+            )
+        else:
+            mask = self._interface_mask(
+                inputs_embeds, attention_mask, cache, position_ids, sequence_ids, past_len, kv_len
+            )
+        return position_ids, mask
+
     def _run_layers(
         self,
         hidden_states: torch.Tensor,
@@ -238,9 +325,10 @@ class TinyLMModel(TinyLMPreTrainedModel):
         cache: Cache | None,
         output_attentions: bool,
         keep_states: set[int] | None,
+        kwargs: dict,
     ) -> tuple[torch.Tensor, tuple | None, tuple | None]:
         """The blocks, then the final norm: (last hidden state, the kept hidden states, the attention weights)."""
-        attn_implementation = "eager" if self.config._attn_implementation == "eager" else "sdpa"
+        attention = attention_function(self.config._attn_implementation)
         states, attentions = [], []  # filled only when asked for
         for layer in self.layers:
             if keep_states is not None:
@@ -250,8 +338,9 @@ class TinyLMModel(TinyLMPreTrainedModel):
                 rope,
                 mask,
                 cache=cache,
-                attn_implementation=attn_implementation,
+                attn_implementation=attention,
                 output_attentions=output_attentions,
+                **kwargs,
             )
             if output_attentions:
                 hidden_states, probs = hidden_states
@@ -260,6 +349,34 @@ class TinyLMModel(TinyLMPreTrainedModel):
         states.append(hidden_states)
         kept = None if keep_states is None else tuple(h if i in keep_states else None for i, h in enumerate(states))
         return hidden_states, kept, tuple(attentions) if output_attentions else None
+
+    def _interface_mask(
+        self,
+        inputs_embeds: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        cache: Cache | None,
+        position_ids: torch.Tensor,
+        sequence_ids: torch.Tensor | None,
+        past_len: int,
+        kv_len: int,
+    ):
+        """The mask transformers' attention functions expect, built by transformers for the configured implementation.
+
+        A tensor, a flex BlockMask or None (plain causal, or what flash and paged attention find in their kwargs).
+        A 4D mask passes as given (a paged cache's, or a static cache's from ``generate``).
+        """
+        batch, seq = inputs_embeds.shape[:2]
+        if attention_mask is not None and attention_mask.dim() == 2:
+            _check_padding_mask(attention_mask, batch, past_len + seq)
+        elif attention_mask is not None and not isinstance(cache, PagedAttentionCache):
+            _check_4d_mask(attention_mask, batch, seq, kv_len)
+        packed = None if sequence_ids is None else packed_sequence_mask_function(sequence_ids)
+        if self.config.use_bidirectional_attention:
+            return create_bidirectional_mask(self.config, inputs_embeds, attention_mask, and_mask_function=packed)
+        return create_causal_mask(
+            self.config, inputs_embeds, attention_mask, position_ids=position_ids, and_mask_function=packed,
+            **{CACHE_NAME: cache},
+        )
 
     def _check_position_ids(self, position_ids: torch.Tensor) -> None:
         if position_ids.numel() == 0:
@@ -291,26 +408,34 @@ def _hidden_state_selection(output_hidden_states: bool | int | list[int] | None,
     return {i % count for i in indices if -count <= i < count}
 
 
-def _packed_sequences_mask(position_ids: torch.Tensor, batch: int, causal: bool = True) -> torch.Tensor | None:
-    """Block-causal (batch, 1, seq, seq) mask when rows pack several sequences (positions restart), else None.
-
-    Block-diagonal instead when not ``causal`` (a bidirectional encoder).
+def _packed_sequence_ids(position_ids: torch.Tensor, batch: int) -> torch.Tensor | None:
+    """(batch, seq) index of the packed sequence each token belongs to, or None when no row packs several.
 
     Padding-free batches (e.g. ``DataCollatorWithFlattening``) pass no attention_mask, only position_ids
     that start again at each sequence; tokens must not attend across those boundaries (as in Llama).
     """
     position_ids = position_ids.expand(batch, -1)
     starts = torch.diff(position_ids, prepend=position_ids[:, :1] - 1, dim=-1) != 1
-    sequence_ids = starts.cumsum(-1)  # (batch, seq): which packed sequence each token belongs to
-    if not bool((sequence_ids[:, -1] > 0).any()):
-        return None
+    sequence_ids = starts.cumsum(-1)
+    return sequence_ids if bool((sequence_ids[:, -1] > 0).any()) else None
+
+
+def _packed_sequences_mask(sequence_ids: torch.Tensor, causal: bool = True) -> torch.Tensor:
+    """Block-causal (batch, 1, seq, seq) mask from `_packed_sequence_ids`; block-diagonal when not ``causal``."""
     same = sequence_ids[:, :, None] == sequence_ids[:, None, :]  # (batch, seq, seq)
     return (same & torch.ones_like(same[0]).tril())[:, None] if causal else same[:, None]
 
 
+def attention_function(attn_implementation: str) -> str | AttentionFunction:
+    """What the layers call: our own attention for "eager", else transformers' function registered under the name."""
+    if attn_implementation == REFERENCE_ATTENTION:
+        return attn_implementation
+    return ALL_ATTENTION_FUNCTIONS[attn_implementation]
+
+
 def _cache_lengths(cache: Cache | None, seq: int) -> tuple[int, int]:
     """(tokens already cached, length of the keys attention will see): past + seq, or a static cache's full size."""
-    if cache is None:
+    if cache is None or isinstance(cache, PagedAttentionCache):  # a paged cache's requests come with positions
         return 0, seq
     past_len = int(cache.get_seq_length())
     return past_len, int(cache.get_mask_sizes(seq, 0)[0])
@@ -348,11 +473,7 @@ def _build_attention_mask(
     if attention_mask is not None and attention_mask.dim() == 4:
         return _mask_from_4d(attention_mask, batch, seq, kv_len)
     if attention_mask is not None:
-        if attention_mask.shape != (batch, real_len):
-            raise ValueError(
-                f"attention_mask has shape {tuple(attention_mask.shape)}, "
-                f"expected (batch, past + seq) = {(batch, real_len)}"
-            )
+        _check_padding_mask(attention_mask, batch, real_len)
         if skip_all_ones and bool(attention_mask.all()):
             attention_mask = None
     if attention_mask is None and kv_len == real_len:
@@ -372,16 +493,28 @@ def _build_attention_mask(
     return mask | ~mask.any(dim=-1, keepdim=True)
 
 
-def _mask_from_4d(attention_mask: torch.Tensor, batch: int, seq: int, kv_len: int) -> torch.Tensor:
-    """A ready-made (batch, 1, seq, kv_len) mask, as generate passes with a static cache.
+def _check_padding_mask(attention_mask: torch.Tensor, batch: int, real_len: int) -> None:
+    if attention_mask.shape != (batch, real_len):
+        raise ValueError(
+            f"attention_mask has shape {tuple(attention_mask.shape)}, "
+            f"expected (batch, past + seq) = {(batch, real_len)}"
+        )
 
-    Boolean (True = attend) or transformers' additive float form (0 = attend, a large negative number = masked).
-    """
+
+def _check_4d_mask(attention_mask: torch.Tensor, batch: int, seq: int, kv_len: int) -> None:
     if attention_mask.shape[0] not in (1, batch) or tuple(attention_mask.shape[1:]) != (1, seq, kv_len):
         raise ValueError(
             f"a 4D attention_mask must have shape (batch, 1, seq, kv_len) = {(batch, 1, seq, kv_len)}, "
             f"got {tuple(attention_mask.shape)}"
         )
+
+
+def _mask_from_4d(attention_mask: torch.Tensor, batch: int, seq: int, kv_len: int) -> torch.Tensor:
+    """A ready-made (batch, 1, seq, kv_len) mask, as generate passes with a static cache.
+
+    Boolean (True = attend) or transformers' additive float form (0 = attend, a large negative number = masked).
+    """
+    _check_4d_mask(attention_mask, batch, seq, kv_len)
     mask = attention_mask if attention_mask.dtype == torch.bool else attention_mask == 0
     return mask | ~mask.any(dim=-1, keepdim=True)
 
@@ -424,6 +557,7 @@ class TinyLMForCausalLM(TinyLMPreTrainedModel, GenerationMixin):
         the loss. ``shift_labels`` (already shifted targets) and ``num_items_in_batch`` are honoured as
         keyword arguments, as ``Trainer`` passes them. Other options as in ``TinyLMModel.forward``.
         """
+        shift_labels, num_items_in_batch = kwargs.pop("shift_labels", None), kwargs.pop("num_items_in_batch", None)
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -434,16 +568,14 @@ class TinyLMForCausalLM(TinyLMPreTrainedModel, GenerationMixin):
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
             return_dict=True,
+            **kwargs,  # for the attention function (continuous batching's paged-cache indices)
         )
         hidden_states = outputs.last_hidden_state
         keep = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
         logits = self.lm_head(hidden_states[:, keep, :])
         loss = None
-        shift_labels = kwargs.get("shift_labels")
         if labels is not None or shift_labels is not None:
-            loss = causal_lm_loss(
-                logits, labels, shift_labels=shift_labels, num_items_in_batch=kwargs.get("num_items_in_batch")
-            )
+            loss = causal_lm_loss(logits, labels, shift_labels=shift_labels, num_items_in_batch=num_items_in_batch)
         result = CausalLMOutputWithPast(
             loss=loss,
             logits=logits,

@@ -36,8 +36,8 @@ from ..tokenization.chat_template import end_of_turn_id, portable_chat_template
 from ..tokenization.metaspace import MODEL_FILE as SENTENCEPIECE_FILE
 from ..tokenization.metaspace import UNUSED, SentencePieceModel, read_sentencepiece_model
 from ..tokenizer_training.families import FAMILIES
-from .export_llama import build_llama_model, build_plain_tokenizer, llama_class_name
-from .folder import check_folder_files, check_tokenizer_fits
+from .export_llama import build_llama_model, build_plain_tokenizer
+from .folder import check_folder_files, check_language_model, check_tokenizer_fits
 
 logger = logging.getLogger(__name__)
 
@@ -282,9 +282,8 @@ def export_gguf(
         raise ValueError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
     src, out = Path(src_dir), Path(out_path)
     config = check_folder_files(src)
-    if llama_class_name(config) != "LlamaForCausalLM":
-        raise ValueError(f"{src} holds a {config['architectures'][0]}, a task head: GGUF carries a language model "
-                         "for llama.cpp; export the head with export-llama instead")
+    check_language_model(config, src, "GGUF carries a language model for llama.cpp; export the task head with "
+                                      "export-llama instead")
     check_gguf_output(out, src, overwrite=overwrite)
     tokenizer = build_plain_tokenizer(src, trust_remote_code=trust_remote_code)  # checks it made the data
     model = build_llama_model(src)

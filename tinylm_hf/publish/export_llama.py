@@ -158,11 +158,15 @@ def build_plain_tokenizer(src: Path, *, trust_remote_code: bool = False) -> Any:
     from tokenizers import Tokenizer
     from transformers import PreTrainedTokenizerFast
 
+    from ..tokenization.tokenization_tinylm_base import TinyLMCoreTokenizer
+
     source = load_tokenizer(src, trust_remote_code=trust_remote_code)
     check_tokenizer_fingerprint(source, read_json(src / "config.json").get("tokenizer_fingerprint"), folder=src,
                                 made=f"the data the model in {src} was trained on")
     check_gpt2_pattern(getattr(source, "pattern", "gpt2"), src)
-    if (src / "tokenizer.json").is_file():
+    if isinstance(source, TinyLMCoreTokenizer) and source.has_backend_twin():
+        backend = source.to_backend_tokenizer()  # the current twin (a folder's tokenizer.json may be older)
+    elif (src / "tokenizer.json").is_file():
         try:
             backend = Tokenizer.from_file(str(src / "tokenizer.json"))
         except Exception as err:  # `tokenizers` raises a bare Exception for a file it cannot read

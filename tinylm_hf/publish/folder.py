@@ -8,6 +8,7 @@ passes `trust_remote_code=True`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -25,6 +26,9 @@ from ..tokenizer_training.families import FAMILIES
 TOKENIZER_FILES = (TOKENIZER_FILE, *dict.fromkeys(family.core.files[0] for family in FAMILIES.values()))
 CHAT_TEMPLATE_FILE = "chat_template.jinja"  # where save_pretrained writes a tokenizer's chat template
 HF_DIR = "hf"  # a run's Hugging Face folder, in its out_dir
+# the classes of task heads (config.json's "architectures"): a body with a task head, and no language-model head
+TASK_HEAD_SUFFIXES = ("ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering")
+LANGUAGE_MODEL_FIX = "use the language model it was fine-tuned from, or load the head with its Auto class"
 
 
 def read_json(path: Path) -> dict[str, Any]:
@@ -73,6 +77,16 @@ def weight_files(folder: Path) -> list[Path]:
     return files
 
 
+def weights_digest(folder: str | os.PathLike) -> str:
+    """A short hash of the folder's weight files' contents: what a result measured on the model (eval_results.json)
+    records, so that it is never reported beside other weights saved under the same folder name."""
+    digest = hashlib.sha256()
+    for path in weight_files(Path(folder)):
+        with open(path, "rb") as fh:
+            digest.update(path.name.encode("utf-8") + b"\0" + hashlib.file_digest(fh, "sha256").digest())
+    return digest.hexdigest()[:16]
+
+
 def count_parameters(folder: str | os.PathLike) -> int:
     """Number of stored weights in the folder's safetensors files (tied weights counted once)."""
     total = 0
@@ -109,11 +123,37 @@ def check_folder_files(folder: str | os.PathLike) -> dict[str, Any]:
     return config
 
 
+def task_head(config: dict[str, Any]) -> str | None:
+    """The class of the task head a folder's config.json dict names (`TinyLMForSequenceClassification`, ...), or
+    None for a language model."""
+    architectures = config.get("architectures") or []
+    name = str(architectures[0]) if isinstance(architectures, list) and architectures else ""
+    return name if name.endswith(TASK_HEAD_SUFFIXES) else None
+
+
+def check_language_model(config: dict[str, Any], folder: Any, fix: str) -> None:
+    """Refuse a folder holding a task head (a `tinylm finetune` classifier, ...) where a language model is needed:
+    its language-model head was never saved, so every token it predicted would come from random weights. `fix`
+    says what to do instead."""
+    head = task_head(config)
+    if head is not None:
+        raise ValueError(f"{folder} holds a {head}, a classification head (a task head): its language-model "
+                         f"head was never saved, so it cannot predict tokens; {fix}")
+
+
+def check_language_model_folder(folder: str | os.PathLike, fix: str) -> None:
+    """`check_language_model` on a local folder's config.json (a folder without one is left to its loader)."""
+    path = Path(folder) / "config.json"
+    if path.is_file():
+        check_language_model(read_json(path), folder, fix)
+
+
 def load_folder(folder: str | os.PathLike, *, trust_remote_code: bool = False) -> tuple[Any, Any]:
     """(model, tokenizer) of a saved folder through the Auto classes, checked against each other.
 
-    The tokenizer's vocabulary must fit the model's embedding; a folder whose code would have to run
-    (a model type tinylm_hf does not provide) needs `trust_remote_code=True`.
+    The tokenizer's vocabulary must fit the model's embedding; a folder holding a task head (a classifier) is
+    refused, its language-model head was never saved; a folder whose code would have to run (a model type
+    tinylm_hf does not provide) needs `trust_remote_code=True`.
     """
     from transformers import AutoModelForCausalLM
 
@@ -122,7 +162,8 @@ def load_folder(folder: str | os.PathLike, *, trust_remote_code: bool = False) -
     register()
     local = Path(folder).exists() or not _could_be_hub_repo(str(folder))
     if local:
-        check_folder_files(folder)  # a local folder: say what is missing before transformers tries the Hub
+        config = check_folder_files(folder)  # a local folder: say what is missing before transformers tries the Hub
+        check_language_model(config, folder, LANGUAGE_MODEL_FIX)
     folder = Path(folder)
     tokenizer = load_tokenizer(folder, trust_remote_code=trust_remote_code, from_hub=not local)
     try:
@@ -156,18 +197,37 @@ def check_tokenizer_fits(tokenizer: Any, vocab_size: int, where: Any) -> None:
 
 
 def validate_folder(folder: str | os.PathLike, *, load: bool = True, trust_remote_code: bool = False) -> dict[str, Any]:
-    """Check a saved model folder is complete and (with `load`) loads and gives finite logits; return its config."""
+    """Check a saved model folder is complete and (with `load`) loads and gives finite logits; return its config.
+
+    A task head (a classifier) loads with its own Auto class, never as a language model."""
     config = check_folder_files(folder)
     if load:
         import torch
 
-        model, tokenizer = load_folder(folder, trust_remote_code=trust_remote_code)
+        head = task_head(config)
+        model, tokenizer = (load_folder(folder, trust_remote_code=trust_remote_code) if head is None
+                            else _load_head_folder(folder, head, trust_remote_code))
         ids = tokenizer("Once upon a time", add_special_tokens=False, return_tensors="pt")["input_ids"]
         with torch.no_grad():
-            logits = model(input_ids=ids).logits
-        if logits.shape[-1] != config["vocab_size"] or not torch.isfinite(logits).all():
+            output = model(input_ids=ids)
+        logits = output.logits if head is None else output[0]
+        if (head is None and logits.shape[-1] != config["vocab_size"]) or not torch.isfinite(logits).all():
             raise ValueError(f"the model in {folder} gives non-finite or mis-shaped logits {tuple(logits.shape)}")
     return config
+
+
+def _load_head_folder(folder: str | os.PathLike, head: str, trust_remote_code: bool) -> tuple[Any, Any]:
+    """(model, tokenizer) of a local task-head folder, the model through its Auto class (`AutoModelForSequence...`)."""
+    import transformers
+
+    from ..registration import register
+
+    register()
+    auto_class = getattr(transformers, "AutoModel" + head[head.index("For"):])
+    tokenizer = load_tokenizer(folder, trust_remote_code=trust_remote_code)
+    model = auto_class.from_pretrained(folder, trust_remote_code=trust_remote_code)
+    check_tokenizer_fits(tokenizer, model.config.vocab_size, folder)
+    return model, tokenizer
 
 
 def model_folder_name(folder: str | os.PathLike) -> str:

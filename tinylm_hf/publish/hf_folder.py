@@ -19,6 +19,8 @@ from ..fileio import check_ours_to_replace, make_folders, seal_folder
 from ..tokenization.chat_template import stop_token_ids
 from ..tokenizer_loading import load_tokenizer
 from ..training.checkpoint import load_state
+from ..training.run_dir import RunDirectory
+from ..training.state import RUN_TOKENIZER_DIR
 from ..training.summary import RunSummary
 from .folder import HF_DIR, check_tokenizer_fits
 from .model_card import write_model_card
@@ -43,11 +45,26 @@ def model_from_checkpoint(path: str | os.PathLike) -> Any:
 
 
 def prepare_classifier_tokenizer(tokenizer: Any, pad_token_id: int, context_length: int) -> None:
-    """A classifier's tokenizer pads with the classifier's pad token, and `truncation=True` cuts a text where
-    training did."""
+    """A classifier's tokenizer pads with the classifier's pad token, `truncation=True` cuts a text where
+    training did, and special-token text in a text is plain text, as training encoded it (`encode_plain`)."""
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.convert_ids_to_tokens(pad_token_id)
     tokenizer.model_max_length = context_length
+    tokenizer.split_special_tokens = True
+    tokenizer.init_kwargs["split_special_tokens"] = True  # what save_pretrained writes to tokenizer_config.json
+
+
+def run_tokenizer_dir(summary: RunSummary, given: str | os.PathLike | None = None) -> Path:
+    """The tokenizer folder a run publishes with: `given`, else the one it recorded, else (that folder deleted while
+    the run trained) the copy the run kept beside its checkpoints; the fingerprint is checked by the caller."""
+    folder = given or summary.train_config.get("tokenizer_dir") or summary.data.tokenizer_dir
+    kept = RunDirectory(summary.out_dir).checkpoints / RUN_TOKENIZER_DIR
+    if not given and (not folder or not Path(folder).is_dir()) and kept.is_dir():
+        return kept
+    if not folder or not Path(folder).is_dir():
+        raise FileNotFoundError(f"the tokenizer folder {folder} recorded for this run is missing; pass tokenizer_dir / "
+                                "--tokenizer-dir")
+    return Path(folder)
 
 
 def publish_run(
@@ -71,11 +88,7 @@ def publish_run(
     source = summary.best_checkpoint if checkpoint == "best" else summary.checkpoint
     if not source:
         raise FileNotFoundError(f"the run in {summary.out_dir} has no {checkpoint} checkpoint to publish")
-    tokenizer_dir = tokenizer_dir or summary.train_config.get("tokenizer_dir") or summary.data.tokenizer_dir
-    if not tokenizer_dir or not Path(tokenizer_dir).is_dir():
-        raise FileNotFoundError(
-            f"the tokenizer folder {tokenizer_dir} recorded for this run is missing; pass tokenizer_dir / --tokenizer-dir"
-        )
+    tokenizer_dir = run_tokenizer_dir(summary, tokenizer_dir)
     tokenizer = copy.deepcopy(load_tokenizer(tokenizer_dir))  # the loader's copy is shared: this one may change
     check_tokenizer_fingerprint(tokenizer, summary.data.tokenizer_fingerprint, folder=tokenizer_dir,
                                 made=f"the data of the run in {summary.out_dir}")

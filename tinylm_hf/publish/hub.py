@@ -16,7 +16,7 @@ from huggingface_hub.utils import validate_repo_id
 
 from ..tokenizer_training.families import FAMILIES
 from .folder import validate_folder
-from .model_card import EVAL_RESULTS_FILE, facts_from_existing_card, render_model_card
+from .model_card import EVAL_RESULTS_FILE, facts_from_existing_card, read_eval_results, render_model_card
 
 # Files a pushed model repository holds; checkpoints, optimizer state and logs stay local.
 UPLOAD_PATTERNS = (
@@ -72,7 +72,7 @@ def push_folder(
     folder = Path(folder)
     validate_folder(folder, trust_remote_code=trust_remote_code)
     kept = facts_from_existing_card(folder)
-    if (folder / EVAL_RESULTS_FILE).is_file():
+    if read_eval_results(folder) is not None:  # measured on these weights (results of others are refused)
         kept.pop("eval_results", None)
     card = str(render_model_card(folder, repo_id=repo_id, **{**kept, **facts}))
     files = sorted(set(list_upload_files(folder)) | {"README.md"})

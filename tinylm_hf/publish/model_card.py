@@ -21,7 +21,7 @@ from ..fileio import write_text_atomic
 from ..modeling.compat import TRANSFORMERS_REQUIREMENT
 from ..tokenizer_training.families import FAMILIES
 from ..training.summary import ClassificationTask, DataProvenance, RunSummary
-from .folder import CHAT_TEMPLATE_FILE, count_parameters, model_folder_name, read_json
+from .folder import CHAT_TEMPLATE_FILE, count_parameters, model_folder_name, read_json, weights_digest
 
 TEMPLATE_PATH = Path(__file__).resolve().parent.parent / "templates" / "model_card.md"
 EVAL_RESULTS_FILE = "eval_results.json"
@@ -397,6 +397,20 @@ def _eval_results(results: dict[str, Any] | None, task_type: str) -> list[EvalRe
 
 LOOP_METHOD = "tinylm-train-validation"  # how a number was measured (its EvalResult.metric_config)
 EVAL_METHOD = "tinylm-eval-sliding-window"
+
+
+def read_eval_results(folder: str | os.PathLike) -> dict[str, Any] | None:
+    """The summary of the folder's eval_results.json (`tinylm eval --out`), or None without one. Results measured on
+    other weights (the file records `weights_digest`; the model was replaced since) are refused, never reported."""
+    path = Path(folder) / EVAL_RESULTS_FILE
+    if not path.is_file():
+        return None
+    record = read_json(path)
+    recorded = record.get("weights_digest")
+    if recorded is not None and recorded != weights_digest(folder):
+        raise ValueError(f"{path} was measured on other weights than the model in {folder} holds now: run "
+                         f"`tinylm eval {folder} --out {path}` again, or delete it")
+    return record.get("summary", {})
 SLIDING_WINDOW_TEXT = (
     "Perplexity and bits per byte were computed by `tinylm eval` over the whole text with a sliding window of the "
     "model's context; each document is prefixed with that end-of-document token so every token is scored (the "
@@ -443,8 +457,8 @@ def render_model_card(folder: str | os.PathLike, summary: RunSummary | None = No
     model_name = facts.pop("model_name", None) or repo_id.split("/")[-1]
     model = facts.pop("model", None)
     results = facts.pop("eval_results", None)
-    if results is None and (folder / EVAL_RESULTS_FILE).is_file():
-        results = {**read_json(folder / EVAL_RESULTS_FILE).get("summary", {}), "method": EVAL_METHOD}
+    if results is None and (measured := read_eval_results(folder)) is not None:
+        results = {**measured, "method": EVAL_METHOD}
     if results is None:
         results = results_from_summary(summary)
     data = describe_data(summary.data if summary else None, summary.task if summary else None)

@@ -7,14 +7,16 @@ name (`phi3`), so a GGUF export formats prompts exactly as `tokenizer.apply_chat
 
 Each assistant turn's text and its `<|end|>` sit between `{% generation %}` markers, so transformers'
 `return_assistant_tokens_mask=True` marks exactly the tokens a model learns to say; `<|end|>` is the
-token generation stops at. The markers are special tokens: text typed by a user cannot forge them when
-encoded with `split_special_tokens=True`.
+token generation stops at. The markers are special tokens that only the template writes: `plain_text.encode_chat`
+encodes each message as plain text, so text typed by a user cannot forge them. A folder is a chat model's
+when its template renders this format (`renders_chat_format`), however the template is spelled.
 
 This file imports nothing of tinylm_hf: it may be copied into a saved folder with the tokenizer code.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 SYSTEM_TOKEN = "<|system|>"
@@ -68,15 +70,45 @@ def add_chat_tokens(tokenizer: Any) -> int:
     return added
 
 
+PROBE_CONVERSATIONS = (
+    [{"role": "system", "content": " Be brief. "}, {"role": "user", "content": "\nHi\n\n"},
+     {"role": "assistant", "content": "Hello <b>!\n"}, {"role": "user", "content": "{{ x }} <|end|>"}],
+    [{"role": "user", "content": ""}, {"role": "assistant", "content": " "}],
+)  # every role, edge whitespace, markup and marker text: what a template that differs renders otherwise
+
+
+@functools.lru_cache(maxsize=16)
+def renders_chat_format(template: str | None) -> bool:
+    """True when `template` renders every probe conversation exactly as `CHAT_TEMPLATE` does.
+
+    What a template does decides, not how it is spelled: an editor's final newline in chat_template.jinja,
+    or the template without its `{% generation %}` markers (`portable_chat_template`), is the same format.
+    """
+    if not isinstance(template, str):
+        return False
+    if template == CHAT_TEMPLATE:
+        return True
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    def render(source: str) -> list[str]:
+        return [render_jinja_template(conversations=[list(c)], chat_template=source, add_generation_prompt=g)[0][0]
+                for c in PROBE_CONVERSATIONS for g in (False, True)]
+
+    try:
+        return render(template) == render(CHAT_TEMPLATE)
+    except Exception:  # any error of arbitrary template code: it does not render this format
+        return False
+
+
 def has_chat_format(tokenizer: Any) -> bool:
-    """True when `tokenizer` holds every chat token as a special token and renders with `CHAT_TEMPLATE`."""
+    """True when `tokenizer` holds every chat token as a special token and its template renders `CHAT_TEMPLATE`'s text."""
     special = set(tokenizer.all_special_tokens)
-    return tokenizer.chat_template == CHAT_TEMPLATE and all(token in special for token in CHAT_TOKENS)
+    return renders_chat_format(tokenizer.chat_template) and all(token in special for token in CHAT_TOKENS)
 
 
 def end_of_turn_id(tokenizer: Any) -> int | None:
-    """The id of `END_OF_TURN_TOKEN` when `tokenizer` renders chats with `CHAT_TEMPLATE`, else None."""
-    if tokenizer.chat_template != CHAT_TEMPLATE:
+    """The id of `END_OF_TURN_TOKEN` when `tokenizer`'s template renders `CHAT_TEMPLATE`'s text, else None."""
+    if not renders_chat_format(tokenizer.chat_template):
         return None
     return tokenizer.get_vocab().get(END_OF_TURN_TOKEN)
 

@@ -11,6 +11,7 @@ This file imports only the standard library and `regex`: transformers copies it 
 
 from __future__ import annotations
 
+import codecs
 import math
 import os
 import struct
@@ -103,8 +104,19 @@ def piece_byte(piece: str) -> int | None:
     return _BYTE_OF_PIECE.get(piece)
 
 
+def _replace_one_byte(error: UnicodeDecodeError) -> tuple[str, int]:
+    return "\ufffd", error.start + 1
+
+
+# sentencepiece's rule for byte pieces that are not UTF-8: one U+FFFD for each byte that starts no valid
+# character (Python's "replace" gives one for a whole truncated sequence: b"\xe2\x82" -> 1, sentencepiece 2)
+BYTE_ERRORS = "tinylm-sentencepiece-replace"
+codecs.register_error(BYTE_ERRORS, _replace_one_byte)
+
+
 def decode_pieces(pieces: Iterable[str], *, add_dummy_prefix: bool = True) -> str:
-    """Join pieces into text: byte pieces are gathered into UTF-8 (invalid bytes become U+FFFD)."""
+    """Join pieces into text: byte pieces are gathered into UTF-8, each byte that starts no valid character
+    becoming U+FFFD, as sentencepiece decodes."""
     out: list[str] = []
     pending = bytearray()
     for piece in pieces:
@@ -113,11 +125,11 @@ def decode_pieces(pieces: Iterable[str], *, add_dummy_prefix: bool = True) -> st
             pending.append(byte)
             continue
         if pending:
-            out.append(pending.decode("utf-8", errors="replace"))
+            out.append(pending.decode("utf-8", errors=BYTE_ERRORS))
             pending.clear()
         out.append(piece)
     if pending:
-        out.append(pending.decode("utf-8", errors="replace"))
+        out.append(pending.decode("utf-8", errors=BYTE_ERRORS))
     return from_metaspace("".join(out), add_dummy_prefix=add_dummy_prefix)
 
 

@@ -14,6 +14,11 @@ from __future__ import annotations
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
 from .metaspace import CONTROL, SPACE_SYMBOL, UNKNOWN
+
+# Where a Unigram twin cuts text: after the "<" of text that spells a byte piece ("<0x41>"). `tokenizers`' Unigram
+# matches every vocabulary entry, byte pieces included, where sentencepiece matches only normal pieces: uncut,
+# the text "<0x41>" would become the byte piece for "A". (Exact unless a normal piece spans such a "<0".)
+BYTE_PIECE_CUT = r"(?<=<)(?=0x[0-9A-F]{2}>)"
 from .metaspace_tokenizer import MetaspaceTokenizer
 
 
@@ -39,8 +44,17 @@ def build_metaspace_backend(core: MetaspaceTokenizer) -> Tokenizer:
         steps.append(normalizers.Prepend(SPACE_SYMBOL))
     steps.append(normalizers.Replace(" ", SPACE_SYMBOL))
     tokenizer.normalizer = normalizers.Sequence(steps)
+    cuts = []
+    if core.model_type == "unigram" and core.byte_fallback:
+        cuts.append(pre_tokenizers.Split(Regex(BYTE_PIECE_CUT), "removed"))
     if not any(SPACE_SYMBOL in piece[1:] for piece in core.normal):
-        tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SPACE_SYMBOL, prepend_scheme="never", split=True)
+        cuts.append(pre_tokenizers.Metaspace(replacement=SPACE_SYMBOL, prepend_scheme="never", split=True))
+    if cuts:
+        tokenizer.pre_tokenizer = cuts[0] if len(cuts) == 1 else pre_tokenizers.Sequence(cuts)
+    # Llama's decoder. ByteFallback turns a run of byte pieces holding any invalid byte into one U+FFFD per
+    # piece, where sentencepiece replaces only the invalid bytes ([A, 0xE2, A] as byte pieces: three U+FFFD, not
+    # "A\ufffdA"); the TinyLM fast classes decode such text again. A Replace decoder per byte piece would end the
+    # runs at ASCII bytes, but made decoding 60x slower.
     tokenizer.decoder = decoders.Sequence(
         [decoders.Replace(SPACE_SYMBOL, " "), decoders.ByteFallback(), decoders.Fuse()]
         + ([decoders.Strip(content=" ", left=1, right=0)] if core.add_dummy_prefix else [])

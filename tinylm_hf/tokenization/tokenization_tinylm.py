@@ -50,6 +50,7 @@ class TinyLMTokenizer(TinyLMCoreTokenizer):
     """
 
     vocab_files_names = VOCAB_FILES_NAMES
+    fast_twin = "tokenization_tinylm_fast.TinyLMTokenizerFast"
 
     def __init__(
         self,

@@ -5,12 +5,18 @@ that owns the vocabulary and its files. It saves the core's files (`core.save`) 
 its `tokenizers` twin, so any fast-tokenizer consumer loads the folder too. A fast class runs that twin
 and also writes the core's files, so the slow class loads what it saved.
 
+Whichever class saves a folder, its `auto_map` names both, the fast twin second: `AutoTokenizer` returns
+the fast class (as for transformers' own models), which has every feature of transformers' tokenizer API
+(offsets, word ids, assistant masks); `<SlowClass>.from_pretrained(folder)` runs the hand-written core.
+
 This file imports only same-folder siblings: transformers copies it flat for `trust_remote_code`.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 from typing import Any
 
 from tokenizers import Tokenizer
@@ -43,6 +49,7 @@ class TinyLMCoreTokenizer(PreTrainedTokenizer):
     """
 
     model_input_names = ["input_ids", "attention_mask"]
+    fast_twin: str | None = None  # "module.Class" of the class that runs `to_backend_tokenizer()`, a sibling file
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -107,9 +114,36 @@ class TinyLMCoreTokenizer(PreTrainedTokenizer):
             paths.append(save_tokenizer_json(self.to_backend_tokenizer(), twin))
         return tuple(paths)
 
+    def _encode_plus(self, *args: Any, **kwargs: Any) -> Any:
+        """As transformers' Python tokenizers encode, but `return_offsets_mapping=True` (which they drop without a
+        word) says where offsets come from."""
+        if kwargs.get("return_offsets_mapping"):
+            raise self._needs_fast_twin("return_offsets_mapping=True")
+        return super()._encode_plus(*args, **kwargs)
+
+    def apply_chat_template(self, conversation: Any, *args: Any, **kwargs: Any) -> Any:
+        """As transformers renders chats; `return_assistant_tokens_mask=True` needs offsets, so it says where they are."""
+        if kwargs.get("return_assistant_tokens_mask"):
+            raise self._needs_fast_twin("return_assistant_tokens_mask=True")
+        return super().apply_chat_template(conversation, *args, **kwargs)
+
+    def _needs_fast_twin(self, feature: str) -> ValueError:
+        twin = (self.fast_twin or "").rpartition(".")[2] if self.has_backend_twin() else ""
+        where = f"its fast twin {twin}, what AutoTokenizer.from_pretrained(folder) returns" if twin else "a fast tokenizer"
+        return ValueError(f"{feature} needs character offsets, which {type(self).__name__} (the hand-written core) "
+                          f"does not compute: use {where}")
+
     def has_backend_twin(self) -> bool:
         """Whether `to_backend_tokenizer` can mirror this tokenizer (then `tokenizer.json` is saved too)."""
         return True
+
+    def _save_pretrained(self, save_directory: str | os.PathLike, file_names: tuple[str, ...], *args: Any,
+                         **kwargs: Any) -> tuple[str, ...]:
+        """Save as transformers does; a folder with `auto_map` also gets the fast twin's code, named there second."""
+        saved = super()._save_pretrained(save_directory, file_names, *args, **kwargs)
+        if self._auto_class is not None and self.fast_twin and self.has_backend_twin():
+            add_fast_twin(save_directory, file_names[0], self.fast_twin)  # [0]: the tokenizer_config.json written
+        return saved
 
     def to_backend_tokenizer(self) -> Tokenizer:
         """The same tokenizer as a `tokenizers.Tokenizer` (what `tokenizer.json` holds)."""
@@ -117,10 +151,23 @@ class TinyLMCoreTokenizer(PreTrainedTokenizer):
 
 
 class TinyLMCoreTokenizerFast(PreTrainedTokenizerFast):
-    """A fast tokenizer that also saves its slow twin's files (`save_core_files`)."""
+    """A fast tokenizer that also saves its slow twin's files (`save_core_files`).
+
+    A subclass names its slow twin (`slow_tokenizer_class`): `auto_map` then lists both, and a folder that the
+    twin cannot run (no `tokenizer.json`: a byte-level BPE with another pre-tokenization pattern) loads with it.
+    """
 
     model_input_names = ["input_ids", "attention_mask"]
-    slow_tokenizer_class = None
+    slow_tokenizer_class: type | None = None
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path: str | os.PathLike, *args: Any, **kwargs: Any) -> Any:
+        """This class on `pretrained_model_name_or_path`, or its slow twin where the folder has no `tokenizer.json`."""
+        folder = os.path.join(str(pretrained_model_name_or_path), kwargs.get("subfolder") or "")
+        if cls.slow_tokenizer_class is not None and os.path.isdir(folder) and not os.path.isfile(
+                os.path.join(folder, TOKENIZER_FILE)):
+            return cls.slow_tokenizer_class.from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
 
     def _save_pretrained(
         self,
@@ -137,6 +184,26 @@ class TinyLMCoreTokenizerFast(PreTrainedTokenizerFast):
     def save_core_files(self, save_directory: str | os.PathLike, prefix: str) -> tuple[str | os.PathLike, ...]:
         """Write the files the slow class loads (its core's) into `save_directory`; return their paths."""
         raise NotImplementedError
+
+
+def add_fast_twin(save_directory: str | os.PathLike, config_file: str | os.PathLike, fast_twin: str) -> None:
+    """Copy the code of `fast_twin` ("module.Class", a sibling of this file) into `save_directory` and name it
+    AutoTokenizer's fast class in `config_file`'s `auto_map` (transformers writes only the saving class there).
+
+    Nothing happens where the module is not beside this file (remote code from a folder saved without it).
+    """
+    from transformers.dynamic_module_utils import get_relative_import_files
+
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), fast_twin.partition(".")[0] + ".py")
+    with open(config_file, encoding="utf-8") as handle:
+        config = json.load(handle)
+    entry = config.get("auto_map", {}).get("AutoTokenizer")
+    if not entry or not os.path.isfile(source):
+        return
+    for path in (source, *get_relative_import_files(source)):
+        shutil.copyfile(path, os.path.join(save_directory, os.path.basename(path)))
+    config["auto_map"]["AutoTokenizer"] = [entry[0], fast_twin]
+    write_text_atomic(config_file, json.dumps(config, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
 def drop_folder_kwargs(kwargs: dict, *extra: str) -> None:

@@ -1,9 +1,10 @@
 """TinyLMTokenizerFast: the same byte-level BPE as `TinyLMTokenizer`, run by the Rust `tokenizers` library.
 
-Loaded by its own class, `TinyLMTokenizerFast.from_pretrained(DIR)`: it is deliberately not registered
-with `AutoTokenizer` (in transformers 5 a registered fast class wins over the slow one, and the
-from-scratch `TinyLMTokenizer` is what `AutoTokenizer` must return). Only the "gpt2" pre-tokenization
-pattern can be mirrored: `tokenizers`' ByteLevel pre-tokenizer hard-codes GPT-2's regex.
+What `AutoTokenizer` returns for a byte-level BPE folder (its `auto_map` names this class as the fast one,
+and `tinylm_hf` registers it as the fast twin of `TinyLMTokenizer`): offsets, word ids and assistant masks
+come from `tokenizers`. Only the "gpt2" pre-tokenization pattern can be mirrored (`tokenizers`' ByteLevel
+pre-tokenizer hard-codes GPT-2's regex): a folder saved with another pattern has no `tokenizer.json`, and
+`from_pretrained` returns `TinyLMTokenizer` for it.
 
 This file imports only same-folder siblings: transformers copies it flat for `trust_remote_code`.
 """
@@ -22,10 +23,18 @@ from tokenizers import models
 from .byte_level_backend import base_init_kwargs, build_byte_level_bpe, check_fast_pattern
 from .gpt2_files import MERGES_FILE, VOCAB_FILE, read_merges_txt, read_vocab_json, write_gpt2_files
 from .pretokenize import EOS_TOKEN
+from .tokenization_tinylm import TinyLMTokenizer
 from .tokenization_tinylm_base import TOKENIZER_FILE, TinyLMCoreTokenizerFast, drop_folder_kwargs
 # siblings the imports above reach, named so that transformers < 5.10 copies them too (compat.py)
 from .atomic_files import FILE_MODE  # noqa: F401
+from .bpe import BPETokenizer  # noqa: F401
+from .bpe_merge import OFFSET_BITS  # noqa: F401
 from .byte_unicode import bytes_to_unicode  # noqa: F401
+from .encode_cache import CACHE_LIMIT  # noqa: F401
+from .int_table import IntTable  # noqa: F401
+from .pretoken_table import PretokenTable  # noqa: F401
+from .pretokenize_arrays import gpt2_starts  # noqa: F401
+from .regex_classes import LETTER  # noqa: F401
 
 def _read_vocab(vocab: dict[str, int] | str) -> dict[str, int]:
     return vocab if isinstance(vocab, dict) else read_vocab_json(vocab)
@@ -59,6 +68,7 @@ class TinyLMTokenizerFast(TinyLMCoreTokenizerFast):
 
     vocab_files_names = {"vocab_file": VOCAB_FILE, "merges_file": MERGES_FILE, "tokenizer_file": TOKENIZER_FILE}
     model = models.BPE
+    slow_tokenizer_class = TinyLMTokenizer
 
     def __init__(
         self,

@@ -108,6 +108,21 @@ class TinyLMMetaspaceTokenizerFast(TinyLMCoreTokenizerFast):
             **_special_kwargs(self.core, unk_token, bos_token, eos_token, pad_token, kwargs),
         )
 
+    def _decode(self, token_ids: int | list[int], skip_special_tokens: bool = False,
+                clean_up_tokenization_spaces: bool | None = None, **kwargs: Any) -> str:
+        """As the slow class (and sentencepiece) decodes. `tokenizers`' ByteFallback turns a run of byte pieces
+        holding any invalid byte into U+FFFD throughout (`build_metaspace_backend`): text with U+FFFD is decoded
+        again here, from the pieces."""
+        text = super()._decode(token_ids, skip_special_tokens=skip_special_tokens,
+                               clean_up_tokenization_spaces=clean_up_tokenization_spaces, **kwargs)
+        if "\ufffd" not in text or not self.core.byte_fallback:
+            return text
+        pieces = self.convert_ids_to_tokens(token_ids, skip_special_tokens=skip_special_tokens)
+        text = decode_pieces([pieces] if isinstance(pieces, str) else pieces, add_dummy_prefix=self.core.add_dummy_prefix)
+        if self.clean_up_tokenization_spaces if clean_up_tokenization_spaces is None else clean_up_tokenization_spaces:
+            text = self.clean_up_tokenization(text)
+        return text
+
     def save_core_files(self, save_directory: str | os.PathLike, prefix: str) -> tuple[str]:
         """tokenizer.model, so the folder loads with the slow class."""
         return (self.core.save(save_directory, prefix=prefix),)

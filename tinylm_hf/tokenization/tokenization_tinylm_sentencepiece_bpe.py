@@ -26,3 +26,4 @@ class TinyLMSentencePieceBPETokenizer(TinyLMMetaspaceTokenizer):
     """SentencePiece BPE tokenizer on a sentencepiece `tokenizer.model`, run by tinylm's code."""
 
     core_class = SentencePieceBPETokenizer
+    fast_twin = "tokenization_tinylm_sentencepiece_bpe_fast.TinyLMSentencePieceBPETokenizerFast"

@@ -10,6 +10,7 @@ from .compat import require_supported_transformers  # noqa: F401
 
 from .sentencepiece_bpe import SentencePieceBPETokenizer
 from .tokenization_tinylm_metaspace import TinyLMMetaspaceTokenizerFast
+from .tokenization_tinylm_sentencepiece_bpe import TinyLMSentencePieceBPETokenizer
 # siblings the imports above reach, named so that transformers < 5.10 copies them too (compat.py)
 from .atomic_files import FILE_MODE  # noqa: F401
 from .encode_cache import CACHE_LIMIT  # noqa: F401
@@ -23,3 +24,4 @@ class TinyLMSentencePieceBPETokenizerFast(TinyLMMetaspaceTokenizerFast):
     """Fast twin of `TinyLMSentencePieceBPETokenizer`: identical ids on the same folder."""
 
     core_class = SentencePieceBPETokenizer
+    slow_tokenizer_class = TinyLMSentencePieceBPETokenizer

@@ -26,3 +26,4 @@ class TinyLMUnigramTokenizer(TinyLMMetaspaceTokenizer):
     """Unigram (Viterbi) tokenizer on a sentencepiece `tokenizer.model`, run by tinylm's code."""
 
     core_class = UnigramTokenizer
+    fast_twin = "tokenization_tinylm_unigram_fast.TinyLMUnigramTokenizerFast"

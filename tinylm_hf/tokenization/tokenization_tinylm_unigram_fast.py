@@ -9,6 +9,7 @@ from __future__ import annotations
 from .compat import require_supported_transformers  # noqa: F401
 
 from .tokenization_tinylm_metaspace import TinyLMMetaspaceTokenizerFast
+from .tokenization_tinylm_unigram import TinyLMUnigramTokenizer
 from .unigram import UnigramTokenizer
 # siblings the imports above reach, named so that transformers < 5.10 copies them too (compat.py)
 from .atomic_files import FILE_MODE  # noqa: F401
@@ -23,3 +24,4 @@ class TinyLMUnigramTokenizerFast(TinyLMMetaspaceTokenizerFast):
     """Fast twin of `TinyLMUnigramTokenizer`: identical ids on the same folder."""
 
     core_class = UnigramTokenizer
+    slow_tokenizer_class = TinyLMUnigramTokenizer

@@ -54,6 +54,7 @@ class TinyLMWordPieceTokenizer(TinyLMCoreTokenizer):
     """
 
     vocab_files_names = VOCAB_FILES_NAMES
+    fast_twin = "tokenization_tinylm_wordpiece_fast.TinyLMWordPieceTokenizerFast"
 
     def __init__(
         self,

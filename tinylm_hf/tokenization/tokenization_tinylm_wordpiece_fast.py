@@ -1,7 +1,7 @@
 """TinyLMWordPieceTokenizerFast: the same WordPiece as `TinyLMWordPieceTokenizer`, run by `tokenizers`.
 
-Loaded by its own class (`TinyLMWordPieceTokenizerFast.from_pretrained(DIR)`); `AutoTokenizer` returns
-the from-scratch slow class, as for the BPE pair. Ids, token type ids and decoding equal the slow class.
+What `AutoTokenizer` returns for a WordPiece folder, as for the BPE pair (`TinyLMWordPieceTokenizer` runs the
+hand-written core). Ids, token type ids and decoding equal the slow class.
 
 This file imports only same-folder siblings: transformers copies it flat for `trust_remote_code`.
 """
@@ -18,6 +18,7 @@ from typing import Any
 from tokenizers import models
 
 from .tokenization_tinylm_base import TOKENIZER_FILE, TinyLMCoreTokenizerFast, drop_folder_kwargs
+from .tokenization_tinylm_wordpiece import TinyLMWordPieceTokenizer
 from .wordpiece import BERT_CLS, BERT_MASK, BERT_PAD, BERT_SEP, BERT_UNK, VOCAB_TXT, load_vocab_txt, write_vocab_txt
 from .wordpiece_backend import build_bert_wordpiece, wordpiece_init_kwargs
 # siblings the imports above reach, named so that transformers < 5.10 copies them too (compat.py)
@@ -33,6 +34,7 @@ class TinyLMWordPieceTokenizerFast(TinyLMCoreTokenizerFast):
 
     vocab_files_names = {"vocab_file": VOCAB_TXT, "tokenizer_file": TOKENIZER_FILE}
     model = models.WordPiece
+    slow_tokenizer_class = TinyLMWordPieceTokenizer
 
     def __init__(
         self,

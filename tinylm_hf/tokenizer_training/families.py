@@ -38,8 +38,8 @@ class TokenizerFamily:
     words: WordSplitter  # how its trainer splits text into the words it counts
     train: FamilyTrainer  # word counts -> its core tokenizer
     core: type  # the hand-written tokenizer: encode / decode / save(dir) / load(dir)
-    slow_name: str  # the Hugging Face class over the core (what AutoTokenizer returns), in tinylm_hf.tokenization
-    fast_name: str  # the same tokenizer run by `tokenizers`
+    slow_name: str  # the Hugging Face class over the core (what load_tokenizer returns), in tinylm_hf.tokenization
+    fast_name: str  # the same tokenizer run by `tokenizers` (what AutoTokenizer returns)
     special_tokens: tuple[str, ...]  # trained with these unless told otherwise (a pad apart from end of text)
     byte_fallback: bool | None  # its default; None where it is no option (every input is covered without it)
     score: str | None  # its trainer's default merge rule (wordpiece: WORDPIECE_SCORES); None where there is no choice

@@ -68,6 +68,9 @@ def collect_word_counts(
         if inputs.options() != options:
             raise ValueError(f"the word counts were made with {inputs.options()}, but training asks for {options}: "
                              "count the shards with the same --algorithm, --pattern, --lowercase and special tokens")
+        if not inputs.counts:
+            raise ValueError("the word counts hold no words: there is nothing to train on; count some text with "
+                             "`tinylm count-words`")
         return inputs
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ..tokenization.atomic_files import write_text_atomic
-from ..tokenization.pretokenize import check_special_tokens, pattern_name
+from ..tokenization.pretokenize import check_special_tokens, compile_special_pattern, pattern_name
 from .families import get_family
 from .word_splitting import WordCounts, WordSplitter, count_split_words
 
@@ -68,22 +68,38 @@ def make_word_counts(
     lowercase: bool = False,
     special_tokens: Iterable[str] | None = None,
 ) -> WordCounts:
-    """Counts plus their options in canonical form (options an algorithm ignores become None)."""
+    """Counts plus their options in canonical form (options an algorithm ignores become None).
+
+    Where the family cuts special tokens out of text before counting, no word can hold special-token text:
+    counts with such a word were not counted with these special tokens, and are refused."""
     splitter = get_word_splitter(algorithm)
     canonical = pattern_name(pattern) if splitter.uses_pattern else None
+    specials = sorted(check_special_tokens(special_tokens)) if splitter.cuts_special_tokens else []
     checked = Counter()
     for word, count in counts.items():
         if not isinstance(word, str) or not isinstance(count, int) or isinstance(count, bool) or count < 0:
             raise ValueError(f"word counts must map str -> non-negative int, got {word!r}: {count!r}")
         if count and word:
             checked[word] = count
+    _check_no_special_text(checked, specials)
     return WordCounts(
         counts=checked,
         algorithm=algorithm,
         pattern=canonical,
         lowercase=bool(lowercase) if splitter.uses_lowercase else None,
-        special_tokens=sorted(check_special_tokens(special_tokens)) if splitter.cuts_special_tokens else [],
+        special_tokens=specials,
     )
+
+
+def _check_no_special_text(counts: Mapping[str, int], special_tokens: list[str]) -> None:
+    special = compile_special_pattern(special_tokens)
+    if special is None:
+        return
+    for word in counts:
+        if found := special.search(word):
+            raise ValueError(f"the word {word!r} holds the special token {found.group()!r}: special tokens are cut out "
+                             "of text before counting, so these counts were not counted with these special tokens; "
+                             "count the text again with `tinylm count-words`")
 
 
 def save_word_counts(
@@ -122,21 +138,26 @@ def load_word_counts(path: str | os.PathLike) -> WordCounts:
     if missing or not isinstance(body["counts"], dict):
         raise ValueError(f"{str(path)!r} lacks {missing or ['counts as an object']}")
     splitter = get_word_splitter(body["algorithm"])
-    record = make_word_counts(
-        body["counts"],
-        algorithm=body["algorithm"],
-        pattern=body["pattern"] if splitter.uses_pattern else "gpt2",
-        lowercase=bool(body["lowercase"]),
-        special_tokens=body["special_tokens"],
-    )
-    return record
+    try:
+        return make_word_counts(
+            body["counts"],
+            algorithm=body["algorithm"],
+            pattern=body["pattern"] if splitter.uses_pattern else "gpt2",
+            lowercase=bool(body["lowercase"]),
+            special_tokens=body["special_tokens"],
+        )
+    except ValueError as err:
+        raise ValueError(f"word-count file {str(path)!r}: {err}") from None
 
 
 def sum_word_counts(parts: Iterable[WordCounts | str | os.PathLike]) -> WordCounts:
-    """Sum word counts (loaded, or paths to load); counts made with different options are refused."""
+    """Sum word counts (loaded, or paths to load); counts made with different options, or holding no words at all,
+    are refused."""
     total: WordCounts | None = None
+    names: list[str] = []  # the files summed, for messages
     for part in parts:
         record = part if isinstance(part, WordCounts) else load_word_counts(part)
+        names.append("(counts)" if isinstance(part, WordCounts) else repr(str(part)))
         if total is None:
             total = WordCounts(Counter(record.counts), **record.options())
         elif record.options() != total.options():
@@ -148,4 +169,7 @@ def sum_word_counts(parts: Iterable[WordCounts | str | os.PathLike]) -> WordCoun
             total.counts.update(record.counts)
     if total is None:
         raise ValueError("sum_word_counts needs at least one word-count file")
+    if not total.counts:
+        raise ValueError(f"the word counts {', '.join(map(str, names))} hold no words: there is nothing to train on; "
+                         "count some text with `tinylm count-words`")
     return total

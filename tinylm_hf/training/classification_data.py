@@ -1,8 +1,9 @@
 """The data of a text-classification run (objective seq_cls): labelled files, tokenized as the text-classification
 pipeline tokenizes them, and drawn in epochs.
 
-Texts are tokenized by the tokenizer of the folder being fine-tuned, with its special tokens, and cut at
+Texts are tokenized by the tokenizer of the folder being fine-tuned, with what it adds around a text, and cut at
 `context_length` tokens, so the published folder's `pipeline("text-classification")` sees what training saw.
+A text is plain text: `<|endoftext|>` spelled inside it is its characters, never the control token.
 A batch is right-padded to its longest text and carries its attention mask. Training draws the examples in
 epochs, each a permutation seeded by (seed, epoch): the examples of a step follow from the step alone, so a
 resumed run trains on exactly the examples of an uninterrupted one.
@@ -20,6 +21,7 @@ import numpy as np
 import torch
 
 from ..corpus.labelled import LabelSet, LabelledFile, hold_out, majority_accuracy, read_labelled
+from ..tokenization.plain_text import encode_plain
 from .config import TrainConfig, check_context_length
 from .data import RunData
 from .summary import ClassificationTask, DataProvenance
@@ -34,6 +36,14 @@ class LabelledTokens:
 
     def __len__(self) -> int:
         return len(self.labels)
+
+    def digest(self) -> str:
+        """`token_digest` of the examples: every text's ids and length, and the labels."""
+        from ..corpus.token_files import token_digest
+
+        lengths = np.array([len(ids) for ids in self.ids], dtype=np.int64)
+        return token_digest(np.concatenate([*(np.asarray(ids, dtype=np.int64) for ids in self.ids), lengths,
+                                            np.asarray(self.labels, dtype=np.int64)]))
 
     @property
     def tokens(self) -> int:
@@ -111,7 +121,7 @@ def open_classification_data(config: TrainConfig) -> ClassificationData:
     provenance = DataProvenance(
         input_files=[labelled.name], val_files=[Path(config.validation_file).name] if config.validation_file else [],
         train_tokens=train.tokens, val_tokens=val.tokens, documents=len(train), tokenizer_dir=config.init_from,
-        tokenizer_fingerprint=tokenizer_fingerprint(tokenizer))
+        tokenizer_fingerprint=tokenizer_fingerprint(tokenizer), token_digest=f"{train.digest()}+{val.digest()}")
     return ClassificationData(provenance, len(tokenizer), tokenizer.eos_token_id, train=train, val=val, pad_id=pad_id,
                               task=task)
 
@@ -135,9 +145,9 @@ def split_examples(config: TrainConfig, labelled: LabelledFile,
 
 
 def tokenize(tokenizer: Any, texts: list[str], labels: np.ndarray, context_length: int) -> LabelledTokens:
-    """The texts as the text-classification pipeline tokenizes them (special tokens included), cut at
-    `context_length` tokens."""
-    ids = tokenizer(texts, truncation=True, max_length=context_length)["input_ids"]
+    """The texts as the text-classification pipeline tokenizes them (with what the tokenizer adds), cut at
+    `context_length` tokens; special-token text inside a text is plain text (`encode_plain`)."""
+    ids = encode_plain(tokenizer, texts, add_special_tokens=True, truncation=True, max_length=context_length)
     return LabelledTokens([np.asarray(row, dtype=np.int64) for row in ids], labels)
 
 

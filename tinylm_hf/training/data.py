@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from ..corpus.token_files import check_tokenizer_fingerprint, load_tokens, read_header
+from ..corpus.token_files import check_tokenizer_fingerprint, load_tokens, read_header, token_digest
 from ..fileio import check_input_folder
 from .config import TrainConfig
 from .summary import DataProvenance
@@ -47,20 +48,37 @@ def open_data(config: TrainConfig) -> TrainingData:
             )
     bytes_per_token = val_header.get("bytes", 0) / max(int(val_header["count"]), 1) or None
     provenance = DataProvenance.from_headers(train_header, val_header)
+    if provenance.token_digest is None:  # data prepared before headers recorded it
+        provenance.token_digest = f"{token_digest(train)}+{token_digest(val)}"
     check_published_tokenizer(config, provenance)
     vocab_size = max(int(train_header.get("vocab_size", 0)), int(train_header.get("max_id", -1)) + 1)  # ids may skip
     return TrainingData(provenance, vocab_size, train_header.get("eos_id"), train=train, val=val,
                         bytes_per_token=bytes_per_token)
 
 
+def published_tokenizer(config: TrainConfig, data: RunData) -> Any:
+    """The tokenizer the run will publish (`tokenizer_dir`, else the data's), loaded now, before the first step; None
+    when there is none, or when it already lives in the run's folder (sft's chat tokenizer)."""
+    from ..tokenizer_loading import load_tokenizer
+
+    folder = config.tokenizer_dir or data.provenance.tokenizer_dir
+    if not folder or not Path(folder).is_dir() or Path(config.out_dir).resolve() in Path(folder).resolve().parents:
+        return None
+    return load_tokenizer(folder)
+
+
 def check_published_tokenizer(config: TrainConfig, provenance: DataProvenance) -> None:
-    """The tokenizer the run will publish (`tokenizer_dir`, else the one prepare recorded) must be the one that made
-    the data: checked before training, not after it."""
+    """The tokenizer the run will publish (`tokenizer_dir`, else the one prepare recorded) must exist and be the one
+    that made the data: checked before the first step, not when the run is published after its last."""
     from ..tokenizer_loading import load_tokenizer
 
     folder = config.tokenizer_dir or provenance.tokenizer_dir
     if config.tokenizer_dir and not Path(config.tokenizer_dir).is_dir():
         raise FileNotFoundError(f"tokenizer folder {config.tokenizer_dir} does not exist")
-    if folder and Path(folder).is_dir():
+    if folder and not Path(folder).is_dir():
+        raise FileNotFoundError(f"the tokenizer folder {folder} that made the data in {config.data_dir} is missing, so "
+                                "the trained model could not be published with it: pass --tokenizer-dir with that "
+                                "tokenizer, or prepare the data again")
+    if folder:
         check_tokenizer_fingerprint(load_tokenizer(folder), provenance.tokenizer_fingerprint, folder=folder,
                                     made=f"the data in {config.data_dir}")

@@ -35,7 +35,7 @@ from .batches import StepBatches
 from .budget import StepPlan, TimeBudget
 from .checkpoint import BEST_CHECKPOINT, find_latest_checkpoint, remove_orphaned_temp_files
 from .config import TrainConfig, check_context_length
-from .data import RunData
+from .data import RunData, published_tokenizer
 from .distributed import DataParallel
 from .interrupts import InterruptFlag
 from .metrics import RunLog, plot_losses
@@ -54,6 +54,7 @@ def train(config: TrainConfig) -> RunSummary:
     device = prepare_device(config, ddp.local_rank)
     autocast = autocast_context(device, config.dtype)
     micro_size, rows = ddp.micro_batch_rows(config.batch_size, config.grad_accum_steps)
+    check_init_from_model(config)
     data = OBJECTIVE_CLASSES[config.objective].open_data(config)
     check_init_from_tokenizer(config, data)
     with open_run(config, ddp) as (run, run_id, resuming):
@@ -63,7 +64,8 @@ def train(config: TrainConfig) -> RunSummary:
         optimizer = build_optimizer(config, raw_model)
         sampler = torch.Generator().manual_seed(config.seed)
         checkpoints = RunCheckpoints(run, run_id, config, raw_model, optimizer, world_size=ddp.world, main=ddp.main,
-                                     tokenizer_fingerprint=data.provenance.tokenizer_fingerprint)
+                                     tokenizer_fingerprint=data.provenance.tokenizer_fingerprint, data=data.provenance,
+                                     tokenizer=published_tokenizer(config, data))
         state = checkpoints.resume(sampler) if resuming else TrainState(StepPlan.of(config))
         model, loss_fn = compile_for_training(raw_model) if config.compile else (raw_model, None)
         model = ddp.wrap(model, device)
@@ -129,6 +131,16 @@ def prepare_device(config: TrainConfig, local_rank: int) -> torch.device:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     return device
+
+
+def check_init_from_model(config: TrainConfig) -> None:
+    """`init_from` must hold a language model unless the objective trains a task head: a classifier folder (`tinylm
+    finetune`) never saved its language-model head, so a run from it would start from random predictions."""
+    from ..publish.folder import TASK_HEAD_SUFFIXES, check_language_model_folder
+
+    if config.init_from and not OBJECTIVE_CLASSES[config.objective].model_class().__name__.endswith(TASK_HEAD_SUFFIXES):
+        check_language_model_folder(config.init_from, f"--init-from needs a language model for objective "
+                                                      f"{config.objective}: use the model it was fine-tuned from")
 
 
 def check_init_from_tokenizer(config: TrainConfig, data: RunData) -> None:

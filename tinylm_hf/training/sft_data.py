@@ -1,7 +1,8 @@
 """Supervised fine-tuning data: conversations rendered by the tokenizer's chat template, tokenized with the
 assistant's tokens marked, and batched one conversation per row.
 
-A conversation is rendered by `tokenizer.chat_template`; its `{% generation %}` spans (each assistant turn's
+A conversation is rendered by `tokenizer.chat_template` (its markers control tokens, each message's content
+plain text: `tokenization.plain_text.encode_chat`); its `{% generation %}` spans (each assistant turn's
 text and its end-of-turn token) are the tokens the model learns to say. Labels are the next token where that
 token is the assistant's and -100 elsewhere, so the loss ignores system and user text, role markers and
 padding, and the end-of-turn token is learned. Each row holds one conversation, right-padded: with causal
@@ -21,9 +22,10 @@ import numpy as np
 import torch
 
 from ..corpus.conversations import Conversation
-from ..corpus.token_files import tokenizer_fingerprint
+from ..corpus.token_files import token_digest, tokenizer_fingerprint
 from ..modeling.loss_tinylm import IGNORE_INDEX
-from ..tokenization.chat_template import add_chat_tokens, has_chat_format
+from ..tokenization.chat_template import CHAT_TEMPLATE, add_chat_tokens, has_chat_format
+from ..tokenization.plain_text import encode_chat
 from .config import TrainConfig
 from .data import TrainingData
 from .summary import DataProvenance
@@ -32,34 +34,13 @@ from .summary import DataProvenance
 def tokenize_conversation(tokenizer: Any, messages: Conversation) -> tuple[list[int], list[int]]:
     """(input ids, assistant mask: 1 where the assistant speaks) of one conversation under the chat template.
 
-    The ids are `tokenizer.apply_chat_template(messages)`'s; the mask is what transformers'
-    `return_assistant_tokens_mask=True` gives a fast tokenizer, for any tokenizer: each edge of a
-    `{% generation %}` span is placed after the tokens of the text before it, which must begin the ids of
-    the whole text (a span edge inside a token is a ValueError).
+    The chat markers are the template's control tokens and each message's content is plain text
+    (`encode_chat`): a content that spells `<|end|>` or `<|user|>` teaches those characters, never the
+    control tokens. Without such text the ids are `tokenizer.apply_chat_template(messages)`'s and the mask
+    is what transformers' `return_assistant_tokens_mask=True` gives a fast tokenizer.
     """
-    from transformers.utils.chat_template_utils import render_jinja_template
-
-    if not tokenizer.chat_template:
-        raise ValueError("the tokenizer has no chat template: give it one with tinylm_hf.tokenization."
-                         "chat_template.add_chat_tokens (or train it with `tinylm train-tokenizer --chat`)")
-    (text,), (spans,) = render_jinja_template(conversations=[messages], chat_template=tokenizer.chat_template,
-                                              return_assistant_tokens_mask=True, **tokenizer.special_tokens_map)
-    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-    mask = [0] * len(ids)
-    for start, end in spans:
-        first, last = (_tokens_before(tokenizer, text, ids, edge) for edge in (start, end))
-        mask[first:last] = [1] * (last - first)
-    return ids, mask
-
-
-def _tokens_before(tokenizer: Any, text: str, ids: list[int], edge: int) -> int:
-    """How many of `ids` (the tokens of `text`) come before character `edge`."""
-    before = tokenizer(text[:edge], add_special_tokens=False)["input_ids"]
-    if ids[: len(before)] != before:
-        raise ValueError(f"the tokenizer merges text across a turn boundary of the chat template (at {text[:edge][-30:]!r}), "
-                         "so the assistant's tokens cannot be told apart; use a tokenizer whose special tokens "
-                         "split the text")
-    return len(before)
+    chat = encode_chat(tokenizer, messages)
+    return chat.ids, chat.mask
 
 
 @dataclass
@@ -88,13 +69,15 @@ def tokenize_conversations(tokenizer: Any, conversations: Sequence[Conversation]
                            context_length: int) -> TokenizedConversations:
     """Tokenize `conversations`, leaving out those whose inputs (all tokens but the last) exceed `context_length`.
 
-    A conversation cut to the context would teach the model replies that never end, so it is dropped instead.
+    A conversation cut to the context would teach the model replies that never end, so it is dropped instead,
+    as soon as its encoding passes the context (a long conversation costs no more than a short one).
     """
     ids, labels, lengths = [], [], []
     for messages in conversations:
-        tokens, mask = tokenize_conversation(tokenizer, messages)
-        if len(tokens) - 1 > context_length:
+        chat = encode_chat(tokenizer, messages, max_tokens=context_length + 1)  # None: too long, left unfinished
+        if chat is None:
             continue
+        tokens, mask = chat.ids, chat.mask
         ids.append(np.asarray(tokens, dtype=np.int64))
         next_ids = np.asarray(tokens[1:] + [IGNORE_INDEX], dtype=np.int64)
         labels.append(np.where(np.asarray(mask[1:] + [0]) == 1, next_ids, IGNORE_INDEX))
@@ -174,6 +157,7 @@ def open_conversation_data(config: TrainConfig) -> ConversationData:
         val_files=[os.path.basename(config.val_conversations)] if config.val_conversations else [],
         train_tokens=len(train_tokens.ids), val_tokens=len(val_tokens.ids), documents=len(train_tokens),
         tokenizer_dir=folder, tokenizer_fingerprint=tokenizer_fingerprint(tokenizer),
+        token_digest=f"{token_digest(train_tokens.ids)}+{token_digest(val_tokens.ids)}",
     )
     return ConversationData(provenance=provenance, vocab_size=len(tokenizer), eos_id=tokenizer.eos_token_id,
                             train=train_tokens.ids, val=val_tokens.ids, bytes_per_token=None,
@@ -196,6 +180,7 @@ def load_chat_tokenizer(config: TrainConfig) -> tuple[Any, str, bool]:
                          "or --tokenizer-dir")
     tokenizer = copy.deepcopy(load_tokenizer(folder))  # the loader's copy is shared: never change it
     if has_chat_format(tokenizer):
+        tokenizer.chat_template = CHAT_TEMPLATE  # the same text (an editor's newline, no generation markers): ours marks the turns
         return tokenizer, str(folder), False
     if config.tokenizer_dir:
         raise ValueError(f"the tokenizer in {folder} has no chat tokens and template: train one with "

@@ -18,6 +18,7 @@ from .budget import StepPlan
 from .checkpoint import BEST_CHECKPOINT, newest_loadable_state, restore_training_state, save_training_state
 from .config import TrainConfig
 from .run_dir import RunDirectory
+from .summary import DataProvenance
 
 
 @dataclass
@@ -53,6 +54,7 @@ class TrainState:
         return False
 
 
+RUN_TOKENIZER_DIR = "tokenizer"  # in checkpoints/: the tokenizer the run publishes, saved with its first checkpoint
 RESUMED_MODEL_FIELDS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
                         "max_position_embeddings", "rope_theta", "tie_word_embeddings", "use_bidirectional_attention")
 """The TinyLMConfig fields a resumed run must share with its checkpoint: every one changes the model."""
@@ -63,10 +65,12 @@ class RunCheckpoints:
 
     def __init__(self, run: RunDirectory, run_id: str | None, config: TrainConfig, model: torch.nn.Module,
                  optimizer: torch.optim.Optimizer, *, tokenizer_fingerprint: str | None, world_size: int,
-                 main: bool) -> None:
+                 main: bool, data: DataProvenance | None = None, tokenizer: Any = None) -> None:
         self.run, self.run_id, self.config = run, run_id, config
         self.model, self.optimizer = model, optimizer  # the plain model (no DDP or compile wrapper)
         self.tokenizer_fingerprint = tokenizer_fingerprint
+        self.data = data  # the data the run trains on: its checkpoints record its digest and name
+        self.tokenizer = tokenizer  # what the run publishes, loaded before the first step: kept beside the checkpoints
         self.world_size, self.main = world_size, main
 
     def resume(self, sampler: torch.Generator) -> TrainState:
@@ -75,6 +79,7 @@ class RunCheckpoints:
         path, saved, skipped = newest_loadable_state(self.run.checkpoints, self.run_id)
         extra = saved["extra"]
         self._check_same_tokenizer(extra.get("tokenizer_fingerprint"))
+        self._check_same_data(extra.get("data"))
         self._check_same_model(path, saved)
         restore_training_state(saved, model=self.model, optimizer=self.optimizer, generator=sampler)
         iteration = int(saved["iteration"])
@@ -100,6 +105,20 @@ class RunCheckpoints:
                 f"run in {self.run.path} "
                 f"was trained on (fingerprint {self.tokenizer_fingerprint} vs {fingerprint}); resume with the "
                 "same data, or start a new run"
+            )
+
+    def _check_same_data(self, saved: dict[str, Any] | None) -> None:
+        """A resumed run trains on the data it started on (by content: `DataProvenance.token_digest`), so that its
+        card and summary, which name the data, tell the truth about every step."""
+        now = self.data
+        if not saved or now is None or not saved.get("token_digest") or not now.token_digest:
+            return  # a checkpoint from before runs recorded their data
+        if saved["token_digest"] != now.token_digest:
+            where = self.config.data_dir or self.config.conversations or self.config.train_file
+            raise ValueError(
+                f"the data in {where} changed since the run in {self.run.path} started (it started on "
+                f"{saved.get('name')}, {saved.get('train_tokens', 0):,} training tokens; now {now.name}, "
+                f"{now.train_tokens:,}): resume with the data it started on, or pass --overwrite to start afresh"
             )
 
     def _check_same_model(self, path: Path, saved: dict[str, Any]) -> None:
@@ -131,13 +150,29 @@ class RunCheckpoints:
             return None
         extra = {"tokens": state.tokens, "world_size": self.world_size, "best_val_loss": state.best_val_loss,
                  "loss": state.loss, "tokenizer_fingerprint": self.tokenizer_fingerprint}
+        if self.data is not None:
+            extra["data"] = {"token_digest": self.data.token_digest, "name": self.data.name,
+                             "train_tokens": self.data.train_tokens}
         if self.config.time_budget_s is not None:
             extra["budget_schedule"] = state.plan.as_list()
         sampler = torch.Generator()
         sampler.set_state(sampler_state)
-        return save_training_state(
+        saved = save_training_state(
             self.run.checkpoints, model=self.model, optimizer=self.optimizer, iteration=state.iteration,
             generator=sampler, train_config=self.config.to_dict(), model_config=self.model.config.to_dict(),
             metrics=state.metrics, extra=extra, keep_last=self.config.keep_last, run_id=self.run_id,
             path=self.run.checkpoints / BEST_CHECKPOINT if best else None,
         )
+        self._keep_tokenizer()
+        return saved
+
+    def _keep_tokenizer(self) -> None:
+        """Save the tokenizer held since before the first step into checkpoints/ once: publishing falls back to it when
+        the tokenizer folder was deleted while the run trained."""
+        folder = self.run.checkpoints / RUN_TOKENIZER_DIR
+        if self.tokenizer is None or folder.is_dir():
+            return
+        from ..fileio import staged_folder
+
+        with staged_folder(folder) as stage:
+            self.tokenizer.save_pretrained(stage)

@@ -38,6 +38,9 @@ class DataProvenance:
     """`tokenizer_fingerprint` of that tokenizer."""
     val_carved: float | None = None
     """The share of the training text held out for validation, when there were no validation files."""
+    token_digest: str | None = None
+    """Digests of the training and validation tokens (`token_files.token_digest`, joined by "+"): what a resumed
+    run knows its data by, whatever the files are called."""
 
     @classmethod
     def from_headers(cls, train: dict[str, Any], val: dict[str, Any]) -> DataProvenance:
@@ -50,6 +53,7 @@ class DataProvenance:
             train_tokens=int(train.get("count", 0)), val_tokens=int(val.get("count", 0)),
             documents=int(train.get("documents", 0)), tokenizer_dir=train.get("tokenizer"),
             tokenizer_fingerprint=train.get("tokenizer_fingerprint"), val_carved=source.get("val_carved"),
+            token_digest=_joined(train.get("token_digest"), val.get("token_digest")),
         )
 
     @property
@@ -66,6 +70,10 @@ class DataProvenance:
             return ", ".join(self.val_files)
         share = f"{self.val_carved:.0%} of " if self.val_carved else "a part of "
         return f"{share}{self.name} held out from training" if self.name != "unknown" else "unknown"
+
+
+def _joined(*digests: str | None) -> str | None:
+    return "+".join(digests) if all(isinstance(d, str) for d in digests) else None  # type: ignore[arg-type]
 
 
 @dataclass

@@ -15,6 +15,7 @@ import torch
 
 from .batches import iter_eval_batches
 from ..modeling.loss_tinylm import IGNORE_INDEX
+from ..tokenization.plain_text import encode_chat, encode_plain
 from .functional import cross_entropy
 from .step import model_logits
 
@@ -144,19 +145,19 @@ def macro_f1(predictions: np.ndarray, labels: np.ndarray) -> float:
 @torch.no_grad()
 def sample_completion(model: torch.nn.Module, tokenizer: Any, prompt: str, max_new_tokens: int) -> str:
     """Greedy continuation of `prompt` (plain text: special-token text is not special), cut to the context."""
-    ids = tokenizer(prompt, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+    ids = encode_plain(tokenizer, prompt)
     new_ids = greedy_ids(model, ids, max_new_tokens, stop_ids={tokenizer.eos_token_id} - {None})
     return tokenizer.decode(new_ids, skip_special_tokens=True)
 
 
 @torch.no_grad()
 def sample_reply(model: torch.nn.Module, tokenizer: Any, prompt: str, max_new_tokens: int) -> str:
-    """The greedy reply to `prompt` sent as a user message through the tokenizer's chat template."""
+    """The greedy reply to `prompt` sent as a user message (plain text) through the tokenizer's chat template."""
     from ..tokenization.chat_template import stop_token_ids
 
     messages = [{"role": "user", "content": prompt}]
-    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True)["input_ids"]
-    new_ids = greedy_ids(model, list(ids), max_new_tokens, stop_ids=set(stop_token_ids(tokenizer)))
+    ids = encode_chat(tokenizer, messages, add_generation_prompt=True).ids
+    new_ids = greedy_ids(model, ids, max_new_tokens, stop_ids=set(stop_token_ids(tokenizer)))
     return tokenizer.decode(new_ids, skip_special_tokens=True)
 
 

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
-from ...corpus.documents import split_documents
+from ...corpus.documents import separator_line, split_documents
 from ...fileio import write_text_atomic
 
 TASKS_DIR = Path(__file__).resolve().parent
@@ -75,6 +76,33 @@ metadata:
 
 
 
+CONTROL_TEXT = re.compile(r"<\|[^|<>\s]{1,40}\|>")  # how TinyLM spells its special tokens: <|endoftext|>, <|end|>, ...
+
+
+def check_plain_data(path: Path, fields: tuple[str, ...] = ()) -> None:
+    """Refuse data that spells a special token, naming the file, the line and the token.
+
+    lm-eval's harness encodes task text with the tokenizer's defaults, which parse special-token text: a
+    `<|endoftext|>` inside a document would reach the model as the control token. A text file's
+    separator lines (`<|endoftext|>` alone on a line) end documents and are not text; a JSON-lines file is
+    checked in `fields` of each row.
+    """
+    with open(path, encoding="utf-8") as fh:
+        for number, line in enumerate(fh, 1):
+            if fields:
+                try:
+                    row = json.loads(line) if line.strip() else {}
+                except json.JSONDecodeError as err:
+                    raise ValueError(f"{path}, line {number} is not valid JSON ({err})") from None
+                line = json.dumps([row.get(f) for f in fields], ensure_ascii=False) if isinstance(row, dict) else ""
+            elif separator_line().fullmatch(line.rstrip("\n")):
+                continue
+            found = CONTROL_TEXT.search(line)
+            if found:
+                raise ValueError(f"{path}, line {number}: the text spells {found.group(0)!r}, which lm-eval's harness "
+                                 "encodes as a control token (it parses special-token text): remove or reword it")
+
+
 def text_file_to_jsonl(text_file: Path, out: Path) -> Path:
     """Write the `<|endoftext|>`-separated documents of a text file as JSONL `{"text": ...}` rows."""
     docs = split_documents(text_file.read_text(encoding="utf-8"), rule="separator")
@@ -102,11 +130,13 @@ def write_tasks(
     data = Path(data_file).resolve() if data_file is not None else ROLLING_DATA
     if not data.is_file():
         raise FileNotFoundError(f"rolling-task data file {data} does not exist")
+    check_plain_data(data, ("text",) if data.suffix == ".jsonl" else ())
     if data.suffix != ".jsonl":
         data = text_file_to_jsonl(data, directory / f"{rolling_task}_data.jsonl")
     cloze = Path(cloze_file).resolve() if cloze_file is not None else CLOZE_DATA
     if not cloze.is_file():
         raise FileNotFoundError(f"cloze-task data file {cloze} does not exist")
+    check_plain_data(cloze, ("context", "choices"))
     write_text_atomic(directory / f"{rolling_task}.yaml", ROLLING_YAML.format(task=rolling_task, data_file=json.dumps(str(data))))
     write_text_atomic(directory / f"{cloze_task}.yaml", CLOZE_YAML.format(task=cloze_task, data_file=json.dumps(str(cloze))))
     return directory
