@@ -114,3 +114,16 @@ def test_each_rank_keeps_its_rows_of_a_micro_step():
     assert DataParallel().micro_batch_rows(8, 2) == (4, slice(0, 4))
     with pytest.raises(ValueError, match=r"batch_size 6 must be divisible by grad_accum_steps \* world_size = 4"):
         DataParallel(rank=0, world=2).micro_batch_rows(6, 2)
+
+
+def test_two_gloo_ranks_under_a_time_budget_agree_on_the_rate_and_the_last_step(tmp_path):
+    """Each rank times its own steps; they share the largest progress, so they stop at the same step (a rank
+    stopping alone would leave the other waiting in a collective until torchrun's timeout)."""
+    data = write_byte_dataset(tmp_path / "data")
+    cfg = tiny_config(data, tmp_path / "ddp", batch_size=8, max_iters=100_000, warmup_iters=10, eval_every=0,
+                      checkpoint_every=0, time_budget_s=3.0)
+    (tmp_path / "cfg.json").write_text(json.dumps(cfg.to_dict()))
+    proc = run_two_gloo_ranks(tmp_path, "-m", "tinylm_hf.cli", "train", "--config", str(tmp_path / "cfg.json"),
+                              "--publish", "none")
+    assert '"world_size": 2' in proc.stdout
+    assert 5 < max(losses(tmp_path / "ddp")) < 100_000
