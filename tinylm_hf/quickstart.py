@@ -35,7 +35,7 @@ PROMPTS = ("Once upon a time", "Lily and Ben went to the park.", "The little dog
 MAX_ITERS_CAP = 3000  # the schedule's horizon when the time budget decides the step count
 OPTIMIZERS = {  # TrainConfig values of each --optimizer: rates chosen by scripts/sweep_quickstart.py
     "adamw": {"optimizer": "adamw", "max_lr": 3e-3, "min_lr": 3e-4},
-    "muon": {"optimizer": "muon", "muon_lr": 0.02, "max_lr": 3e-3, "min_lr": 3e-4},
+    "muon": {"optimizer": "muon", "muon_lr": 0.02, "max_lr": 6e-3, "min_lr": 6e-4},
 }
 DEFAULT_OPTIMIZER = "muon"
 CHAT_BATCH_SIZE = 8  # with `chat`: 8 x CHAT_CONTEXT tokens, the default recipe's 2,048 tokens a step
