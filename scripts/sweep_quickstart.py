@@ -1,16 +1,18 @@
 """Choose the quickstart recipe by measurement: validation bits per byte after an equal training budget.
 
-Each candidate (model width/depth, vocabulary, batch x context, learning rate and schedule) trains with
-`tinylm_hf.training.train` on the bundled TinyStories slice for the same budget of **process CPU time**
-(`time_budget_clock="process"`, one thread by default), so that a machine shared with other programs
-still gives every candidate the same compute: the loop re-plans its step count on that clock. Each
+Each candidate (optimizer, model width/depth, vocabulary, batch x context, learning rate and schedule)
+trains with `tinylm_hf.training.train` on the bundled TinyStories slice, either for the same budget of
+**process CPU time** (`--budget`; `time_budget_clock="process"`, one thread by default), so that a
+machine shared with other programs still gives every candidate the same compute (the loop re-plans its
+step count on that clock), or for the same number of steps (`--steps`), which no load changes. Each
 run is then scored on the whole validation file (bits per byte: summed nats / ln 2 / the file's bytes,
 so vocabularies of different sizes compare fairly). Tokenizers and token files are made once per
 vocabulary size and reused.
 
-    python scripts/sweep_quickstart.py --budget 150                     # every candidate, 150 CPU-s each
-    python scripts/sweep_quickstart.py --budget 150 --only base lr6e-3  # a subset
-    python scripts/sweep_quickstart.py --list                           # the candidates
+    python scripts/sweep_quickstart.py --budget 150                      # every candidate, 150 CPU-s each
+    python scripts/sweep_quickstart.py --budget 150 --only base muon     # AdamW vs Muon, same CPU budget
+    python scripts/sweep_quickstart.py --steps 600 --only base muon      # AdamW vs Muon, same step count
+    python scripts/sweep_quickstart.py --list                            # the candidates
 
 The ranking at a short budget favours small models and high learning rates a little more than the
 quickstart's 6 minutes on two cores would; read the table with that in mind.
@@ -36,10 +38,15 @@ from tinylm_hf.quickstart import PACKAGE_DATA  # noqa: E402
 BASE: dict[str, Any] = {
     "vocab_size": 2048, "hidden_size": 128, "intermediate_size": 352, "num_hidden_layers": 4,
     "num_attention_heads": 4, "batch_size": 16, "context_length": 128, "max_lr": 3e-3, "min_lr": 3e-4,
-    "warmup_fraction": 0.05,
+    "warmup_fraction": 0.05, "optimizer": "adamw", "muon_lr": 0.02,
 }  # fmt: skip
 CANDIDATES: dict[str, dict[str, Any]] = {
     "base": {},
+    "muon": {"optimizer": "muon"},
+    "muon-lr0.01": {"optimizer": "muon", "muon_lr": 0.01},
+    "muon-lr0.04": {"optimizer": "muon", "muon_lr": 0.04},
+    "muon-adamw6e-3": {"optimizer": "muon", "max_lr": 6e-3, "min_lr": 6e-4},
+    "muon-adamw1e-3": {"optimizer": "muon", "max_lr": 1e-3, "min_lr": 1e-4},
     "lr6e-3": {"max_lr": 6e-3, "min_lr": 6e-4},
     "lr6e-3-min0": {"max_lr": 6e-3, "min_lr": 6e-5},
     "vocab4096": {"vocab_size": 4096},
@@ -80,19 +87,14 @@ def prepare(work: Path, vocab_size: int) -> Path:
 
 def full_validation_bpb(summary, data_dir: Path, r: dict[str, Any]) -> tuple[float, float]:
     """(loss, bits per byte) of the final weights over the whole validation file."""
-    import torch
-
-    from tinylm_hf.corpus import load_tokens, read_header
     from tinylm_hf.modeling import TinyLMForCausalLM
     from tinylm_hf.training.checkpoint import load_state
-    from tinylm_hf.training.validation import evaluate
+    from tinylm_hf.training.validation import evaluate_whole_file
 
     state = load_state(summary.checkpoint)
     model = TinyLMForCausalLM(_model_config(r))
     model.load_state_dict(state["model"])
-    header = read_header(data_dir / "val.bin")
-    result = evaluate(model, load_tokens(data_dir / "val.bin"), 32, r["context_length"], torch.device("cpu"),
-                      bytes_per_token=header["bytes"] / header["count"])
+    result = evaluate_whole_file(model, data_dir, r["context_length"])
     return result["val_loss"], result["val_bpb"]
 
 
@@ -103,18 +105,20 @@ def _model_config(r: dict[str, Any]):
                                     **{k: r[k] for k in MODEL_KEYS})
 
 
-def run_candidate(name: str, work: Path, budget_s: float, threads: int, extra: dict[str, Any] | None = None) -> dict:
-    """Train one candidate for `budget_s` CPU seconds; its row of the table."""
+def run_candidate(name: str, work: Path, budget_s: float | None, threads: int, extra: dict[str, Any] | None = None,
+                  *, steps: int | None = None) -> dict:
+    """Train one candidate for `budget_s` CPU seconds, or for `steps` steps; its row of the table."""
     from tinylm_hf.training import TrainConfig, train
 
     r = recipe(name, extra)
     folder = prepare(work, r["vocab_size"])
-    max_iters = 100_000  # the budget decides; this only bounds the schedule
+    max_iters = steps or 100_000  # without steps the budget decides; this only bounds the schedule
     config = TrainConfig(
         data_dir=str(folder / "data"), out_dir=str(work / "runs" / name), preset="cpu-quickstart",
         model={**{k: r[k] for k in MODEL_KEYS}, "max_position_embeddings": r["context_length"]},
         batch_size=r["batch_size"], context_length=r["context_length"], max_iters=max_iters,
-        time_budget_s=budget_s, time_budget_clock="process", max_lr=r["max_lr"], min_lr=r["min_lr"],
+        time_budget_s=None if steps else budget_s, time_budget_clock="process", max_lr=r["max_lr"], min_lr=r["min_lr"],
+        optimizer=r["optimizer"], muon_lr=r["muon_lr"],
         warmup_iters=round(r["warmup_fraction"] * max_iters), weight_decay=0.1, grad_clip=1.0, eval_every=0,
         checkpoint_every=0, keep_last=1, device="cpu", dtype="float32", threads=threads, progress=False,
         plot=False, sample_tokens=0, overwrite=True,
@@ -123,7 +127,7 @@ def run_candidate(name: str, work: Path, budget_s: float, threads: int, extra: d
     summary = train(config)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     loss, bpb = full_validation_bpb(summary, folder / "data", r)
-    return {"candidate": name, "params_M": round(sum(_param_counts(r)) / 1e6, 2), "steps": summary.iterations,
+    return {"candidate": name, "optimizer": r["optimizer"], "params_M": round(sum(_param_counts(r)) / 1e6, 2), "steps": summary.iterations,
             "tokens_M": round(summary.tokens / 1e6, 2), "train_cpu_s": round(cpu, 0), "train_wall_s": round(wall, 0),
             "val_loss": round(loss, 4), "val_bpb": round(bpb, 4)}
 
@@ -145,6 +149,8 @@ def print_table(rows: list[dict]) -> None:
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=float, default=150.0, help="process CPU seconds of training per candidate")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="train every candidate this many steps instead of for --budget (a load-free comparison)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: CPU time = compute)")
     parser.add_argument("--only", nargs="*", default=None, help="candidates to run (default: all)")
     parser.add_argument("--work", type=Path, default=None, help="folder for tokenizers/data/runs (default: temp)")
@@ -158,13 +164,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
     names = args.only or list(CANDIDATES)
     for name in names:
         recipe(name)  # unknown names fail before any training
-    print(f"budget {args.budget:.0f} process CPU s per candidate, {args.threads} thread(s), "
-          f"load average {os.getloadavg()[0]:.1f}")
+    limit = f"{args.steps} steps" if args.steps else f"budget {args.budget:.0f} process CPU s"
+    print(f"{limit} per candidate, {args.threads} thread(s), load average {os.getloadavg()[0]:.1f}", flush=True)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work or Path(tmp)
         for name in names:
-            row = run_candidate(name, work, args.budget, args.threads)
+            row = run_candidate(name, work, args.budget, args.threads, steps=args.steps)
+            row["load_1min"] = round(os.getloadavg()[0], 1)
             print(json.dumps(row), flush=True)
             if args.json is not None:
                 with args.json.open("a") as fh:

@@ -76,6 +76,8 @@ def test_foreign_code_runs_only_with_the_flag(planted, tmp_path, capsys):
     (["eval", "{dir}", "--input", "{text}", "--context-length", "100000"], "context-length must be in"),
     (["train-tokenizer", "--input", "{text}", "--vocab-size", "300", "--out", "{text}"], "is a file, not a folder"),
     (["quickstart", "--time-budget", "-5", "--out", "{out}"], "budget must be a positive number"),
+    (["train", "--data-dir", "{parent}", "--optimizer", "sgd"], "optimizer must be one of adamw, muon"),
+    (["train", "--data-dir", "{parent}", "--optimizer", "muon", "--muon-momentum", "1"], "muon_momentum < 1"),
     (["push", "{dir}", "--repo-id", "a/b.git"], "not a valid 'owner/name' Hub id"),
     (["export-llama", "{dir}", "{parent}", "--overwrite"], "contains the input folder"),
     (["export-gguf", "{dir}", "{text}"], "already exists .*--overwrite"),

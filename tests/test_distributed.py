@@ -26,30 +26,35 @@ def _free_port() -> int:
 
 
 
-@pytest.mark.parametrize("grad_accum_steps", [1, 2])
-def test_two_gloo_ranks_match_one_process(tmp_path, grad_accum_steps):
-    data = write_byte_dataset(tmp_path / "data")
-    cfg = tiny_config(data, tmp_path / "ddp", batch_size=8, grad_accum_steps=grad_accum_steps, max_iters=6,
-                      eval_every=3, checkpoint_every=3)
-    (tmp_path / "cfg.json").write_text(json.dumps(cfg.to_dict()))
+def run_two_gloo_ranks(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    """`torchrun --nproc_per_node 2 ARGS` (gloo, one thread a rank); fails the test if it fails."""
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
-             "--master_addr", "127.0.0.1", "--master_port", str(_free_port()),
-             "-m", "tinylm_hf.cli", "train", "--config", str(tmp_path / "cfg.json")],
+             "--master_addr", "127.0.0.1", "--master_port", str(_free_port()), *args],
             cwd=REPO_ROOT, env=env, capture_output=True, stdin=subprocess.DEVNULL, text=True, timeout=300,
         )
     except subprocess.TimeoutExpired as err:
         pytest.fail(f"torchrun timed out:\n{err.stdout}\n{err.stderr}")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+@pytest.mark.parametrize(("grad_accum_steps", "optimizer"), [(1, "adamw"), (2, "adamw"), (2, "muon")])
+def test_two_gloo_ranks_match_one_process(tmp_path, grad_accum_steps, optimizer):
+    data = write_byte_dataset(tmp_path / "data")
+    options = dict(batch_size=8, grad_accum_steps=grad_accum_steps, max_iters=6, eval_every=3, checkpoint_every=3,
+                   optimizer=optimizer)
+    cfg = tiny_config(data, tmp_path / "ddp", **options)
+    (tmp_path / "cfg.json").write_text(json.dumps(cfg.to_dict()))
+    proc = run_two_gloo_ranks(tmp_path, "-m", "tinylm_hf.cli", "train", "--config", str(tmp_path / "cfg.json"))
     assert '"world_size": 2' in proc.stdout
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        train(tiny_config(data, tmp_path / "single", batch_size=8, grad_accum_steps=grad_accum_steps, max_iters=6,
-                          eval_every=3, checkpoint_every=3))
+        train(tiny_config(data, tmp_path / "single", **options))
     finally:
         torch.set_num_threads(threads)
     ddp, single = losses(tmp_path / "ddp"), losses(tmp_path / "single")
@@ -59,6 +64,40 @@ def test_two_gloo_ranks_match_one_process(tmp_path, grad_accum_steps):
     rows = (tmp_path / "ddp" / "metrics.jsonl").read_text().splitlines()
     assert len(rows) == 6 + 2
     assert (tmp_path / "ddp" / "hf" / "model.safetensors").is_file()
+
+
+RANKS_AFTER_MUON = """
+import torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+from tinylm_hf.modeling import TinyLMConfig, TinyLMForCausalLM
+from tinylm_hf.training import MuonWithAdamW, param_groups_for_muon
+
+dist.init_process_group("gloo")
+torch.manual_seed(0)
+raw = TinyLMForCausalLM(TinyLMConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                                     num_attention_heads=2, max_position_embeddings=16))
+model = DistributedDataParallel(raw)
+start = torch.cat([p.detach().flatten() for p in raw.parameters()])
+optimizer = MuonWithAdamW(param_groups_for_muon(raw, 0.1), lr=3e-3, muon_lr=0.02)
+gen = torch.Generator().manual_seed(dist.get_rank())  # each rank its own rows
+for _ in range(5):
+    ids = torch.randint(0, 64, (2, 16), generator=gen)
+    model(input_ids=ids, labels=ids).loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+flat = torch.cat([p.detach().flatten() for p in raw.parameters()])
+gathered = [torch.empty_like(flat) for _ in range(2)]
+dist.all_gather(gathered, flat)
+print(f"rank {dist.get_rank()}: ranks equal {torch.equal(*gathered)}, moved {not torch.equal(flat, start)}")
+dist.destroy_process_group()
+"""
+
+
+def test_muon_keeps_the_ranks_identical(tmp_path):
+    """Each rank orthogonalises the same averaged gradient: after steps on different rows, the weights are equal."""
+    (tmp_path / "ranks.py").write_text(RANKS_AFTER_MUON)
+    proc = run_two_gloo_ranks(tmp_path, str(tmp_path / "ranks.py"))
+    assert proc.stdout.count("ranks equal True, moved True") == 2, proc.stdout
 
 
 def test_one_process_is_rank_zero_of_one_and_wraps_nothing(monkeypatch):
@@ -75,3 +114,16 @@ def test_each_rank_keeps_its_rows_of_a_micro_step():
     assert DataParallel().micro_batch_rows(8, 2) == (4, slice(0, 4))
     with pytest.raises(ValueError, match=r"batch_size 6 must be divisible by grad_accum_steps \* world_size = 4"):
         DataParallel(rank=0, world=2).micro_batch_rows(6, 2)
+
+
+def test_two_gloo_ranks_under_a_time_budget_agree_on_the_rate_and_the_last_step(tmp_path):
+    """Each rank times its own steps; they share the largest progress, so they stop at the same step (a rank
+    stopping alone would leave the other waiting in a collective until torchrun's timeout)."""
+    data = write_byte_dataset(tmp_path / "data")
+    cfg = tiny_config(data, tmp_path / "ddp", batch_size=8, max_iters=100_000, warmup_iters=10, eval_every=0,
+                      checkpoint_every=0, time_budget_s=3.0)
+    (tmp_path / "cfg.json").write_text(json.dumps(cfg.to_dict()))
+    proc = run_two_gloo_ranks(tmp_path, "-m", "tinylm_hf.cli", "train", "--config", str(tmp_path / "cfg.json"),
+                              "--publish", "none")
+    assert '"world_size": 2' in proc.stdout
+    assert 5 < max(losses(tmp_path / "ddp")) < 100_000

@@ -23,7 +23,7 @@ PUBLIC_NAMES = (
     "train_bpe_from_iterator train_sentencepiece_bpe train_sentencepiece_bpe_from_counts "
     "train_sentencepiece_bpe_from_iterator train_step train_tokenizer train_unigram train_unigram_from_counts "
     "train_unigram_from_iterator train_wordpiece train_wordpiece_from_counts train_wordpiece_from_iterator"
-).split()
+).split() + ["Muon", "MuonWithAdamW", "param_groups_for_muon"]  # added beside AdamW since
 
 
 def test_all_lists_every_name_exported_before():

@@ -95,6 +95,19 @@ def test_the_card_samples_as_the_generation_config_does(folder, tmp_path):
     assert '--prompt "Once upon a time" --temperature 0.8 --top-k 50`' in text and "top_p" not in text
 
 
+def test_a_muon_run_names_its_optimizer_and_both_rates(folder):
+    config = {**QUICKSTART_CONFIG, "optimizer": "muon", "muon_lr": 0.02, "muon_momentum": 0.95}
+    text = render_model_card(folder, summary(train_config=config)).text
+    assert "hand-written Muon for the matrices inside the blocks and AdamW for the embeddings, head and norms" in text
+    assert "Muon on the block matrices (peak learning rate 0.02, momentum 0.95" in text
+    assert "warmed up over 3 step(s) to 0.003" in text
+
+
+def test_an_adamw_run_names_adamw_only(folder):
+    text = render_model_card(folder, summary()).text
+    assert "hand-written AdamW" in text and "Muon" not in text
+
+
 def _evaluated_copy(folder: Path, tmp_path: Path, capsys) -> Path:
     """A copy of `folder` with the eval_results.json that `tinylm eval --out` writes into it."""
     import shutil

@@ -23,6 +23,9 @@ SIGNATURES = [
     (tinylm_hf.save_checkpoint, ["model", "optimizer", "iteration", "out"]),
     (tinylm_hf.load_checkpoint, ["src", "model", "optimizer"]),
     (tinylm_hf.AdamW, ["params", "lr", "betas", "eps", "weight_decay"]),
+    (tinylm_hf.Muon, ["params", "lr", "weight_decay", "momentum", "nesterov", "ns_coefficients", "eps", "ns_steps",
+                      "adjust_lr_fn"]),  # torch.optim.Muon's
+    (tinylm_hf.param_groups_for_muon, ["model", "weight_decay"]),
     (training.train, ["config"]),
     (tinylm_hf.train_wordpiece, ["input_path", "vocab_size", "special_tokens", "lowercase", "continuing_subword_prefix",
                                  "progress"]),

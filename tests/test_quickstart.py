@@ -50,6 +50,18 @@ def test_quickstart_pipeline_small(tmp_path):
     assert "Measured on val.txt." in card  # the validation file used, not the training file
 
 
+def test_quickstart_trains_with_muon_and_scores_the_whole_validation_file(tmp_path, capsys):
+    from tinylm_hf.training.validation import evaluate_whole_file
+    from transformers import AutoModelForCausalLM
+
+    result = small_quickstart(tmp_path, vocab_size=300, max_iters=4)
+    assert result["train_config"]["optimizer"] == "muon"
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "qs" / "hf")
+    whole = evaluate_whole_file(model, tmp_path / "qs" / "data", 32)
+    assert result["whole_val_bpb"] == pytest.approx(whole["val_bpb"])
+    assert f"{whole['val_bpb']:.3f} bits per byte, over the whole of val.txt" in capsys.readouterr().out
+
+
 def test_stories_stop_at_a_short_context(tmp_path):
     # 40 new tokens after a prompt do not fit a 32-position model (generate refused them): each story stops there
     result = small_quickstart(tmp_path, vocab_size=300, max_iters=2, max_new_tokens=40)

@@ -38,6 +38,11 @@ def test_resume_with_the_same_model_continues(byte_data, half_run):
     assert train(tiny_config(byte_data, half_run, max_iters=8, resume=True)).iterations == 8
 
 
+def test_resume_with_another_optimizer_is_refused(byte_data, half_run):
+    with pytest.raises(ValueError, match="trained with optimizer adamw, not muon: resume with --optimizer adamw"):
+        train(tiny_config(byte_data, half_run, max_iters=8, resume=True, optimizer="muon"))
+
+
 def _run_files(out):
     return {p.relative_to(out): p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file() and p.name != ".lock"}
 

@@ -44,3 +44,26 @@ def test_classifier_scores_every_padded_batch_as_one_unpadded_text_at_a_time():
     assert scores["val_loss"] == pytest.approx(float(cross_entropy(logits, labels)), abs=1e-5)
     assert scores["val_accuracy"] == pytest.approx(float(np.mean(predictions == labels.numpy())))
     assert scores["val_macro_f1"] == pytest.approx(macro_f1(predictions, labels.numpy()))
+
+
+def test_whole_file_evaluation_scores_every_window_in_bits_per_byte(tmp_path):
+    """Every context-length window of val.bin, each scored once, the loss turned into bits per byte by the
+    header's bytes per token: not the training loop's sample of batches."""
+    import json
+    import math
+
+    from tinylm_hf.modeling import TinyLMForCausalLM
+    from tinylm_hf.training.validation import evaluate_whole_file
+
+    ids = np.random.default_rng(0).integers(0, 64, size=8 * 16 + 1).astype(np.uint16)
+    ids.tofile(tmp_path / "val.bin")
+    (tmp_path / "val.json").write_text(json.dumps({"dtype": "uint16", "count": len(ids), "bytes": 3 * len(ids)}))
+    torch.manual_seed(0)
+    model = TinyLMForCausalLM(make_config(vocab_size=64)).eval()
+    x = torch.from_numpy(ids[:-1].astype(np.int64)).view(8, 16)
+    y = torch.from_numpy(ids[1:].astype(np.int64)).view(8, 16)
+    with torch.no_grad():
+        expected = float(cross_entropy(model(input_ids=x).logits, y, reduction="sum")) / y.numel()
+    scores = evaluate_whole_file(model, tmp_path, 16, batch_size=3)
+    assert scores["val_loss"] == pytest.approx(expected, rel=1e-5)
+    assert scores["val_bpb"] == pytest.approx(expected / math.log(2) / 3, rel=1e-5)

@@ -36,8 +36,9 @@ __all__ = ["__version__", *export_lazily(__name__, {
         "train_wordpiece_from_counts", "train_wordpiece_from_iterator",
     ),
     ".training": (
-        "AdamW", "MLMCollator", "RunSummary", "TrainConfig", "clip_grad_norm", "cosine_lr", "cross_entropy",
-        "get_batch", "load_checkpoint", "param_groups_for_weight_decay", "save_checkpoint", "train", "train_step",
+        "AdamW", "MLMCollator", "Muon", "MuonWithAdamW", "RunSummary", "TrainConfig", "clip_grad_norm", "cosine_lr",
+        "cross_entropy", "get_batch", "load_checkpoint", "param_groups_for_muon", "param_groups_for_weight_decay",
+        "save_checkpoint", "train", "train_step",
     ),
 })]
 

@@ -33,11 +33,11 @@ from .training import TrainConfig, train
 
 PROMPTS = ("Once upon a time", "Lily and Ben went to the park.", "The little dog")
 MAX_ITERS_CAP = 3000  # the schedule's horizon when the time budget decides the step count
-# what the default recipe reaches in the default 360 s budget on a quiet 2-core machine (docs/benchmarks/training.md,
-# "The quickstart": 1,877 steps, validation loss 2.59); printed beside this run's figure, which a busy machine
-# leaves higher
-QUIET_MACHINE_BPB = 1.03
-QUIET_MACHINE_STEPS = 1877
+OPTIMIZERS = {  # TrainConfig values of each --optimizer: rates chosen by scripts/sweep_quickstart.py
+    "adamw": {"optimizer": "adamw", "max_lr": 3e-3, "min_lr": 3e-4},
+    "muon": {"optimizer": "muon", "muon_lr": 0.02, "max_lr": 6e-3, "min_lr": 6e-4},
+}
+DEFAULT_OPTIMIZER = "muon"
 CHAT_BATCH_SIZE = 8  # with `chat`: 8 x CHAT_CONTEXT tokens, the default recipe's 2,048 tokens a step
 
 
@@ -70,18 +70,22 @@ def quickstart(
     chat: bool = False,
     chat_budget_s: float = 120.0,
     chat_max_iters: int | None = None,
+    optimizer: str = DEFAULT_OPTIMIZER,
 ) -> dict[str, Any]:
     """Run the pipeline end to end; returns the run summary's fields plus the generated stories.
 
     Batches default to 16 x 128 tokens, 8 x 256 with `chat`, which fine-tunes for `chat_budget_s` seconds (or
-    `chat_max_iters` steps) and adds the chat run's fields, folder and replies as "chat"."""
+    `chat_max_iters` steps) and adds the chat run's fields, folder and replies as "chat". `optimizer` is "muon" (Muon
+    for the block matrices, AdamW for the rest) or "adamw". The final weights are scored on the whole validation file
+    ("whole_val_loss", "whole_val_bpb")."""
     check_options(train_budget_s, preset, model_overrides, max_iters=max_iters, chat_max_iters=chat_max_iters)
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
     out = Path(out_dir)
     threads = set_threads(threads)
     batch_size = batch_size or (CHAT_BATCH_SIZE if chat else 16)
     context_length = context_length or (CHAT_CONTEXT if chat else 128)
     steps = 6 if chat else 4
-    bundled_data = train_file is None and val_file is None  # what the quiet-machine figure was measured on
     train_file = Path(train_file or PACKAGE_DATA / "tinystories_train_small.txt")
     val_file = Path(val_file or PACKAGE_DATA / "tinystories_valid_small.txt")
     t0 = time.perf_counter()
@@ -102,12 +106,12 @@ def quickstart(
     overrides = {"vocab_size": vocab_size, "max_position_embeddings": positions, **(model_overrides or {})}
     iters = max_iters or MAX_ITERS_CAP
     budget = None if max_iters else train_budget_s
-    print(f"[3/{steps}] training a {preset} TinyLM on the CPU ({threads} thread(s)): "
+    print(f"[3/{steps}] training a {preset} TinyLM on the CPU with {optimizer} ({threads} thread(s)): "
           + (f"{max_iters} steps" if max_iters else f"as many steps as fit in {train_budget_s:.0f}s"))
     config = TrainConfig(
         data_dir=str(out / "data"), tokenizer_dir=str(tok_dir), out_dir=str(out / "train"), preset=preset,
         model=overrides, batch_size=batch_size, context_length=context_length, max_iters=iters, time_budget_s=budget,
-        max_lr=3e-3, min_lr=3e-4, warmup_iters=max(1, iters // 20), weight_decay=0.1, grad_clip=1.0,
+        **OPTIMIZERS[optimizer], warmup_iters=max(1, iters // 20), weight_decay=0.1, grad_clip=1.0,
         eval_every=max(1, iters // 8), eval_iters=20, checkpoint_every=max(1, iters // 8), keep_last=1,
         device="cpu", dtype="float32", seed=seed, threads=threads, overwrite=True,
     )
@@ -120,18 +124,27 @@ def quickstart(
     stories = tell_stories(hf_dir, seed=seed, max_new_tokens=max_new_tokens)
     for i, story in enumerate(stories, 1):
         print(f"\n--- story {i} ---\n{story}")
-    print(f"\nvalidation loss {summary.val_loss:.3f} (perplexity {summary.val_perplexity:.1f}, "
-          f"{summary.val_bpb or float('nan'):.3f} bits/byte) after {summary.tokens:,} training tokens; "
-          f"total {time.perf_counter() - t0:.0f}s")
-    if bundled_data:
-        print(f"a quiet 2-core machine reaches about {QUIET_MACHINE_BPB:.2f} bits/byte with the default recipe in "
-              f"360 s ({QUIET_MACHINE_STEPS:,} steps); this run trained {summary.iterations:,} steps")
+    whole = score_whole_validation(hf_dir, out / "data", context_length, headers["val"]["count"], val_file.name)
+    print(f"total {time.perf_counter() - t0:.0f}s for {summary.iterations:,} steps ({summary.tokens:,} training tokens)")
     print(f"model folder: {hf_dir}")
-    result = {**summary.to_dict(), "hf_dir": str(hf_dir), "stories": stories}
+    result = {**summary.to_dict(), **whole, "hf_dir": str(hf_dir), "stories": stories}
     if chat:
         result["chat"] = fine_tune_stories(out, hf_dir, budget_s=chat_budget_s, max_iters=chat_max_iters, seed=seed,
                                            threads=threads, max_new_tokens=max_new_tokens, first_step=5)
     return {**result, "total_s": time.perf_counter() - t0}
+
+
+def score_whole_validation(hf_dir: Path, data_dir: Path, context_length: int, tokens: int, name: str) -> dict[str, float]:
+    """The published model's loss and bits per byte over the whole validation file (every window of val.bin, not
+    the training loop's 20-batch estimate), printed; as {"whole_val_loss", "whole_val_bpb"}."""
+    from transformers import AutoModelForCausalLM
+
+    from .training.validation import evaluate_whole_file
+
+    scores = evaluate_whole_file(AutoModelForCausalLM.from_pretrained(hf_dir), data_dir, context_length)
+    print(f"\nvalidation loss {scores['val_loss']:.3f} (perplexity {scores['val_perplexity']:.1f}), "
+          f"{scores['val_bpb']:.3f} bits per byte, over the whole of {name} ({tokens:,} tokens)")
+    return {"whole_val_loss": scores["val_loss"], "whole_val_bpb": scores["val_bpb"]}
 
 
 def save_tokenizer_folder(tokenizer: Any, folder: Path) -> Path:

@@ -29,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chat-budget", type=float, default=120.0,
                         help="seconds of fine-tuning with --chat when --chat-max-iters is unset (default: 120)")
     parser.add_argument("--chat-max-iters", type=int, default=None, help="fine-tuning steps with --chat")
+    parser.add_argument("--optimizer", choices=("muon", "adamw"), default=None,
+                        help="muon: Muon for the block matrices, AdamW for the rest; adamw: AdamW for all (default: the "
+                             "one the recipe sweep measured better, muon)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     result = quickstart(args.out, train_file=args.train_file, val_file=args.val_file, vocab_size=args.vocab_size,
                         max_iters=args.max_iters, train_budget_s=args.time_budget, batch_size=args.batch_size,
                         context_length=args.context_length, max_new_tokens=args.max_new_tokens, threads=args.threads,
-                        chat=args.chat, chat_budget_s=args.chat_budget, chat_max_iters=args.chat_max_iters)
+                        chat=args.chat, chat_budget_s=args.chat_budget, chat_max_iters=args.chat_max_iters,
+                        **({"optimizer": args.optimizer} if args.optimizer else {}))
     interrupted = result.get("interrupted") or result.get("chat", {}).get("interrupted")
     return EXIT_INTERRUPTED if interrupted else 0

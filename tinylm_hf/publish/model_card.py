@@ -119,7 +119,8 @@ def describe_training(summary: RunSummary | None) -> str:
     ]
     if summary.objective == "sft":
         return describe_chat_fine_tuning(summary, lines)
-    head = "Trained from scratch with `tinylm train` (hand-written AdamW, cosine schedule with warm-up, gradient clipping)."
+    head = (f"Trained from scratch with `tinylm train` ({describe_optimizer(summary.train_config)}, cosine schedule with "
+            "warm-up, gradient clipping).")
     return head + "\n\n" + "\n".join(lines)
 
 
@@ -138,8 +139,8 @@ def describe_classifier_training(summary: RunSummary, task: ClassificationTask) 
                        ("majority-class baseline (validation accuracy)", task.majority_accuracy))),
         *_run_lines(summary),
     ]
-    head = ("Fine-tuned with `tinylm finetune` (the loop of `tinylm train`: hand-written AdamW, cosine schedule with "
-            "warm-up, gradient clipping); the classification head started from random weights.")
+    head = (f"Fine-tuned with `tinylm finetune` (the loop of `tinylm train`: {describe_optimizer(summary.train_config)}, "
+            "cosine schedule with warm-up, gradient clipping); the classification head started from random weights.")
     return head + "\n\n" + "\n".join(lines)
 
 
@@ -152,9 +153,26 @@ def _run_lines(summary: RunSummary) -> list[str]:
     cfg = summary.train_config
     lines = [f"- wall-clock seconds: {summary.elapsed_s:,.0f} on {summary.world_size} process(es)"]
     if cfg:
-        lines.append(f"- AdamW (weight decay {cfg.get('weight_decay')}), {describe_schedule(summary)}, gradient clip "
+        lines.append(f"- {optimizer_settings(summary)}, {describe_schedule(summary)}, gradient clip "
                      f"{cfg.get('grad_clip')}, seed {cfg.get('seed')}, dtype {cfg.get('dtype')}")
     return lines
+
+
+def describe_optimizer(cfg: dict[str, Any]) -> str:
+    """The run's optimizer in words (TrainConfig.optimizer; AdamW for runs from before it existed)."""
+    if cfg.get("optimizer", "adamw") == "muon":
+        return "hand-written Muon for the matrices inside the blocks and AdamW for the embeddings, head and norms"
+    return "hand-written AdamW"
+
+
+def optimizer_settings(summary: RunSummary) -> str:
+    """The optimizer's line of the card: its kind, weight decay and, for Muon, its own peak rate and momentum."""
+    cfg = summary.train_config
+    if cfg.get("optimizer", "adamw") != "muon":
+        return f"AdamW (weight decay {cfg.get('weight_decay')})"
+    return (f"Muon on the block matrices (peak learning rate {cfg.get('muon_lr')}, momentum {cfg.get('muon_momentum')}, "
+            f"Nesterov, 5 Newton-Schulz steps) + AdamW on the rest (the rates below; weight decay "
+            f"{cfg.get('weight_decay')} on both)")
 
 
 def describe_schedule(summary: RunSummary) -> str:
@@ -173,7 +191,8 @@ def describe_chat_fine_tuning(summary: RunSummary, lines: list[str]) -> str:
     base = base_model_name(init_from) if init_from else None
     data = summary.data
     head = (f"Fine-tuned {f'from `{base}` ' if base else ''}with `tinylm sft` (supervised fine-tuning; hand-written "
-            f"AdamW, cosine schedule with warm-up, gradient clipping) on {data.documents:,} conversations of "
+            f"{describe_optimizer(summary.train_config).removeprefix('hand-written ')}, cosine schedule with warm-up, "
+            f"gradient clipping) on {data.documents:,} conversations of "
             f"{data.name} ({data.train_tokens:,} tokens).")
     text = head + "\n\n" + "\n".join(lines)
     kept = facts_from_existing_card(init_from) if init_from else {}

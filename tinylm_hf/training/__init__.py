@@ -1,4 +1,4 @@
-"""Training: our AdamW, schedule, clipping, loss, batching, checkpoints, the step and the loop.
+"""Training: our AdamW and Muon, schedule, clipping, loss, batching, checkpoints, the step and the loop.
 
 Names are imported on first use (`tinylm_hf.lazy_exports`): `TrainConfig` (training/config.py) loads without
 torch, so the command line builds its flags from it at once.
@@ -17,6 +17,7 @@ __all__ = export_lazily(__name__, {
     ".functional": ("clip_grad_norm", "cross_entropy"),
     ".loop": ("train",),
     ".masking": ("MLMCollator",),
+    ".muon": ("Muon", "MuonWithAdamW", "param_groups_for_muon"),
     ".optimizer": ("AdamW", "param_groups_for_weight_decay"),
     ".schedule": ("cosine_lr",),
     ".step": ("StepResult", "compiled_cross_entropy", "train_step"),

@@ -27,6 +27,7 @@ DTYPES = ("auto", "float32", "bfloat16")
 BUDGET_CLOCKS = ("wall", "process")
 OBJECTIVES = ("clm", "mlm", "sft", "seq_cls")
 MAX_SEED = 2**63 - 1  # torch.manual_seed and numpy's generators take every seed from 0 to this
+OPTIMIZERS = ("adamw", "muon")
 MAX_CONFIG_BYTES = 1 << 20  # a --config file is a few hundred bytes; a megabyte is no config
 MASKING_STRATEGIES = ("static", "dynamic", "whole_word", "ngram", "span")  # MLMCollator's (training/masking.py)
 
@@ -81,6 +82,9 @@ class TrainConfig:
     """Names of the integer labels 0, 1, 2, ... in order (default: integer labels are named by their digits)."""
 
     # ---- optimisation
+    optimizer: str = "adamw"
+    """adamw: AdamW for every weight; muon: Muon for the 2-D weights inside the blocks (at muon_lr), AdamW for the
+    embeddings, the head and the norms (at max_lr), as the GPT-2 speedrun records train."""
     batch_size: int = 32
     """Sequences per optimizer step, summed over gradient-accumulation steps and DDP ranks."""
     context_length: int = 256
@@ -90,8 +94,9 @@ class TrainConfig:
     max_iters: int = 1000
     """Optimizer steps in the whole run (the cosine schedule's horizon)."""
     time_budget_s: float | None = None
-    """Seconds of training: steps are timed and max_iters re-planned to what fits, every tenth of the budget
-    (None: no limit). The first step (warm-up, and compilation under `compile`) is not counted."""
+    """Seconds of training (None: no limit): after the warm-up the learning rate follows the share of the budget
+    used, so the cosine ends at min_lr when the budget does, and the run stops then (or at max_iters). The first step
+    (warm-up, and compilation under `compile`) is not counted."""
     time_budget_clock: str = "wall"
     """The clock `time_budget_s` is counted on: "wall" (elapsed time) or "process" (this process's CPU time,
     which other programs on a busy machine do not use up; with one thread it counts the compute a step takes)."""
@@ -103,8 +108,13 @@ class TrainConfig:
     """Linear warm-up steps from 0 to max_lr (at most max_iters)."""
     cosine_cycle_iters: int | None = None
     """Step at which the cosine reaches min_lr (default: max_iters)."""
+    muon_lr: float = 0.02
+    """Peak learning rate of the Muon part (optimizer muon); it follows max_lr's schedule (warm-up, cosine down to
+    min_lr / max_lr of it)."""
+    muon_momentum: float = 0.95
+    """Muon's momentum (Nesterov), in [0, 1)."""
     weight_decay: float = 0.1
-    """Decoupled AdamW weight decay (not applied to norms and biases)."""
+    """Decoupled weight decay of the matrices, AdamW's and Muon's (not applied to norms and biases)."""
     beta1: float = 0.9
     """AdamW first-moment decay."""
     beta2: float = 0.95
@@ -122,8 +132,9 @@ class TrainConfig:
     every validation example at every evaluation."""
     eval_batch_size: int | None = None
     """Sequences per validation batch (default: the per-rank micro-batch)."""
-    sample_prompt: str = "Once upon a time"
-    """Fixed prompt sampled from at each evaluation (plain text; shown in the log and metrics.jsonl)."""
+    sample_prompt: str | None = None
+    """Fixed prompt sampled from at each evaluation (plain text; shown in the log and metrics.jsonl). Default: the
+    opening words of the validation text (sft: a greeting sent as the user's message)."""
     sample_tokens: int = 24
     """Tokens sampled greedily from sample_prompt at each evaluation (0: no samples)."""
     checkpoint_every: int = 100
@@ -167,12 +178,17 @@ class TrainConfig:
         for name in ("eval_iters", "eval_batch_size", "cosine_cycle_iters", "threads"):
             if getattr(self, name) is not None:
                 _check_int(self, name, minimum=1)
-        for name in ("max_lr", "min_lr", "weight_decay", "eps", "beta1", "beta2"):
+        for name in ("max_lr", "min_lr", "weight_decay", "eps", "beta1", "beta2", "muon_lr", "muon_momentum"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
         if self.max_lr <= 0 or self.min_lr > self.max_lr:
             raise ValueError(f"need 0 <= min_lr <= max_lr and max_lr > 0, got min_lr={self.min_lr}, max_lr={self.max_lr}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
+        if self.muon_lr <= 0 or self.muon_momentum >= 1:
+            raise ValueError(f"need muon_lr > 0 and 0 <= muon_momentum < 1, got muon_lr={self.muon_lr}, "
+                             f"muon_momentum={self.muon_momentum}")
         if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
             raise ValueError(f"beta1 and beta2 must be in [0, 1), got {self.beta1}, {self.beta2}")
         if self.grad_clip is not None and (not math.isfinite(self.grad_clip) or self.grad_clip < 0):

@@ -69,11 +69,20 @@ class DataParallel:
 
     def any(self, flag: bool, device: torch.device) -> bool:
         """True when `flag` is true on any rank (so that every rank stops at the same step)."""
+        return flag if self.world <= 1 else self.agree_max(device)(1.0 if flag else 0.0) > 0
+
+    def agree_max(self, device: torch.device) -> Callable[[float], float] | None:
+        """A function giving the largest of a number over the ranks (every rank gets the same; None in one
+        process): the time budget's progress, which each rank measures on its own clock."""
         if self.world <= 1:
-            return flag
-        value = torch.tensor([1.0 if flag else 0.0], device=device)
-        torch.distributed.all_reduce(value, op=torch.distributed.ReduceOp.MAX)
-        return bool(value.item())
+            return None
+
+        def largest(value: float) -> float:
+            tensor = torch.tensor([value], dtype=torch.float64, device=device)
+            torch.distributed.all_reduce(tensor, op=torch.distributed.ReduceOp.MAX)
+            return float(tensor.item())
+
+        return largest
 
     def wrap(self, model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
         """`model` in DistributedDataParallel (gradients averaged over ranks in backward); as is in one process."""

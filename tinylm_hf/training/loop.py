@@ -1,14 +1,14 @@
 """The training loop (`tinylm train`): nanoGPT's order, exact resume, DDP, and a `RunSummary` at the end.
 
 `train` sets up, then runs a plain loop. Each step: learning rate from the step plan -> the step's
-micro-batches from the seeded sampler -> `train_step` (forward, backward, clip, AdamW) -> evaluation
+micro-batches from the seeded sampler -> `train_step` (forward, backward, clip, AdamW or Muon + AdamW) -> evaluation
 every N steps -> checkpoint every N steps -> stop at the plan's end, when the time budget is spent, or
 on Ctrl-C. Each concern is a named piece the loop calls:
 
 - `distributed.DataParallel`: the ranks under torchrun, each rank's rows of a batch, DDP, the collectives;
 - `objectives`: causal LM, masked LM, chat fine-tuning or text classification: the data, the model class, the
   micro-batches, the evaluation;
-- `budget`: the step plan, and the `TimeBudget` that re-plans it to fit `time_budget_s`;
+- `budget`: the step plan, and the `TimeBudget` that paces the learning rate by the share of `time_budget_s` used;
 - `step.compile_for_training`: torch.compile and the loss compiled beside it;
 - `interrupts.InterruptFlag`: Ctrl-C as a flag read between steps;
 - `state.RunCheckpoints` and `TrainState`: checkpoints and exact resume; `metrics.RunLog`: the records.
@@ -41,6 +41,7 @@ from .interrupts import InterruptFlag
 from .memory import check_step_memory
 from .metrics import RunLog, plot_losses
 from .objectives import OBJECTIVE_CLASSES, Objective, open_objective
+from .muon import MuonWithAdamW, param_groups_for_muon
 from .optimizer import AdamW, param_groups_for_weight_decay
 from .run_dir import RunDirectory
 from .state import RunCheckpoints, TrainState
@@ -62,8 +63,7 @@ def train(config: TrainConfig) -> RunSummary:
         objective = open_objective(config, data, main=ddp.main)  # in the run: sft saves its tokenizer there
         torch.manual_seed(config.seed)
         raw_model = build_model(config, data.vocab_size, data.eos_id, objective.model_options()).to(device)
-        optimizer = AdamW(param_groups_for_weight_decay(raw_model, config.weight_decay), lr=config.max_lr,
-                          betas=(config.beta1, config.beta2), eps=config.eps, weight_decay=config.weight_decay)
+        optimizer = build_optimizer(config, raw_model)
         sampler = torch.Generator().manual_seed(config.seed)
         checkpoints = RunCheckpoints(run, run_id, config, raw_model, optimizer, world_size=ddp.world, main=ddp.main,
                                      tokenizer_fingerprint=data.provenance.tokenizer_fingerprint, data=data.provenance,
@@ -83,7 +83,7 @@ def train(config: TrainConfig) -> RunSummary:
             while state.iteration < state.plan.max_iters:
                 t0 = time.perf_counter()
                 budget.start_step()
-                lr = state.plan.lr(state.iteration, config)
+                lr = budget.lr(state.iteration, state.plan)
                 batches = step_batches.take(state.iteration, max_iters=state.plan.max_iters)
                 with explain_non_finite_loss(run.checkpoints, state.iteration + 1):
                     result = train_step(model, optimizer, batches, lr=lr, grad_clip=config.grad_clip, autocast=autocast,
@@ -94,7 +94,7 @@ def train(config: TrainConfig) -> RunSummary:
                 dt = time.perf_counter() - t0
                 log.step(step_record(state, lr, result, step_tokens / max(dt, 1e-9)),
                          last=state.iteration == state.plan.max_iters)
-                out_of_time = budget.end_step(state.iteration, state.plan, dt)
+                out_of_time = budget.end_step(state.iteration, state.plan, dt, agree=ddp.agree_max(device))
                 last = state.iteration == state.plan.max_iters or out_of_time
                 if due(config.eval_every, state.iteration) or last:
                     if ddp.main:
@@ -225,6 +225,20 @@ def build_model(config: TrainConfig, vocab_size: int, eos_id: int | None,
         raise ValueError(f"model vocab_size {model.config.vocab_size} is smaller than the data's {vocab_size}")
     check_context_length(config.context_length, model.config.max_position_embeddings)
     return model
+
+
+def build_optimizer(config: TrainConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
+    """The run's optimizer: `AdamW` over every weight, or (`optimizer="muon"`) one `MuonWithAdamW` with Muon on the
+    block matrices at `muon_lr` and AdamW on the rest at `max_lr`. A group's ``lr_scale`` is its peak rate over
+    `max_lr`: `train_step` sets each group's rate to the schedule's times it."""
+    adamw = {"lr": config.max_lr, "betas": (config.beta1, config.beta2), "eps": config.eps,
+             "weight_decay": config.weight_decay}
+    if config.optimizer == "adamw":
+        return AdamW(param_groups_for_weight_decay(model, config.weight_decay), **adamw)
+    groups = param_groups_for_muon(model, config.weight_decay)
+    for group in groups:
+        group["lr_scale"] = config.muon_lr / config.max_lr if group["use_muon"] else 1.0
+    return MuonWithAdamW(groups, **adamw, muon_lr=config.muon_lr, momentum=config.muon_momentum)
 
 
 # ----------------------------------------------------------------------------- the steps

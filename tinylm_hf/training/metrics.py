@@ -149,7 +149,7 @@ class RunLog:
         self.tracker = Tracker(config.report_to, run_path, run_id or "run", config.to_dict()) if main else None
         self.metrics = MetricsLog(path, records, self.tracker)
         self.console = Console(total, initial, enabled=main and config.progress)
-        self.main, self.log_every, self.sample_prompt = main, config.log_every, config.sample_prompt
+        self.main, self.log_every = main, config.log_every
 
     def __enter__(self) -> RunLog:
         return self
@@ -167,7 +167,7 @@ class RunLog:
     def evaluation(self, record: dict[str, Any]) -> None:
         """An evaluation (main process): written, and shown as one line with its sample."""
         self.metrics.add(record)
-        self.console.write(eval_line(record, self.sample_prompt))
+        self.console.write(eval_line(record))
 
     def write(self, message: str) -> None:
         """A line for people, shown by the main process."""
@@ -179,14 +179,14 @@ EVAL_LINE_FIELDS = (("val_perplexity", "ppl", ".2f"), ("val_bpb", "bpb", ".3f"),
                     ("val_macro_f1", "macro-F1", ".3f"))  # record key, console name, format
 
 
-def eval_line(result: dict[str, Any], prompt: str) -> str:
+def eval_line(result: dict[str, Any]) -> str:
     """The console line of an evaluation record."""
     line = f"iter {result['iter']}: val loss {result['val_loss']:.4f}"
     for key, name, spec in EVAL_LINE_FIELDS:
         if key in result:
             line += f", {name} {result[key]:{spec}}"
     if "sample" in result:
-        line += f"\n  sample: {prompt!r} -> {result['sample']!r}"
+        line += f"\n  sample: {result.get('sample_prompt', '')!r} -> {result['sample']!r}"
     return line
 
 

@@ -94,6 +94,17 @@ class Objective(ABC):
         return sample_starts(len(self.data.train), size, self.config.context_length, sampler)
 
 
+SAMPLE_PROMPT_WORDS = 4  # the opening words of the validation text that a causal run's samples continue
+CHAT_SAMPLE_PROMPT = "Hello!"  # what a chat run's samples answer unless `sample_prompt` says otherwise
+
+
+def opening_words(tokenizer: Any, val: Any, words: int = SAMPLE_PROMPT_WORDS) -> str:
+    """The first `words` words of the validation text (decoded from its first tokens): a prompt in the corpus's
+    own language and register, whatever the corpus is."""
+    text = tokenizer.decode([int(i) for i in val[: 16 * words]], skip_special_tokens=True)
+    return " ".join(text.split()[:words])
+
+
 class CausalLM(Objective):
     """Next-token prediction (TinyLMForCausalLM); evaluations also sample from `sample_prompt`."""
 
@@ -102,6 +113,9 @@ class CausalLM(Objective):
     def __init__(self, config: TrainConfig, data: TrainingData, sample_tokenizer: Any = None) -> None:
         super().__init__(config, data)
         self.sample_tokenizer = sample_tokenizer
+        self.sample_prompt = config.sample_prompt
+        if sample_tokenizer is not None and not self.sample_prompt:
+            self.sample_prompt = opening_words(sample_tokenizer, data.val)
 
     @classmethod
     def open(cls, config: TrainConfig, data: TrainingData, *, main: bool) -> CausalLM:
@@ -129,7 +143,8 @@ class CausalLM(Objective):
         result: dict[str, Any] = evaluate(model, self.data.val, batch_size, config.context_length, device,
                                           config.eval_iters, self.data.bytes_per_token, autocast)
         if self.sample_tokenizer is not None:
-            result["sample"] = sample_completion(model, self.sample_tokenizer, config.sample_prompt,
+            result["sample_prompt"] = self.sample_prompt
+            result["sample"] = sample_completion(model, self.sample_tokenizer, self.sample_prompt,
                                                  config.sample_tokens)
         return result
 
@@ -237,7 +252,8 @@ class SupervisedFineTuning(Objective):
         scores = evaluate_masked_lm(model, batches, device, self.config.eval_iters, autocast)
         result: dict[str, Any] = {"val_loss": scores["val_loss"], "val_perplexity": scores["val_perplexity"]}
         if self.config.sample_tokens:
-            result["sample"] = sample_reply(model, self.data.tokenizer, self.config.sample_prompt,
+            result["sample_prompt"] = self.config.sample_prompt or CHAT_SAMPLE_PROMPT
+            result["sample"] = sample_reply(model, self.data.tokenizer, result["sample_prompt"],
                                             self.config.sample_tokens)
         return result
 

@@ -44,7 +44,7 @@ class AdamW(torch.optim.Optimizer):
         amsgrad: bool = False,
         maximize: bool = False,
     ) -> None:
-        _check_hyperparameters(lr, betas, eps, weight_decay)
+        check_adamw_hyperparameters(lr, betas, eps, weight_decay)
         if amsgrad:
             raise ValueError("AdamW: amsgrad=True is not supported; use torch.optim.AdamW for it")
         if maximize:
@@ -56,48 +56,63 @@ class AdamW(torch.optim.Optimizer):
         """Add a group, checking its own hyper-parameters (a group may override any default)."""
         super().add_param_group(param_group)
         group = self.param_groups[-1]
-        _check_hyperparameters(group["lr"], group["betas"], group["eps"], group["weight_decay"])
+        check_adamw_hyperparameters(group["lr"], group["betas"], group["eps"], group["weight_decay"])
 
     @torch.no_grad()
     def step(  # type: ignore[override]
         self, closure: Callable[[], float] | None = None
     ) -> float | None:
         """Do one update of every parameter that has a gradient; return the closure's loss."""
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = closure_loss(closure)
         for group in self.param_groups:
-            tensors = self._collect_group(group)
-            for params, grads, exp_avgs, exp_avg_sqs, steps in _by_device_and_dtype(*tensors):
-                _update(params, grads, exp_avgs, exp_avg_sqs, steps, group)
+            step_adamw_group(self.state, group)
         return loss
 
-    def _collect_group(self, group: dict[str, Any]) -> tuple[list[torch.Tensor], ...]:
-        """Params with a gradient and their state, lazily creating the state on first use."""
-        params, grads, exp_avgs, exp_avg_sqs, steps = [], [], [], [], []
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            if p.grad.is_sparse:
-                raise RuntimeError("AdamW does not support sparse gradients")
-            state = self.state[p]
-            if len(state) == 0:
-                # step lives on the CPU as in torch, so reading it never syncs a GPU
-                state["step"] = torch.tensor(0.0, dtype=torch.float32)
-                state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-            params.append(p)
-            grads.append(p.grad)
-            exp_avgs.append(state["exp_avg"])
-            exp_avg_sqs.append(state["exp_avg_sq"])
-            steps.append(state["step"])
-        return params, grads, exp_avgs, exp_avg_sqs, steps
+
+def closure_loss(closure: Callable[[], float] | None) -> float | None:
+    """The loss of an optimizer step's `closure` (re-evaluated with gradients on, as torch's optimizers do)."""
+    if closure is None:
+        return None
+    with torch.enable_grad():
+        return closure()
 
 
-def _check_hyperparameters(
+def step_adamw_group(state: dict[torch.Tensor, dict[str, Any]], group: dict[str, Any]) -> None:
+    """One AdamW update of every parameter of `group` that has a gradient (`state`: the optimizer's per-parameter
+    state, created on first use); `MuonWithAdamW` runs its AdamW groups through it too."""
+    tensors = _collect_group(state, group)
+    for params, grads, exp_avgs, exp_avg_sqs, steps in _by_device_and_dtype(*tensors):
+        _update(params, grads, exp_avgs, exp_avg_sqs, steps, group)
+
+
+def _collect_group(
+    optimizer_state: dict[torch.Tensor, dict[str, Any]], group: dict[str, Any]
+) -> tuple[list[torch.Tensor], ...]:
+    """Params with a gradient and their state, lazily creating the state on first use."""
+    params, grads, exp_avgs, exp_avg_sqs, steps = [], [], [], [], []
+    for p in group["params"]:
+        if p.grad is None:
+            continue
+        if p.grad.is_sparse:
+            raise RuntimeError("AdamW does not support sparse gradients")
+        state = optimizer_state[p]
+        if len(state) == 0:
+            # step lives on the CPU as in torch, so reading it never syncs a GPU
+            state["step"] = torch.tensor(0.0, dtype=torch.float32)
+            state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        params.append(p)
+        grads.append(p.grad)
+        exp_avgs.append(state["exp_avg"])
+        exp_avg_sqs.append(state["exp_avg_sq"])
+        steps.append(state["step"])
+    return params, grads, exp_avgs, exp_avg_sqs, steps
+
+
+def check_adamw_hyperparameters(
     lr: float, betas: tuple[float, float], eps: float, weight_decay: float
 ) -> None:
+    """Refuse an AdamW group's hyper-parameters that are out of range, naming the value."""
     if isinstance(lr, torch.Tensor):
         raise TypeError("AdamW: lr must be a Python float, not a tensor")
     if not lr >= 0.0:

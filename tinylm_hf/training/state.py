@@ -122,12 +122,17 @@ class RunCheckpoints:
             )
 
     def _check_same_model(self, path: Path, saved: dict[str, Any]) -> None:
-        """A resumed run trains the objective and the model it was started with (a different --objective, --preset
-        or --model would load the weights into another model, or fail deep inside torch)."""
+        """A resumed run trains the objective, optimizer and model it was started with (a different --objective,
+        --optimizer, --preset or --model would load the weights into another model or the optimizer's state into
+        another optimizer, or fail deep inside torch)."""
         before = (saved.get("train_config") or {}).get("objective", "clm")
         if before != self.config.objective:
             raise ValueError(f"the run in {self.run.path} was started with objective {before}, not "
                              f"{self.config.objective}: resume with --objective {before}, or start a new run")
+        optimizer = (saved.get("train_config") or {}).get("optimizer", "adamw")
+        if optimizer != self.config.optimizer:
+            raise ValueError(f"the run in {self.run.path} was trained with optimizer {optimizer}, not "
+                             f"{self.config.optimizer}: resume with --optimizer {optimizer}, or start a new run")
         saved_model, model = saved.get("model_config") or {}, self.model.config.to_dict()
         changed = [f"{name} {saved_model[name]} -> {model.get(name)}" for name in RESUMED_MODEL_FIELDS
                    if name in saved_model and saved_model[name] != model.get(name)]

@@ -68,7 +68,8 @@ def train_step(
     loss_fn: Callable[..., torch.Tensor] | None = None,
     overlap: Callable[[], object] | None = None,
 ) -> StepResult:
-    """Accumulate gradients over `micro_batches` of `(x, y)`, clip, check, and step at learning rate `lr`.
+    """Accumulate gradients over `micro_batches` of `(x, y)`, clip, check, and step at learning rate `lr` (times a
+    group's ``lr_scale`` where it has one: the Muon part of `MuonWithAdamW`).
 
     The loss is the mean over every target of the step (targets of -100, the positions a masked-LM
     batch does not predict, are left out), so a micro-batch with few or no targets weighs that much.
@@ -84,7 +85,7 @@ def train_step(
             batch, overlaps the GPU's work instead of leaving the GPU idle between steps.
     """
     for group in optimizer.param_groups:
-        group["lr"] = lr
+        group["lr"] = lr * group.get("lr_scale", 1.0)  # Muon's matrices keep their own peak rate (build_optimizer)
     loss_fn = loss_fn or cross_entropy
     loss_sum = None
     n_targets = sum((batch[1] != IGNORE_INDEX).sum() for batch in micro_batches).clamp(min=1)  # no device sync

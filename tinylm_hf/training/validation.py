@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -79,6 +81,20 @@ def evaluate(
     if bytes_per_token:
         out["val_bpb"] = loss / math.log(2) / bytes_per_token
     return out
+
+
+def evaluate_whole_file(model: torch.nn.Module, data_dir: str | os.PathLike, context_length: int, *,
+                        batch_size: int = 32, device: torch.device | None = None) -> dict[str, float]:
+    """`evaluate` over every window of `data_dir`/val.bin, not a sample of batches: the figure to quote for a run.
+
+    Bits per byte use the file's own bytes per token (its header), so models of different vocabularies compare.
+    """
+    from ..corpus.token_files import load_tokens, read_header
+
+    path = Path(data_dir) / "val.bin"
+    header = read_header(path)
+    return evaluate(model, load_tokens(path), batch_size, context_length, device or torch.device("cpu"),
+                    bytes_per_token=header["bytes"] / max(int(header["count"]), 1))
 
 
 @torch.no_grad()
