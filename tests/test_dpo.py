@@ -86,6 +86,7 @@ def test_rewards_move_towards_the_chosen_replies(tuned):
 
 def test_the_loss_equals_trls_dpo_trainer(tuned, base, pairs):
     """TRL's DPOTrainer.evaluate() on the published policy against its init: the same loss and reward margin."""
+    pytest.importorskip("trl")
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import DPOConfig, DPOTrainer
@@ -106,6 +107,7 @@ def test_the_loss_equals_trls_dpo_trainer(tuned, base, pairs):
 
 def test_pairs_tokenize_as_trls(base, pairs, tmp_path):
     """prompt/chosen/rejected ids as DPOTrainer makes them: the completion holds `<|end|>` and the newline after it."""
+    pytest.importorskip("trl")
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import DPOConfig, DPOTrainer

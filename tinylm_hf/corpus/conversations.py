@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from ..fileio import check_input_file
 from .sources import PACKAGE_DATA
@@ -22,6 +24,7 @@ STORY_CHATS = {
     "validation": PACKAGE_DATA / "tinystories_chats_valid.jsonl",
 }
 
+T = TypeVar("T")
 Conversation = list[dict[str, str]]  # [{"role": "user", "content": "..."}, ...]
 
 
@@ -31,16 +34,23 @@ def load_conversations(path: str | os.PathLike) -> list[Conversation]:
     Each line is an object with a "messages" list of {"role": system|user|assistant, "content": str} objects
     holding at least one assistant message (the turns a model is fine-tuned to say).
     """
+    return read_json_lines(path, _parse_line, "conversation file",
+                           'conversations (one JSON object with a "messages" list per line)')
+
+
+def read_json_lines(path: str | os.PathLike, parse: Callable[[str, str], T], kind: str, holds: str) -> list[T]:
+    """`parse(line, where)` of every non-blank line of a JSON-lines file, where = "PATH, line N"; an empty file is
+    a ValueError saying it holds no `holds`."""
     path = Path(path)
-    check_input_file(path, "conversation file")
-    conversations = []
+    check_input_file(path, kind)
+    rows = []
     with open(path, encoding="utf-8") as fh:
         for number, line in enumerate(fh, 1):
             if line.strip():
-                conversations.append(_parse_line(line, f"{path}, line {number}"))
-    if not conversations:
-        raise ValueError(f"{path} holds no conversations (one JSON object with a \"messages\" list per line)")
-    return conversations
+                rows.append(parse(line, f"{path}, line {number}"))
+    if not rows:
+        raise ValueError(f"{path} holds no {holds}")
+    return rows
 
 
 def _parse_line(line: str, where: str) -> Conversation:

@@ -18,12 +18,10 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from ..fileio import check_input_file
 from ..tokenization.plain_text import encode_chat, encode_plain
-from .conversations import ROLES
+from .conversations import ROLES, read_json_lines
 
 PreferenceRow = dict[str, Any]  # {"prompt": str | messages, "chosen": str | messages, "rejected": str | messages}
 FIELDS = ("prompt", "chosen", "rejected")
@@ -40,16 +38,8 @@ class PreferencePair:
 
 def load_preferences(path: str | os.PathLike) -> list[PreferenceRow]:
     """Every pair of a JSON-lines file (blank lines skipped); a malformed line is a ValueError naming it."""
-    path = Path(path)
-    check_input_file(path, "preference file")
-    rows = []
-    with open(path, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            if line.strip():
-                rows.append(parse_preference(line, f"{path}, line {number}"))
-    if not rows:
-        raise ValueError(f'{path} holds no preference pairs (one {{"prompt", "chosen", "rejected"}} object per line)')
-    return rows
+    return read_json_lines(path, parse_preference, "preference file",
+                           'preference pairs (one {"prompt", "chosen", "rejected"} object per line)')
 
 
 def parse_preference(line: str, where: str) -> PreferenceRow:

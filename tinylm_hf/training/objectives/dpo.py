@@ -32,7 +32,7 @@ from ...corpus.token_files import tokenizer_fingerprint
 from ...modeling.loss_tinylm import IGNORE_INDEX
 from ..config import TrainConfig
 from ..data import RunData
-from ..sft_data import split_validation
+from ..sft_data import padding_id, split_validation
 from ..summary import DataProvenance
 from .base import Objective
 
@@ -69,8 +69,7 @@ class PreferenceData(RunData):
     @property
     def pad_id(self) -> int:
         """The id padding rows hold (never a target, never attended to by a real token)."""
-        tokenizer = self.tokenizer
-        return next((i for i in (tokenizer.pad_token_id, tokenizer.eos_token_id) if i is not None), 0)
+        return padding_id(self.tokenizer)
 
 
 def tokenize_pairs(tokenizer: Any, rows: Sequence[dict[str, Any]], context_length: int) -> TokenizedPairs:
