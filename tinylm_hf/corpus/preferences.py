@@ -10,6 +10,10 @@ encodes to (with the assistant's generation prompt), cut to where it and each pr
 so a completion holds the template's closing tokens (`<|end|>` and the newline after it). Sequences longer than
 `max_length` keep their start (TRL's `truncation_mode="keep_start"`), and a pair whose prompt alone fills
 `max_length` is left out, as TRL drops it. The same files load with `datasets.load_dataset("json", ...)`.
+
+The bundled set (`STORY_PREFERENCES`) is made from the bundled story chats by `scripts/build_story_preferences.py`
+(chosen: the story about the character the user named; rejected: a story about another one); it is
+CDLA-Sharing-1.0 like its source (data/NOTICE.md).
 """
 
 from __future__ import annotations
@@ -22,9 +26,14 @@ from typing import Any
 
 from ..tokenization.plain_text import encode_chat, encode_plain
 from .conversations import ROLES, read_json_lines
+from .sources import PACKAGE_DATA
 
 PreferenceRow = dict[str, Any]  # {"prompt": str | messages, "chosen": str | messages, "rejected": str | messages}
 FIELDS = ("prompt", "chosen", "rejected")
+STORY_PREFERENCES = {
+    "train": PACKAGE_DATA / "tinystories_preferences_train.jsonl",
+    "validation": PACKAGE_DATA / "tinystories_preferences_valid.jsonl",
+}
 
 
 @dataclass
