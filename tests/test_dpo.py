@@ -145,6 +145,24 @@ def test_a_resumed_run_repeats_the_uninterrupted_one(base, pairs, tuned, tmp_pat
     assert all(torch.equal(resumed[name], whole[name]) for name in whole)
 
 
+def test_each_rank_draws_its_share_of_the_one_process_pairs(base, pairs, tmp_path):
+    from tinylm_hf.training.config import TrainConfig
+    from tinylm_hf.training.objectives import OBJECTIVE_CLASSES, open_objective
+
+    config = TrainConfig(objective="dpo", preferences=str(pairs[0]), init_from=str(base), out_dir=str(tmp_path),
+                         context_length=128)
+    objective = open_objective(config, OBJECTIVE_CLASSES["dpo"].open_data(config), main=False)
+
+    def draw(rows):
+        x, _, mask, ref = objective.micro_batch(torch.Generator().manual_seed(0), 4, rows, torch.device("cpu"), (3, 0, 0))
+        return [x[i][mask[i] == 1].tolist() for i in range(len(x))], ref
+
+    whole, halves = draw(slice(0, 4)), [draw(slice(0, 2)), draw(slice(2, 4))]
+    chosen = [row for rows, _ in halves for row in rows[:2]]
+    assert chosen == whole[0][:4] and [row for rows, _ in halves for row in rows[2:]] == whole[0][4:]
+    assert torch.equal(torch.cat([ref[:2] for _, ref in halves]), whole[1][:4])
+
+
 def test_the_published_folder_is_a_chat_model(tuned):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -119,7 +119,9 @@ def describe_training(summary: RunSummary | None) -> str:
     ]
     if summary.objective == "sft":
         return describe_chat_fine_tuning(summary, lines)
-    own = objective_class(summary).describe_training(summary, lines)
+    init_from = summary.train_config.get("init_from")
+    own = objective_class(summary).describe_training(summary, lines,
+                                                     base=base_model_name(init_from) if init_from else None)
     if own is not None:
         return own
     head = "Trained from scratch with `tinylm train` (hand-written AdamW, cosine schedule with warm-up, gradient clipping)."

@@ -69,8 +69,9 @@ class Objective(ABC):
         return None
 
     @classmethod
-    def describe_training(cls, summary: RunSummary, lines: list[str]) -> str | None:
-        """The model card's training section, given the card's generic `lines`; None: the card writer's own text."""
+    def describe_training(cls, summary: RunSummary, lines: list[str], *, base: str | None) -> str | None:
+        """The model card's training section, given the card's generic `lines` and the name of the model it started
+        from (`base`, None for a new model); None: the card writer's own text."""
         return None
 
     @classmethod

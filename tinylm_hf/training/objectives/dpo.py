@@ -282,11 +282,10 @@ class DirectPreferenceOptimization(Objective):
         return evaluate_pairs(model, batches, self.config.dpo_beta, device, autocast)
 
     @classmethod
-    def describe_training(cls, summary: RunSummary, lines: list[str]) -> str | None:
+    def describe_training(cls, summary: RunSummary, lines: list[str], *, base: str | None) -> str | None:
         """What the chat model was preference-tuned from and on."""
-        init_from = summary.train_config.get("init_from")
         beta = summary.train_config.get("dpo_beta", DEFAULT_BETA)
-        head = (f"Preference-tuned{f' from `{os.path.basename(os.path.normpath(init_from))}`' if init_from else ''} "
+        head = (f"Preference-tuned{f' from `{base}`' if base else ''} "
                 f"with `tinylm dpo` (DPO's sigmoid loss, beta {beta}, against the frozen starting model; hand-written "
                 f"AdamW, cosine schedule with warm-up) on {summary.data.documents:,} preference pairs of "
                 f"{summary.data.name}.")
