@@ -81,7 +81,7 @@ def test_rewards_move_towards_the_chosen_replies(tuned):
     assert {"val_reward_accuracy", "val_reward_margin", "val_rewards_chosen", "val_rewards_rejected"} <= set(last)
     assert last["val_reward_margin"] == pytest.approx(last["val_rewards_chosen"] - last["val_rewards_rejected"])
     assert losses(tuned)[6] < losses(tuned)[1]
-    assert first["iter"] == 3 and last["iter"] == 6
+    assert first["iter"] == 3 and last["iter"] == 6 and isinstance(last["sample"], str)
 
 
 def test_the_loss_equals_trls_dpo_trainer(tuned, base, pairs):

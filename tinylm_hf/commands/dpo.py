@@ -22,6 +22,7 @@ from .config_flags import (
 HELP = "preference-tune a chat model folder with DPO on pairs (JSON lines of {\"prompt\", \"chosen\", \"rejected\"})"
 # fields `tinylm dpo` sets itself or names otherwise (--data, --valid-data, --beta)
 OWN_FIELDS = ("objective", "masking", "mlm_probability", "data_dir", "preferences", "val_preferences", "dpo_beta")
+NOT_USED = ("eval_iters",)  # every evaluation scores every validation pair
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--beta", dest="dpo_beta", type=float, default=argparse.SUPPRESS,
                         help="DPO's beta: how far the model may move from the --init-from model (default: 0.1)")
     add_run_arguments(parser)
-    add_config_arguments(parser, exclude=OWN_FIELDS + LABELLED_FIELDS + CONVERSATION_FIELDS)
+    add_config_arguments(parser, exclude=OWN_FIELDS + NOT_USED + LABELLED_FIELDS + CONVERSATION_FIELDS)
 
 
 def run(args: argparse.Namespace) -> int:

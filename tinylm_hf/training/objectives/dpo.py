@@ -34,6 +34,7 @@ from ..config import TrainConfig
 from ..data import RunData
 from ..sft_data import padding_id, split_validation
 from ..summary import DataProvenance
+from ..validation import sample_reply
 from .base import Objective
 
 if TYPE_CHECKING:
@@ -276,10 +277,14 @@ class DirectPreferenceOptimization(Objective):
 
     def evaluate(self, model: torch.nn.Module, batch_size: int, device: torch.device,
                  autocast: contextlib.AbstractContextManager) -> dict[str, Any]:
-        """DPO loss and reward metrics on every validation pair."""
+        """DPO loss and reward metrics on every validation pair (and a sampled reply to `sample_prompt`)."""
         self.prepare_reference(device)
         batches = iter_pair_batches(self.data.val_pairs, max(batch_size, 1), self.data.pad_id)
-        return evaluate_pairs(model, batches, self.config.dpo_beta, device, autocast)
+        result: dict[str, Any] = evaluate_pairs(model, batches, self.config.dpo_beta, device, autocast)
+        if self.config.sample_tokens:
+            result["sample"] = sample_reply(model, self.data.tokenizer, self.config.sample_prompt,
+                                            self.config.sample_tokens)
+        return result
 
     @classmethod
     def describe_training(cls, summary: RunSummary, lines: list[str], *, base: str | None) -> str | None:
