@@ -31,6 +31,7 @@ COMMANDS = {
     "prepare": "prepare",
     "train": "train",
     "sft": "sft",
+    "dpo": "dpo",
     "finetune": "finetune",
     "quickstart": "quickstart",
     "generate": "generate",

@@ -40,6 +40,8 @@ LABELLED_FIELDS = ("train_file", "validation_file", "validation_share", "text_co
 """TrainConfig fields of text classification (`tinylm finetune`) only."""
 CONVERSATION_FIELDS = ("conversations", "val_conversations")
 """TrainConfig fields of chat fine-tuning (`tinylm sft`) only."""
+PREFERENCE_FIELDS = ("preferences", "val_preferences", "dpo_beta")
+"""TrainConfig fields of preference tuning (`tinylm dpo`) only (objectives/dpo.py's `config_fields`)."""
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:

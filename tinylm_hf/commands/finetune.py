@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .config_flags import CONVERSATION_FIELDS, add_config_arguments, add_run_arguments, config_from_args
+from .config_flags import CONVERSATION_FIELDS, PREFERENCE_FIELDS, add_config_arguments, add_run_arguments, config_from_args
 
 HELP = "fine-tune a TinyLM folder on labelled texts (text classification)"
 TASKS = {"text-classification": "seq_cls"}  # --task -> TrainConfig.objective
@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", choices=sorted(TASKS), default="text-classification",
                         help="what to fine-tune for (default: text-classification)")
     add_run_arguments(parser)
-    add_config_arguments(parser, exclude=NOT_FLAGS + CONVERSATION_FIELDS, flags=FLAGS, defaults=DEFAULTS)
+    add_config_arguments(parser, exclude=NOT_FLAGS + CONVERSATION_FIELDS + PREFERENCE_FIELDS, flags=FLAGS, defaults=DEFAULTS)
 
 
 def run(args: argparse.Namespace) -> int:

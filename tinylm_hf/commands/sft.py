@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from .config_flags import LABELLED_FIELDS, add_config_arguments, add_run_arguments, config_from_args
+from .config_flags import LABELLED_FIELDS, PREFERENCE_FIELDS, add_config_arguments, add_run_arguments, config_from_args
 
 HELP = "fine-tune a model folder on chat conversations (JSON lines of {\"messages\": [...]}) and publish a chat model"
 # fields `tinylm sft` sets itself or names otherwise (--data, --val-data)
@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--val-data", dest="val_conversations", default=argparse.SUPPRESS,
                         help="JSON-lines conversations to validate on (default: the trailing 5%% of --data)")
     add_run_arguments(parser)
-    add_config_arguments(parser, exclude=OWN_FIELDS + LABELLED_FIELDS)
+    add_config_arguments(parser, exclude=OWN_FIELDS + LABELLED_FIELDS + PREFERENCE_FIELDS)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from .config_flags import (
     CONVERSATION_FIELDS,
     LABELLED_FIELDS,
+    PREFERENCE_FIELDS,
     add_config_arguments,
     add_run_arguments,
     config_from_args,
@@ -22,7 +23,7 @@ HELP = "train a TinyLM model on data made by `tinylm prepare`"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_run_arguments(parser)
-    add_config_arguments(parser, exclude=LABELLED_FIELDS + CONVERSATION_FIELDS)
+    add_config_arguments(parser, exclude=LABELLED_FIELDS + CONVERSATION_FIELDS + PREFERENCE_FIELDS)
 
 
 def run(args: argparse.Namespace) -> int:

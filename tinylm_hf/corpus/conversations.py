@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from .sources import PACKAGE_DATA, iter_lines
 
@@ -21,6 +23,7 @@ STORY_CHATS = {
     "validation": PACKAGE_DATA / "tinystories_chats_valid.jsonl",
 }
 
+T = TypeVar("T")
 Conversation = list[dict[str, str]]  # [{"role": "user", "content": "..."}, ...]
 
 
@@ -30,14 +33,21 @@ def load_conversations(path: str | os.PathLike) -> list[Conversation]:
     Each line is an object with a "messages" list of {"role": system|user|assistant, "content": str} objects
     holding at least one assistant message (the turns a model is fine-tuned to say).
     """
+    return read_json_lines(path, _parse_line, "conversation file",
+                           'conversations (one JSON object with a "messages" list per line)')
+
+
+def read_json_lines(path: str | os.PathLike, parse: Callable[[str, str], T], kind: str, holds: str) -> list[T]:
+    """`parse(line, where)` of every non-blank line of a JSON-lines file, where = "PATH, line N"; an empty file is
+    a ValueError saying it holds no `holds`."""
     path = Path(path)
-    conversations = []
-    for number, line in iter_lines(path, "conversation file"):
+    rows = []
+    for number, line in iter_lines(path, kind):
         if line.strip():
-            conversations.append(_parse_line(line, f"{path}, line {number}"))
-    if not conversations:
-        raise ValueError(f"{path} holds no conversations (one JSON object with a \"messages\" list per line)")
-    return conversations
+            rows.append(parse(line, f"{path}, line {number}"))
+    if not rows:
+        raise ValueError(f"{path} holds no {holds}")
+    return rows
 
 
 def _parse_line(line: str, where: str) -> Conversation:

@@ -119,6 +119,11 @@ def describe_training(summary: RunSummary | None) -> str:
     ]
     if summary.objective == "sft":
         return describe_chat_fine_tuning(summary, lines)
+    init_from = summary.train_config.get("init_from")
+    own = objective_class(summary).describe_training(summary, lines,
+                                                     base=base_model_name(init_from) if init_from else None)
+    if own is not None:
+        return own
     head = (f"Trained from scratch with `tinylm train` ({describe_optimizer(summary.train_config)}, cosine schedule with "
             "warm-up, gradient clipping).")
     return head + "\n\n" + "\n".join(lines)
@@ -220,6 +225,13 @@ MASKING_NAMES = {
     "ngram": "n-gram masking (ERNIE: 1-3 word n-grams, shorter ones more likely)",
     "span": "span masking (SpanBERT: geometric span lengths, p = 0.2, clipped at 10 words)",
 }
+
+
+def objective_class(summary: RunSummary) -> Any:
+    """The objective of the run (`training.objectives`), which states its own card text where it has one."""
+    from ..training.objectives import OBJECTIVE_CLASSES, CausalLM
+
+    return OBJECTIVE_CLASSES.get(summary.objective, CausalLM)
 
 
 def describe_objective(summary: RunSummary) -> str:
@@ -363,6 +375,9 @@ def results_from_summary(summary: RunSummary | None) -> dict[str, Any] | None:
     model), or accuracy and macro-F1 (a classifier)."""
     if summary is not None and summary.task is not None and summary.val_accuracy is not None:
         return {"accuracy": summary.val_accuracy, "f1": summary.val_macro_f1, "dataset": summary.task.validation}
+    own = objective_class(summary).card_results(summary) if summary is not None else None
+    if own is not None:
+        return own or None
     # a masked-token loss, or a loss on the assistant's tokens only, is no language-modelling metric
     if summary is None or summary.val_loss is None or summary.objective in ("mlm", "sft"):
         return None

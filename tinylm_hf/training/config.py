@@ -25,7 +25,7 @@ from typing import Any
 REPORT_TARGETS = ("none", "tensorboard", "trackio", "wandb")
 DTYPES = ("auto", "float32", "bfloat16")
 BUDGET_CLOCKS = ("wall", "process")
-OBJECTIVES = ("clm", "mlm", "sft", "seq_cls")
+OBJECTIVES = ("clm", "mlm", "sft", "seq_cls", "dpo")
 MAX_SEED = 2**63 - 1  # torch.manual_seed and numpy's generators take every seed from 0 to this
 OPTIMIZERS = ("adamw", "muon")
 MAX_CONFIG_BYTES = 1 << 20  # a --config file is a few hundred bytes; a megabyte is no config
@@ -60,6 +60,7 @@ class TrainConfig:
     objective: str = "clm"
     """clm: next-token prediction (TinyLMForCausalLM); mlm: masked-token prediction (TinyLMForMaskedLM, an encoder);
     sft: supervised fine-tuning on `conversations`, the loss on the assistant's tokens only (`tinylm sft`);
+    dpo: preference tuning of the init_from chat model on `preferences` pairs (`tinylm dpo`);
     seq_cls: text classification (TinyLMForSequenceClassification on init_from, from labelled train_file)."""
     masking: str = "dynamic"
     """MLM masking strategy: static (needs `tinylm prepare --mlm-static`), dynamic, whole_word, ngram or span."""
@@ -80,6 +81,14 @@ class TrainConfig:
     """The column holding the labels: strings (their own names) or integers."""
     label_names: list[str] | None = None
     """Names of the integer labels 0, 1, 2, ... in order (default: integer labels are named by their digits)."""
+
+    # ---- preference pairs (objective dpo)
+    preferences: str | None = None
+    """Objective dpo: JSON-lines preference pairs in TRL's format ({"prompt", "chosen", "rejected"} a line)."""
+    val_preferences: str | None = None
+    """Objective dpo: JSON-lines pairs to validate on (default: the trailing 5% of `preferences`)."""
+    dpo_beta: float = 0.1
+    """Objective dpo: DPO's beta, how far the tuned model may move from the starting model (the reference)."""
 
     # ---- optimisation
     optimizer: str = "adamw"
@@ -224,7 +233,7 @@ class TrainConfig:
         elif self.objective == "sft":
             if not self.conversations:
                 raise ValueError("objective sft needs conversations: a JSON-lines file of {\"messages\": [...]} objects")
-        elif not self.data_dir:
+        elif self.objective != "dpo" and not self.data_dir:  # dpo checks its own section (objectives/dpo.py)
             raise ValueError("data_dir is required: the folder made by `tinylm prepare`")
 
     def _validate_model(self) -> None:

@@ -88,7 +88,8 @@ def train(config: TrainConfig) -> RunSummary:
                 with explain_non_finite_loss(run.checkpoints, state.iteration + 1):
                     result = train_step(model, optimizer, batches, lr=lr, grad_clip=config.grad_clip, autocast=autocast,
                                         no_sync=ddp.no_sync(model), all_reduce=ddp.all_reduce, parameters=parameters,
-                                        loss_fn=loss_fn, overlap=step_batches.prefetch_next)
+                                        loss_fn=loss_fn, overlap=step_batches.prefetch_next,
+                                        step_loss=objective.step_loss())
                 step_tokens = count_tokens(batches, ddp.world)
                 state.advance(result.loss, step_tokens)
                 dt = time.perf_counter() - t0

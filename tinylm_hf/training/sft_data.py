@@ -132,8 +132,12 @@ class ConversationData(TrainingData):
     @property
     def pad_id(self) -> int:
         """The id padding rows hold (never a target, never attended to by a real token)."""
-        tokenizer = self.tokenizer
-        return next((i for i in (tokenizer.pad_token_id, tokenizer.eos_token_id) if i is not None), 0)
+        return padding_id(self.tokenizer)
+
+
+def padding_id(tokenizer: Any) -> int:
+    """The id right-padded rows hold: the pad token's, else the end-of-text token's (never a target)."""
+    return next((i for i in (tokenizer.pad_token_id, tokenizer.eos_token_id) if i is not None), 0)
 
 
 CHAT_TOKENIZER_DIR = "chat_tokenizer"  # in out_dir: the model's tokenizer with the chat tokens added (run_dir.RUN_OUTPUTS)

@@ -11,12 +11,16 @@ import contextlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from ..modeling.loss_tinylm import IGNORE_INDEX
 from .errors import NonFiniteLossError
 from .functional import clip_grad_norm, cross_entropy
+
+if TYPE_CHECKING:
+    from .objectives.base import StepLoss
 
 
 def compiled_cross_entropy() -> Callable[..., torch.Tensor]:
@@ -67,6 +71,7 @@ def train_step(
     parameters: Sequence[torch.nn.Parameter] | None = None,
     loss_fn: Callable[..., torch.Tensor] | None = None,
     overlap: Callable[[], object] | None = None,
+    step_loss: StepLoss | None = None,
 ) -> StepResult:
     """Accumulate gradients over `micro_batches` of `(x, y)`, clip, check, and step at learning rate `lr` (times a
     group's ``lr_scale`` where it has one: the Muon part of `MuonWithAdamW`).
@@ -83,18 +88,26 @@ def train_step(
         overlap: called once the step's work is queued on the device, before the step waits for its loss
             and gradient norm (the finiteness check): host work done there, such as drawing the next
             batch, overlaps the GPU's work instead of leaving the GPU idle between steps.
+        step_loss: an objective's own loss (`objectives.StepLoss`, DPO's), in place of the cross-entropy on
+            each batch's labels; the step's loss is then the mean over the units it counts (pairs).
     """
     for group in optimizer.param_groups:
         group["lr"] = lr * group.get("lr_scale", 1.0)  # Muon's matrices keep their own peak rate (build_optimizer)
     loss_fn = loss_fn or cross_entropy
     loss_sum = None
-    n_targets = sum((batch[1] != IGNORE_INDEX).sum() for batch in micro_batches).clamp(min=1)  # no device sync
+    if step_loss is not None:
+        n_targets = sum(step_loss.count(batch) for batch in micro_batches).clamp(min=1)
+    else:
+        n_targets = sum((batch[1] != IGNORE_INDEX).sum() for batch in micro_batches).clamp(min=1)  # no device sync
     for i, batch in enumerate(micro_batches):
         sync = no_sync() if no_sync is not None and i < len(micro_batches) - 1 else contextlib.nullcontext()
         with sync:
-            with autocast or contextlib.nullcontext():
-                logits = model_logits(model, batch)
-            loss = loss_fn(logits, batch[1], reduction="sum") / n_targets
+            if step_loss is not None:
+                loss = step_loss(model, batch, autocast or contextlib.nullcontext()) / n_targets
+            else:
+                with autocast or contextlib.nullcontext():
+                    logits = model_logits(model, batch)
+                loss = loss_fn(logits, batch[1], reduction="sum") / n_targets
             loss.backward()
         loss_sum = loss.detach() if loss_sum is None else loss_sum + loss.detach()
     if all_reduce is not None:

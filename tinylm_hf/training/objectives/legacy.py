@@ -1,97 +1,35 @@
-"""Training objectives: what the model learns to predict, the model class that does it, and how it is scored.
+"""The objectives that came before the `objectives` package, kept whole here until each moves to its own module.
 
-The loop is the same for every objective; an objective decides the data, the model class, each micro-batch's
-`(input_ids, labels)` (labels of -100 are not predicted; a padded batch adds its attention mask) and the
-evaluation. `CausalLM` predicts the next token (a decoder); `MaskedLM` predicts masked tokens (an encoder,
-BERT's objective); `SupervisedFineTuning` predicts the assistant's turns of conversations (chat fine-tuning);
-`SequenceClassification` predicts a text's label (a head on a pretrained TinyLM). Another objective is one
-more subclass and one more entry in `OBJECTIVE_CLASSES`.
+`CausalLM` predicts the next token (a decoder); `MaskedLM` predicts masked tokens (an encoder, BERT's objective);
+`SupervisedFineTuning` predicts the assistant's turns of conversations (chat fine-tuning);
+`SequenceClassification` predicts a text's label (a head on a pretrained TinyLM). Each batch is
+`(input_ids, labels[, attention_mask])` (labels of -100 are not predicted), scored by the step's cross-entropy.
 """
 
 from __future__ import annotations
 
 import contextlib
-from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import torch
 
-from .batches import batch_from_starts, sample_starts
-from .classification_data import ClassificationData, epoch_indices, open_classification_data
-from .config import TrainConfig
-from .data import RunData, TrainingData, open_data
-from .masking import MLMCollator
-from .mlm_data import StaticMasks, iter_mlm_eval_batches, mask_windows, static_windows
-from .sft_data import (
+from ..batches import batch_from_starts
+from ..classification_data import ClassificationData, epoch_indices, open_classification_data
+from ..config import TrainConfig
+from ..data import TrainingData
+from ..masking import MLMCollator
+from ..mlm_data import StaticMasks, iter_mlm_eval_batches, mask_windows, static_windows
+from ..sft_data import (
     CHAT_TOKENIZER_DIR,
     ConversationData,
     conversation_rows,
     iter_conversation_batches,
     open_conversation_data,
 )
-from .summary import ClassificationTask
-from .validation import evaluate, evaluate_classifier, evaluate_masked_lm, sample_completion, sample_reply
-
-
-def data_tokenizer_dir(config: TrainConfig, data: TrainingData) -> str | None:
-    """The data's tokenizer folder: `tokenizer_dir`, else the one prepare recorded."""
-    return config.tokenizer_dir or data.provenance.tokenizer_dir
-
-
-class Objective(ABC):
-    """What the loop asks of a training objective (`window_starts` serves those that train on windows of train.bin)."""
-
-    name: ClassVar[str]
-    masking: str | None = None
-    """The masking strategy, for the run summary (masked-LM objectives only)."""
-    task: ClassificationTask | None = None
-    """The labels, data and baseline, for the run summary (classification objectives only)."""
-    extends_vocabulary: ClassVar[bool] = False
-    """True when the data's tokenizer may hold tokens the `init_from` model lacks: its embeddings grow to fit."""
-
-    def __init__(self, config: TrainConfig, data: RunData) -> None:
-        self.config = config
-        self.data = data
-
-    @classmethod
-    def open_data(cls, config: TrainConfig) -> RunData:
-        """The run's data, checked before any model is built (default: train.bin and val.bin of `data_dir`)."""
-        return open_data(config)
-
-    @classmethod
-    @abstractmethod
-    def open(cls, config: TrainConfig, data: RunData, *, main: bool) -> Objective:
-        """The objective for a run on `data` (loading what it needs); `main` is true in the process that evaluates."""
-
-    @staticmethod
-    @abstractmethod
-    def model_class() -> type:
-        """The TinyLM class a new run of this objective builds."""
-
-    def model_options(self) -> dict[str, Any]:
-        """Config values of the model that the objective decides (a classifier's labels); none by default."""
-        return {}
-
-    @abstractmethod
-    def micro_batch(self, sampler: torch.Generator, size: int, rows: slice, device: torch.device,
-                    seed: tuple[int, ...]) -> tuple[torch.Tensor, ...]:
-        """(inputs, labels[, attention_mask]) of this rank's `rows` of a micro-batch of `size` examples drawn from
-        `sampler`.
-
-        `seed` (the run's seed, iteration and micro-step) seeds any other randomness, so that resumed and
-        multi-process runs see exactly the batches of one uninterrupted process.
-        """
-
-    @abstractmethod
-    def evaluate(self, model: torch.nn.Module, batch_size: int, device: torch.device,
-                 autocast: contextlib.AbstractContextManager) -> dict[str, Any]:
-        """The evaluation record (metrics.jsonl's names: `val_loss`, `val_perplexity`, ...) on val.bin."""
-
-    def window_starts(self, sampler: torch.Generator, size: int) -> torch.Tensor:
-        """`size` random starts of context-length windows in train.bin."""
-        return sample_starts(len(self.data.train), size, self.config.context_length, sampler)
+from ..validation import evaluate, evaluate_classifier, evaluate_masked_lm, sample_completion, sample_reply
+from .base import Objective, data_tokenizer_dir
 
 
 SAMPLE_PROMPT_WORDS = 4  # the opening words of the validation text that a causal run's samples continue
@@ -122,13 +60,13 @@ class CausalLM(Objective):
         tokenizer_dir = data_tokenizer_dir(config, data)
         if not (main and config.sample_tokens and tokenizer_dir and Path(tokenizer_dir).is_dir()):
             return cls(config, data)
-        from ..tokenizer_loading import load_tokenizer
+        from ...tokenizer_loading import load_tokenizer
 
         return cls(config, data, load_tokenizer(tokenizer_dir))
 
     @staticmethod
     def model_class() -> type:
-        from ..modeling import TinyLMForCausalLM
+        from ...modeling import TinyLMForCausalLM
 
         return TinyLMForCausalLM
 
@@ -157,6 +95,7 @@ class MaskedLM(Objective):
     """
 
     name = "mlm"
+    published_as = "encoder"
 
     def __init__(self, config: TrainConfig, data: TrainingData, collator: MLMCollator,
                  train_masks: StaticMasks | None = None, val_masks: StaticMasks | None = None) -> None:
@@ -168,7 +107,7 @@ class MaskedLM(Objective):
     @classmethod
     def open(cls, config: TrainConfig, data: TrainingData, *, main: bool) -> MaskedLM:
         """The collator for `config.masking` (the data's tokenizer decides words and the mask token)."""
-        from ..tokenizer_loading import load_tokenizer
+        from ...tokenizer_loading import load_tokenizer
 
         tokenizer_dir = data_tokenizer_dir(config, data)
         if not tokenizer_dir or not Path(tokenizer_dir).is_dir():
@@ -184,7 +123,7 @@ class MaskedLM(Objective):
 
     @staticmethod
     def model_class() -> type:
-        from ..modeling import TinyLMForMaskedLM
+        from ...modeling import TinyLMForMaskedLM
 
         return TinyLMForMaskedLM
 
@@ -214,6 +153,7 @@ class SupervisedFineTuning(Objective):
     """
 
     name = "sft"
+    published_as = "chat model"
     extends_vocabulary = True
     data: ConversationData
 
@@ -267,6 +207,7 @@ class SequenceClassification(Objective):
     """
 
     name = "seq_cls"
+    published_as = "classifier"
 
     def __init__(self, config: TrainConfig, data: ClassificationData) -> None:
         super().__init__(config, data)
@@ -287,7 +228,7 @@ class SequenceClassification(Objective):
 
     @staticmethod
     def model_class() -> type:
-        from ..modeling import TinyLMForSequenceClassification
+        from ...modeling import TinyLMForSequenceClassification
 
         return TinyLMForSequenceClassification
 
@@ -306,13 +247,3 @@ class SequenceClassification(Objective):
                  autocast: contextlib.AbstractContextManager) -> dict[str, Any]:
         return evaluate_classifier(model, self.data.val.batches(batch_size, self.data.pad_id), device, autocast)
 
-
-OBJECTIVE_CLASSES: dict[str, type[Objective]] = {
-    cls.name: cls for cls in (CausalLM, MaskedLM, SupervisedFineTuning, SequenceClassification)
-}
-"""`TrainConfig.objective` -> its objective (config.OBJECTIVES names the same keys for validation)."""
-
-
-def open_objective(config: TrainConfig, data: RunData, *, main: bool) -> Objective:
-    """The objective `config.objective` names, ready to draw batches from `data` and to evaluate."""
-    return OBJECTIVE_CLASSES[config.objective].open(config, data, main=main)

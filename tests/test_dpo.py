@@ -1,0 +1,192 @@
+"""`tinylm dpo`: a chat model preference-tuned with DPO in the training loop (exact resume included), equal to TRL's
+DPOTrainer on the same pairs, and published as a chat model."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import pytest
+import torch
+
+from tiny_chats import make_chat_folder
+from tiny_runs import losses
+from tinylm_hf.cli import main
+from tinylm_hf.corpus.conversations import load_story_chats
+
+pytestmark = pytest.mark.contract  # a published transformers folder
+
+RUN = ["--max-iters", "6", "--batch-size", "4", "--context-length", "128", "--warmup-iters", "1", "--eval-every", "3",
+       "--checkpoint-every", "2", "--threads", "1", "--device", "cpu", "--progress", "false", "--plot", "false",
+       "--seed", "3", "--max-lr", "1e-2"]
+
+
+def story_pairs(count: int, split: str = "train") -> list[dict]:
+    """Conversational pairs: the reply's first sentence to its own prompt (chosen) and another story's (rejected)."""
+    chats = load_story_chats(split)[: count + 1]
+    replies = [messages[-1]["content"].split(". ")[0] + "." for messages in chats]
+    return [{"prompt": chats[i][:-1], "chosen": [{"role": "assistant", "content": replies[i]}],
+             "rejected": [{"role": "assistant", "content": replies[i + 1]}]} for i in range(count)]
+
+
+def write_rows(path, rows):
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def pairs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("pairs")
+    return write_rows(folder / "pairs.jsonl", story_pairs(16)), write_rows(folder / "valid.jsonl", story_pairs(8, "validation"))
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    return make_chat_folder(tmp_path_factory.mktemp("base") / "chat", max_position_embeddings=128)
+
+
+@pytest.fixture(scope="module")
+def tuned(base, pairs, tmp_path_factory):
+    out = tmp_path_factory.mktemp("dpo") / "run"
+    train, valid = pairs
+    assert main(["dpo", "--data", str(train), "--valid-data", str(valid), "--init-from", str(base), "--out-dir",
+                 str(out), *RUN]) == 0
+    return out
+
+
+def evaluations(run):
+    return [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "val_loss" in r]
+
+
+def test_the_sigmoid_loss_is_trls_formula():
+    from tinylm_hf.training.objectives.dpo import dpo_loss
+
+    pc, pr, rc, rr = torch.tensor([-3.0, -8.0]), torch.tensor([-5.0, -2.0]), torch.tensor([-4.0, -7.0]), \
+        torch.tensor([-4.5, -2.5])
+    losses_, chosen, rejected = dpo_loss(pc, pr, rc, rr, beta=0.1)
+    expected = [-math.log(1 / (1 + math.exp(-0.1 * ((a - c) - (b - d))))) for a, b, c, d in zip(pc, pr, rc, rr)]
+    torch.testing.assert_close(losses_, torch.tensor(expected))
+    torch.testing.assert_close(chosen, 0.1 * (pc - rc))
+    torch.testing.assert_close(rejected, 0.1 * (pr - rr))
+    assert float(dpo_loss(pc, pr, pc, pr, beta=0.1)[0].mean()) == pytest.approx(math.log(2))
+
+
+def test_the_first_step_loss_is_ln_2(tuned):
+    assert losses(tuned)[1] == pytest.approx(math.log(2), abs=1e-5)
+
+
+def test_rewards_move_towards_the_chosen_replies(tuned):
+    first, last = evaluations(tuned)[0], evaluations(tuned)[-1]
+    assert {"val_reward_accuracy", "val_reward_margin", "val_rewards_chosen", "val_rewards_rejected"} <= set(last)
+    assert last["val_reward_margin"] == pytest.approx(last["val_rewards_chosen"] - last["val_rewards_rejected"])
+    assert losses(tuned)[6] < losses(tuned)[1]
+    assert first["iter"] == 3 and last["iter"] == 6 and isinstance(last["sample"], str)
+
+
+def test_the_loss_equals_trls_dpo_trainer(tuned, base, pairs):
+    """TRL's DPOTrainer.evaluate() on the published policy against its init: the same loss and reward margin."""
+    pytest.importorskip("trl")
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import DPOConfig, DPOTrainer
+
+    rows = [json.loads(line) for line in pairs[1].read_text().splitlines()]
+    policy = AutoModelForCausalLM.from_pretrained(tuned / "hf", dtype=torch.float32)
+    reference = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    args = DPOConfig(output_dir=str(tuned / "trl"), beta=0.1, max_length=128, per_device_eval_batch_size=len(rows),
+                     report_to="none", use_cpu=True, bf16=False)
+    trainer = DPOTrainer(model=policy, ref_model=reference, args=args, train_dataset=Dataset.from_list(rows),
+                         eval_dataset=Dataset.from_list(rows), processing_class=AutoTokenizer.from_pretrained(tuned / "hf"))
+    theirs = trainer.evaluate()
+    ours = evaluations(tuned)[-1]
+    assert ours["val_loss"] == pytest.approx(theirs["eval_loss"], abs=1e-4)
+    assert ours["val_reward_margin"] == pytest.approx(theirs["eval_rewards/margins"], abs=1e-4)
+    assert ours["val_reward_accuracy"] == pytest.approx(theirs["eval_rewards/accuracies"], abs=1e-6)
+
+
+def test_pairs_tokenize_as_trls(base, pairs, tmp_path):
+    """prompt/chosen/rejected ids as DPOTrainer makes them: the completion holds `<|end|>` and the newline after it."""
+    pytest.importorskip("trl")
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import DPOConfig, DPOTrainer
+
+    from tinylm_hf.corpus.preferences import load_preferences, tokenize_preference
+
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    rows = load_preferences(pairs[0])
+    plain = [{"prompt": "Once upon a time", "chosen": " a cat sat.", "rejected": " a dog ran."}]
+    model = AutoModelForCausalLM.from_pretrained(base)
+    for data, max_length in ((rows, 128), (plain, 7)):  # 7: the plain completions are cut
+        args = DPOConfig(output_dir=str(tmp_path), max_length=max_length, report_to="none", use_cpu=True)
+        trainer = DPOTrainer(model=model, args=args, train_dataset=Dataset.from_list(data),
+                             processing_class=tokenizer)
+        theirs = [(r["prompt_ids"], r["chosen_ids"], r["rejected_ids"]) for r in trainer.train_dataset]
+        ours = [tokenize_preference(tokenizer, row, max_length) for row in data]
+        ours = [(p.prompt, p.chosen, p.rejected) for p in ours if p is not None]
+        cut = [(p, c[: max_length - len(p)], r[: max_length - len(p)]) for p, c, r in theirs]  # TRL's collator cuts
+        assert cut == ours and len(ours) >= len(data) - 2
+    end = tokenizer.convert_tokens_to_ids("<|end|>")
+    pair = tokenize_preference(tokenizer, rows[0])
+    assert pair.chosen[-2] == end and tokenizer.decode(pair.chosen[-1:]) == "\n"
+
+
+def test_a_resumed_run_repeats_the_uninterrupted_one(base, pairs, tuned, tmp_path):
+    from safetensors.torch import load_file
+
+    train, valid = pairs
+    split = ["dpo", "--data", str(train), "--valid-data", str(valid), "--init-from", str(base), "--out-dir",
+             str(tmp_path / "split"), *RUN]
+    assert main([*split, "--max-iters", "4", "--cosine-cycle-iters", "6"]) == 0
+    assert main([*split, "--cosine-cycle-iters", "6", "--resume"]) == 0
+    assert losses(tmp_path / "split") == losses(tuned)
+    resumed, whole = load_file(tmp_path / "split" / "hf" / "model.safetensors"), load_file(tuned / "hf" / "model.safetensors")
+    assert all(torch.equal(resumed[name], whole[name]) for name in whole)
+
+
+def test_each_rank_draws_its_share_of_the_one_process_pairs(base, pairs, tmp_path):
+    from tinylm_hf.training.config import TrainConfig
+    from tinylm_hf.training.objectives import OBJECTIVE_CLASSES, open_objective
+
+    config = TrainConfig(objective="dpo", preferences=str(pairs[0]), init_from=str(base), out_dir=str(tmp_path),
+                         context_length=128)
+    objective = open_objective(config, OBJECTIVE_CLASSES["dpo"].open_data(config), main=False)
+
+    def draw(rows):
+        x, _, mask, ref = objective.micro_batch(torch.Generator().manual_seed(0), 4, rows, torch.device("cpu"), (3, 0, 0))
+        return [x[i][mask[i] == 1].tolist() for i in range(len(x))], ref
+
+    whole, halves = draw(slice(0, 4)), [draw(slice(0, 2)), draw(slice(2, 4))]
+    chosen = [row for rows, _ in halves for row in rows[:2]]
+    assert chosen == whole[0][:4] and [row for rows, _ in halves for row in rows[2:]] == whole[0][4:]
+    assert torch.equal(torch.cat([ref[:2] for _, ref in halves]), whole[1][:4])
+
+
+def test_the_published_folder_is_a_chat_model(tuned):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    hf = tuned / "hf"
+    assert (hf / "chat_template.jinja").is_file()
+    model, tokenizer = AutoModelForCausalLM.from_pretrained(hf), AutoTokenizer.from_pretrained(hf)
+    end = tokenizer.convert_tokens_to_ids("<|end|>")
+    assert json.loads((hf / "generation_config.json").read_text())["eos_token_id"] == [end, tokenizer.eos_token_id]
+    ids = tokenizer.apply_chat_template([{"role": "user", "content": "Hi"}], add_generation_prompt=True,
+                                        return_tensors="pt", return_dict=True)
+    assert model.generate(**ids, max_new_tokens=3, do_sample=False).shape[1] > ids["input_ids"].shape[1]
+    card = (hf / "README.md").read_text()
+    assert "Preference-tuned from `chat` with `tinylm dpo`" in card and re.search(r"on \d+ preference pairs of pairs.jsonl", card)
+
+
+def test_a_bad_row_is_one_line_naming_file_and_line(base, tmp_path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"prompt": "a", "chosen": "b", "rejected": "c"}) + "\n" + '{"prompt": "a"}\n')
+    assert main(["dpo", "--data", str(bad), "--init-from", str(base), "--out-dir", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"{bad}, line 2" in err and '"chosen"' in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "run").exists()
+
+
+def test_dpo_needs_its_pairs_and_a_model(base, tmp_path, capsys):
+    assert main(["dpo", "--init-from", str(base), "--out-dir", str(tmp_path / "run")]) == 2
+    assert "objective dpo needs preferences" in capsys.readouterr().err

@@ -1,0 +1,122 @@
+"""What an objective is: the one base every training objective implements, and what the loop, the step, the card
+writer and the publisher ask of it.
+
+An objective owns its configuration section (`config_fields`, validated by `check_config`), its data
+(`open_data`) and micro-batches, its loss (`step_loss`: none means the step's next-token cross-entropy on the
+batch's labels), its evaluation and metrics, the text its model card states (`describe_training`) and what its
+published folder is (`published_as`). The callers ask; they never branch on an objective's name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+import torch
+
+from ..batches import sample_starts
+from ..config import TrainConfig
+from ..data import RunData, TrainingData, open_data
+from ..summary import ClassificationTask
+
+if TYPE_CHECKING:
+    from ..summary import RunSummary
+
+PUBLISHED_KINDS = ("causal language model", "encoder", "classifier", "chat model")
+"""What a published folder can be: what loads it (AutoModelForCausalLM, AutoModelForMaskedLM, ...) and how."""
+
+
+class StepLoss(Protocol):
+    """An objective's own loss: the step divides each micro-batch's summed loss by the step's count of units."""
+
+    def count(self, batch: Sequence[torch.Tensor]) -> torch.Tensor:
+        """The units a micro-batch's loss is summed over (pairs, sequences), as a tensor (no device sync)."""
+
+    def __call__(self, model: torch.nn.Module, batch: Sequence[torch.Tensor],
+                 autocast: contextlib.AbstractContextManager) -> torch.Tensor:
+        """The micro-batch's loss, summed over its units (a scalar that backpropagates to `model`)."""
+
+
+def data_tokenizer_dir(config: TrainConfig, data: TrainingData) -> str | None:
+    """The data's tokenizer folder: `tokenizer_dir`, else the one prepare recorded."""
+    return config.tokenizer_dir or data.provenance.tokenizer_dir
+
+
+class Objective(ABC):
+    """What the loop asks of a training objective (`window_starts` serves those that train on windows of train.bin)."""
+
+    name: ClassVar[str]
+    masking: str | None = None
+    """The masking strategy, for the run summary (masked-LM objectives only)."""
+    task: ClassificationTask | None = None
+    """The labels, data and baseline, for the run summary (classification objectives only)."""
+    extends_vocabulary: ClassVar[bool] = False
+    """True when the data's tokenizer may hold tokens the `init_from` model lacks: its embeddings grow to fit."""
+
+    config_fields: ClassVar[tuple[str, ...]] = ()
+    """The TrainConfig fields of this objective's own section (its command sets or names them)."""
+    published_as: ClassVar[str] = "causal language model"
+    """What its published folder is: one of `PUBLISHED_KINDS`."""
+
+    @classmethod
+    def check_config(cls, config: TrainConfig) -> None:
+        """Refuse a config this objective cannot run (its own section); nothing by default."""
+
+    def step_loss(self) -> StepLoss | None:
+        """The objective's loss, or None for the step's next-token cross-entropy on each batch's labels."""
+        return None
+
+    @classmethod
+    def describe_training(cls, summary: RunSummary, lines: list[str], *, base: str | None) -> str | None:
+        """The model card's training section, given the card's generic `lines` and the name of the model it started
+        from (`base`, None for a new model); None: the card writer's own text."""
+        return None
+
+    @classmethod
+    def card_results(cls, summary: RunSummary) -> dict[str, Any] | None:
+        """The card's evaluation results, or None for the card writer's own (language-model metrics)."""
+        return None
+
+    def __init__(self, config: TrainConfig, data: RunData) -> None:
+        self.config = config
+        self.data = data
+
+    @classmethod
+    def open_data(cls, config: TrainConfig) -> RunData:
+        """The run's data, checked before any model is built (default: train.bin and val.bin of `data_dir`)."""
+        return open_data(config)
+
+    @classmethod
+    @abstractmethod
+    def open(cls, config: TrainConfig, data: RunData, *, main: bool) -> Objective:
+        """The objective for a run on `data` (loading what it needs); `main` is true in the process that evaluates."""
+
+    @staticmethod
+    @abstractmethod
+    def model_class() -> type:
+        """The TinyLM class a new run of this objective builds."""
+
+    def model_options(self) -> dict[str, Any]:
+        """Config values of the model that the objective decides (a classifier's labels); none by default."""
+        return {}
+
+    @abstractmethod
+    def micro_batch(self, sampler: torch.Generator, size: int, rows: slice, device: torch.device,
+                    seed: tuple[int, ...]) -> tuple[torch.Tensor, ...]:
+        """(inputs, labels[, attention_mask]) of this rank's `rows` of a micro-batch of `size` examples drawn from
+        `sampler`.
+
+        `seed` (the run's seed, iteration and micro-step) seeds any other randomness, so that resumed and
+        multi-process runs see exactly the batches of one uninterrupted process.
+        """
+
+    @abstractmethod
+    def evaluate(self, model: torch.nn.Module, batch_size: int, device: torch.device,
+                 autocast: contextlib.AbstractContextManager) -> dict[str, Any]:
+        """The evaluation record (metrics.jsonl's names: `val_loss`, `val_perplexity`, ...) on val.bin."""
+
+    def window_starts(self, sampler: torch.Generator, size: int) -> torch.Tensor:
+        """`size` random starts of context-length windows in train.bin."""
+        return sample_starts(len(self.data.train), size, self.config.context_length, sampler)

@@ -1,0 +1,303 @@
+"""Preference tuning (DPO, Rafailov et al. 2023): a chat model learns to prefer the chosen completion of each pair.
+
+The loss is DPO's sigmoid loss, `-log sigmoid(beta * ((log pi(c) - log ref(c)) - (log pi(r) - log ref(r))))`,
+where `log pi(c)` sums the policy's log-probabilities of the chosen completion's tokens (every token after the
+tokenized prompt, as TRL's `DPOTrainer` counts it: `corpus.preferences`) and `ref` is the frozen `init_from`
+model. The reference's log-probabilities are computed once per run, before the first step (in float32, without
+autocast), and kept with the pairs: they never change, so a resumed run recomputes the same values. Metrics are
+TRL's: the loss, the rewards `beta * (log pi - log ref)` of chosen and rejected completions, the reward margin
+(their difference) and the reward accuracy (the share of pairs whose chosen reward is the higher).
+
+A micro-batch is `(input_ids, labels, attention_mask, ref_logps)`: the chosen rows first, then the rejected
+rows of the same pairs (TRL's order), right-padded; labels are the input ids on completion tokens and -100
+elsewhere. Pairs are drawn uniformly by the run's sampler, so a resumed run sees exactly the pairs of one
+uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ...corpus.preferences import PreferencePair, load_preferences, tokenize_preference
+from ...corpus.token_files import tokenizer_fingerprint
+from ...modeling.loss_tinylm import IGNORE_INDEX
+from ..config import TrainConfig
+from ..data import RunData
+from ..sft_data import padding_id, split_validation
+from ..summary import DataProvenance
+from ..validation import sample_reply
+from .base import Objective
+
+if TYPE_CHECKING:
+    from ..summary import RunSummary
+
+DEFAULT_BETA = 0.1
+REFERENCE_BATCH_PAIRS = 8  # pairs per forward pass of the reference model
+
+
+@dataclass
+class TokenizedPairs:
+    """Tokenized pairs and the reference model's log-probabilities of their completions (filled before step 1)."""
+
+    pairs: list[PreferencePair]
+    dropped: int = 0
+    """Pairs left out because their prompt alone fills the context."""
+    ref_chosen: torch.Tensor | None = None
+    """float32, (n,): the reference's summed log-probability of each chosen completion."""
+    ref_rejected: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+
+@dataclass
+class PreferenceData(RunData):
+    """A preference run's data: the tokenizer of the `init_from` chat model and the tokenized pairs."""
+
+    train_pairs: TokenizedPairs
+    val_pairs: TokenizedPairs
+    tokenizer: Any
+
+    @property
+    def pad_id(self) -> int:
+        """The id padding rows hold (never a target, never attended to by a real token)."""
+        return padding_id(self.tokenizer)
+
+
+def tokenize_pairs(tokenizer: Any, rows: Sequence[dict[str, Any]], context_length: int) -> TokenizedPairs:
+    """Tokenize `rows` as TRL does with `max_length=context_length`: long pairs keep their start, pairs whose
+    prompt fills the context are left out."""
+    pairs = [tokenize_preference(tokenizer, row, context_length) for row in rows]
+    kept = [pair for pair in pairs if pair is not None]
+    if not kept:
+        raise ValueError(f"no preference pair's prompt fits context_length {context_length}: raise --context-length "
+                         "(up to the model's max_position_embeddings) or shorten the prompts")
+    return TokenizedPairs(kept, dropped=len(pairs) - len(kept))
+
+
+def open_preference_data(config: TrainConfig) -> PreferenceData:
+    """Load the `init_from` model's tokenizer and the pairs of a dpo run, tokenized, before any model is built."""
+    from ...tokenizer_loading import load_tokenizer
+
+    folder = config.tokenizer_dir or config.init_from
+    tokenizer = load_tokenizer(folder)
+    train = load_preferences(config.preferences)
+    val = load_preferences(config.val_preferences) if config.val_preferences else None
+    if val is None:
+        train, val = split_validation(train)
+    if any(not isinstance(row["prompt"], str) for row in train + val) and not tokenizer.chat_template:
+        raise ValueError(f"the tokenizer in {folder} has no chat template for the conversational pairs: start from a "
+                         "chat model (`tinylm sft` or `tinylm quickstart --chat`)")
+    train_pairs = tokenize_pairs(tokenizer, train, config.context_length)
+    val_pairs = tokenize_pairs(tokenizer, val, config.context_length)
+    provenance = DataProvenance(
+        input_files=[os.path.basename(config.preferences)],
+        val_files=[os.path.basename(config.val_preferences)] if config.val_preferences else [],
+        train_tokens=sum(pair_tokens(p) for p in train_pairs.pairs), val_tokens=sum(pair_tokens(p) for p in val_pairs.pairs),
+        documents=len(train_pairs), tokenizer_dir=str(folder), tokenizer_fingerprint=tokenizer_fingerprint(tokenizer),
+    )
+    return PreferenceData(provenance=provenance, vocab_size=len(tokenizer), eos_id=tokenizer.eos_token_id,
+                          train_pairs=train_pairs, val_pairs=val_pairs, tokenizer=tokenizer)
+
+
+def pair_tokens(pair: PreferencePair) -> int:
+    """Tokens of a pair's two sequences."""
+    return 2 * len(pair.prompt) + len(pair.chosen) + len(pair.rejected)
+
+
+def pair_rows(data: TokenizedPairs, indices: Sequence[int], pad_id: int,
+              device: str | torch.device) -> tuple[torch.Tensor, ...]:
+    """(input_ids, labels, attention_mask, ref_logps) of the pairs `indices`: chosen rows, then rejected rows."""
+    pairs = [data.pairs[i] for i in indices]
+    sequences = [(p.prompt, p.chosen) for p in pairs] + [(p.prompt, p.rejected) for p in pairs]
+    width = max(len(prompt) + len(completion) for prompt, completion in sequences)
+    x = np.full((len(sequences), width), pad_id, dtype=np.int64)
+    y = np.full((len(sequences), width), IGNORE_INDEX, dtype=np.int64)
+    mask = np.zeros((len(sequences), width), dtype=np.int64)
+    for row, (prompt, completion) in enumerate(sequences):
+        n, m = len(prompt), len(prompt) + len(completion)
+        x[row, :m] = prompt + completion
+        y[row, n:m] = completion
+        mask[row, :m] = 1
+    index = torch.as_tensor(list(indices), dtype=torch.long)
+    ref = torch.zeros(len(sequences)) if data.ref_chosen is None else \
+        torch.cat([data.ref_chosen[index], data.ref_rejected[index]])
+    return tuple(t.to(device) for t in (torch.from_numpy(x), torch.from_numpy(y), torch.from_numpy(mask), ref))
+
+
+def iter_pair_batches(data: TokenizedPairs, batch_size: int, pad_id: int) -> Iterator[tuple[torch.Tensor, ...]]:
+    """Every pair once, in order, `batch_size` pairs at a time (CPU tensors)."""
+    for first in range(0, len(data), batch_size):
+        yield pair_rows(data, range(first, min(first + batch_size, len(data))), pad_id, "cpu")
+
+
+def sequence_logps(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """(rows,) the summed log-probability of each row's labelled tokens (labels unshifted: -100 is not scored)."""
+    targets = labels[:, 1:]  # (rows, T-1): the token each position predicts
+    token_logps = -F.cross_entropy(logits[:, :-1].float().transpose(1, 2), targets, ignore_index=IGNORE_INDEX,
+                                   reduction="none")
+    return token_logps.sum(dim=1)
+
+
+def dpo_loss(chosen_logps: torch.Tensor, rejected_logps: torch.Tensor, ref_chosen: torch.Tensor,
+             ref_rejected: torch.Tensor, beta: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(per-pair sigmoid loss, chosen rewards, rejected rewards), TRL's definitions (rewards detached)."""
+    chosen_ratio, rejected_ratio = chosen_logps - ref_chosen, rejected_logps - ref_rejected
+    losses = -F.logsigmoid(beta * (chosen_ratio - rejected_ratio))
+    return losses, beta * chosen_ratio.detach(), beta * rejected_ratio.detach()
+
+
+def batch_terms(model: torch.nn.Module, batch: Sequence[torch.Tensor], beta: float,
+                autocast: contextlib.AbstractContextManager | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`dpo_loss` of one micro-batch `(input_ids, labels, attention_mask, ref_logps)`."""
+    input_ids, labels, attention_mask, ref = batch
+    with autocast or contextlib.nullcontext():
+        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
+    chosen, rejected = sequence_logps(logits, labels).chunk(2)
+    ref_chosen, ref_rejected = ref.chunk(2)
+    return dpo_loss(chosen, rejected, ref_chosen, ref_rejected, beta)
+
+
+class PairLoss:
+    """DPO's loss as the step asks for it (`base.StepLoss`): summed over a micro-batch's pairs."""
+
+    def __init__(self, beta: float) -> None:
+        self.beta = beta
+
+    def count(self, batch: Sequence[torch.Tensor]) -> torch.Tensor:
+        return torch.tensor(batch[0].shape[0] // 2)
+
+    def __call__(self, model: torch.nn.Module, batch: Sequence[torch.Tensor],
+                 autocast: contextlib.AbstractContextManager) -> torch.Tensor:
+        return batch_terms(model, batch, self.beta, autocast)[0].sum()
+
+
+@torch.no_grad()
+def evaluate_pairs(model: torch.nn.Module, batches: Iterator[Sequence[torch.Tensor]], beta: float,
+                   device: torch.device, autocast: contextlib.AbstractContextManager | None = None) -> dict[str, float]:
+    """`val_loss` and TRL's reward metrics over every pair of `batches`, each a mean over pairs."""
+    was_training = model.training
+    model.eval()
+    losses, chosen, rejected = [], [], []
+    try:
+        for batch in batches:
+            loss, chosen_rewards, rejected_rewards = batch_terms(model, [t.to(device) for t in batch], beta, autocast)
+            losses.append(loss.float().cpu())
+            chosen.append(chosen_rewards.float().cpu())
+            rejected.append(rejected_rewards.float().cpu())
+    finally:
+        model.train(was_training)
+    loss_t, chosen_t, rejected_t = torch.cat(losses), torch.cat(chosen), torch.cat(rejected)
+    return {"val_loss": float(loss_t.mean()), "val_reward_accuracy": float((chosen_t > rejected_t).float().mean()),
+            "val_reward_margin": float((chosen_t - rejected_t).mean()), "val_rewards_chosen": float(chosen_t.mean()),
+            "val_rewards_rejected": float(rejected_t.mean())}
+
+
+@torch.no_grad()
+def reference_logps(model: torch.nn.Module, data: TokenizedPairs, pad_id: int,
+                    device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The frozen reference's (chosen, rejected) summed completion log-probabilities of every pair (float32, CPU)."""
+    model.eval()
+    chosen, rejected = [], []
+    for input_ids, labels, attention_mask, _ in iter_pair_batches(data, REFERENCE_BATCH_PAIRS, pad_id):
+        logits = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device)).logits
+        c, r = sequence_logps(logits, labels.to(device)).float().cpu().chunk(2)
+        chosen.append(c)
+        rejected.append(r)
+    return torch.cat(chosen), torch.cat(rejected)
+
+
+class DirectPreferenceOptimization(Objective):
+    """Preference tuning of a chat model (TinyLMForCausalLM from `init_from`) on TRL-format preference pairs."""
+
+    name = "dpo"
+    published_as = "chat model"
+    config_fields = ("preferences", "val_preferences", "dpo_beta")
+    data: PreferenceData
+
+    @classmethod
+    def check_config(cls, config: TrainConfig) -> None:
+        """A dpo run needs pairs, the chat model to tune (its frozen copy is the reference) and a positive beta."""
+        if not config.preferences:
+            raise ValueError('objective dpo needs preferences: a JSON-lines file of {"prompt", "chosen", "rejected"}')
+        if not config.init_from:
+            raise ValueError("objective dpo needs init_from: the chat model to tune (a `tinylm sft` run's hf/ folder)")
+        if not math.isfinite(config.dpo_beta) or config.dpo_beta <= 0:
+            raise ValueError(f"dpo_beta must be a positive number (e.g. 0.1), got {config.dpo_beta!r}")
+
+    @classmethod
+    def open_data(cls, config: TrainConfig) -> PreferenceData:
+        """The config checked, then the tokenizer and the tokenized pairs."""
+        cls.check_config(config)
+        return open_preference_data(config)
+
+    @classmethod
+    def open(cls, config: TrainConfig, data: RunData, *, main: bool) -> DirectPreferenceOptimization:
+        if not isinstance(data, PreferenceData):
+            raise TypeError("objective dpo trains on preference pairs: load them with "
+                            "DirectPreferenceOptimization.open_data")
+        if main:
+            train, val = data.train_pairs, data.val_pairs
+            print(f"dpo: {len(train)} training and {len(val)} validation pairs, beta {config.dpo_beta}; "
+                  f"{train.dropped + val.dropped} whose prompt fills the context left out")
+        return cls(config, data)
+
+    @staticmethod
+    def model_class() -> type:
+        from ...modeling import TinyLMForCausalLM
+
+        return TinyLMForCausalLM
+
+    def step_loss(self) -> PairLoss:
+        return PairLoss(self.config.dpo_beta)
+
+    def prepare_reference(self, device: torch.device) -> None:
+        """Compute the reference's log-probabilities of every pair once, with the frozen `init_from` model."""
+        if self.data.train_pairs.ref_chosen is not None:
+            return
+        reference = self.model_class().from_pretrained(self.config.init_from).to(device)
+        for pairs in (self.data.train_pairs, self.data.val_pairs):
+            pairs.ref_chosen, pairs.ref_rejected = reference_logps(reference, pairs, self.data.pad_id, device)
+        del reference
+
+    def micro_batch(self, sampler: torch.Generator, size: int, rows: slice, device: torch.device,
+                    seed: tuple[int, ...]) -> tuple[torch.Tensor, ...]:
+        self.prepare_reference(device)
+        indices = torch.randint(0, len(self.data.train_pairs), (size,), generator=sampler)
+        return pair_rows(self.data.train_pairs, indices[rows].tolist(), self.data.pad_id, device)
+
+    def evaluate(self, model: torch.nn.Module, batch_size: int, device: torch.device,
+                 autocast: contextlib.AbstractContextManager) -> dict[str, Any]:
+        """DPO loss and reward metrics on every validation pair (and a sampled reply to `sample_prompt`)."""
+        self.prepare_reference(device)
+        batches = iter_pair_batches(self.data.val_pairs, max(batch_size, 1), self.data.pad_id)
+        result: dict[str, Any] = evaluate_pairs(model, batches, self.config.dpo_beta, device, autocast)
+        if self.config.sample_tokens:
+            result["sample"] = sample_reply(model, self.data.tokenizer, self.config.sample_prompt,
+                                            self.config.sample_tokens)
+        return result
+
+    @classmethod
+    def describe_training(cls, summary: RunSummary, lines: list[str], *, base: str | None) -> str | None:
+        """What the chat model was preference-tuned from and on."""
+        beta = summary.train_config.get("dpo_beta", DEFAULT_BETA)
+        head = (f"Preference-tuned{f' from `{base}`' if base else ''} "
+                f"with `tinylm dpo` (DPO's sigmoid loss, beta {beta}, against the frozen starting model; hand-written "
+                f"AdamW, cosine schedule with warm-up) on {summary.data.documents:,} preference pairs of "
+                f"{summary.data.name}.")
+        objective = ("- objective: direct preference optimization: the chosen completion of each pair made more "
+                     "likely than the rejected one, relative to the starting model")
+        return head + "\n\n" + "\n".join([objective, *lines[1:]])
+
+    @classmethod
+    def card_results(cls, summary: RunSummary) -> dict[str, Any] | None:
+        return {}
