@@ -28,7 +28,9 @@ from .tokenization_tinylm_base import TOKENIZER_FILE, TinyLMCoreTokenizerFast, d
 # siblings the imports above reach, named so that transformers < 5.10 copies them too (compat.py)
 from .atomic_files import FILE_MODE  # noqa: F401
 from .bpe import BPETokenizer  # noqa: F401
+from .bpe_merge import NO_RANK  # noqa: F401
 from .byte_unicode import bytes_to_unicode  # noqa: F401
+from .jit import KERNELS_ENV  # noqa: F401
 from .regex_classes import LETTER  # noqa: F401
 
 def _read_vocab(vocab: dict[str, int] | str) -> dict[str, int]:

@@ -39,6 +39,7 @@ from .atomic_files import FILE_MODE  # noqa: F401
 from .bert_unicode import REMOVED  # noqa: F401
 from .encode_cache import CACHE_LIMIT  # noqa: F401
 from .pretokenize import GPT2_PATTERN  # noqa: F401
+from .regex_classes import LETTER  # noqa: F401
 
 VOCAB_FILES_NAMES = {"vocab_file": VOCAB_TXT}
 
