@@ -36,6 +36,7 @@ from ..sft_data import padding_id, split_validation
 from ..summary import DataProvenance
 from ..validation import sample_reply
 from .base import Objective
+from .legacy import CHAT_SAMPLE_PROMPT
 
 if TYPE_CHECKING:
     from ..summary import RunSummary
@@ -282,7 +283,8 @@ class DirectPreferenceOptimization(Objective):
         batches = iter_pair_batches(self.data.val_pairs, max(batch_size, 1), self.data.pad_id)
         result: dict[str, Any] = evaluate_pairs(model, batches, self.config.dpo_beta, device, autocast)
         if self.config.sample_tokens:
-            result["sample"] = sample_reply(model, self.data.tokenizer, self.config.sample_prompt,
+            result["sample_prompt"] = self.config.sample_prompt or CHAT_SAMPLE_PROMPT
+            result["sample"] = sample_reply(model, self.data.tokenizer, result["sample_prompt"],
                                             self.config.sample_tokens)
         return result
 
