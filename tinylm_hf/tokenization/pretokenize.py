@@ -197,7 +197,7 @@ _GPT2 = compile_pretokenizer(GPT2_PATTERN)
 
 
 def pretokenize_gpt2(text: str) -> list[str]:
-    """GPT-2 pre-tokens of `text`, equal to `regex.findall(GPT2_PATTERN, text)` but faster.
+    """GPT-2 pre-tokens of `text`, equal to `compile_pretokenizer(GPT2_PATTERN).findall(text)` but faster.
 
     ASCII stretches go through stdlib `re`; each non-ASCII run, widened to the safe cuts around it
     (see `has_safe_cuts`), goes through `regex`.

@@ -18,10 +18,9 @@ from functools import partial
 from typing import BinaryIO, TypeVar
 
 import numpy as np
-import regex
 
 from ..tokenization.jit import kernels_enabled
-from ..tokenization.pretokenize import GPT2_PATTERN, GPT4_PATTERN, split_on_special_tokens
+from ..tokenization.pretokenize import GPT2_PATTERN, GPT4_PATTERN, compile_pretokenizer, split_on_special_tokens
 from ..tokenization.pretokenize_arrays import CLASS_TABLE, code_points
 from ..tokenization.process_pool import resolve_workers
 
@@ -81,7 +80,7 @@ def _count_file(path: str, special_tokens: Sequence[str], pattern: str,
     ranges = list(zip(bounds, bounds[1:]))
     read = partial(_read_range, path, list(special_tokens))
     if pattern != GPT2_PATTERN or not kernels_enabled():
-        finder = regex.compile(pattern).findall
+        finder = compile_pretokenizer(pattern).findall
         count = lambda r: Counter(piece for part in read(r) for piece in finder(part, concurrent=True))  # noqa: E731
         totals: Counter[str] = Counter()
         for counts in _map_in_threads(count, ranges, num_workers):
@@ -115,13 +114,13 @@ def _map_in_threads(fn: Callable[[tuple[int, int]], T], ranges: list[tuple[int, 
 
 
 def count_gpt2_pretokens(texts: list[str]) -> Counter[str]:
-    """pre-token -> count over independent texts, equal to counting `regex.findall(GPT2_PATTERN, t)` for each.
+    """pre-token -> count over independent texts, equal to counting `compile_pretokenizer(GPT2_PATTERN).findall(t)` for each.
 
     >>> sorted(count_gpt2_pretokens(["the cat", " the cat"]).items())
     [(' cat', 2), (' the', 1), ('the', 1)]
     """
     if not kernels_enabled():
-        return Counter(piece for text in texts for piece in regex.findall(GPT2_PATTERN, text))
+        return Counter(piece for text in texts for piece in compile_pretokenizer(GPT2_PATTERN).findall(text))
     return _spans_to_counter(_count_gpt2_spans(texts))
 
 

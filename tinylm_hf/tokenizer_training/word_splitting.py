@@ -56,9 +56,9 @@ class WordSplitter:
 def _bpe_split(pattern: str, lowercase: bool) -> Callable[[str], list[str]]:
     if pattern == GPT2_PATTERN:
         return pretokenize_gpt2
-    import regex
+    from ..tokenization.pretokenize import compile_pretokenizer
 
-    return regex.compile(pattern).findall
+    return compile_pretokenizer(pattern).findall
 
 
 def _wordpiece_split(pattern: str, lowercase: bool) -> Callable[[str], list[str]]:
