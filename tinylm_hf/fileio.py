@@ -116,12 +116,22 @@ def no_space(err: BaseException, where: str | os.PathLike, hint: str) -> BaseExc
     """For a full disk (or quota), an OSError saying "no space left on <where>" and what to do (`hint`); else `err`.
 
     Writers say it in their own ways: an OSError with ENOSPC/EDQUOT; numpy's `tofile` (behind GGUF and token files)
-    a short write, "N requested and M written", with no errno; safetensors an error naming "os error 28".
+    a short write, "N requested and M written", with no errno; safetensors an error naming "os error 28"; `datasets`
+    an error of its own raised from the OSError (so the causes of `err` are looked at too).
     """
-    full = (isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)) or (
-        isinstance(err, OSError) and err.errno is None and _SHORT_WRITE.search(str(err))) or (
-        isinstance(err, Exception) and _NO_SPACE_TEXT.search(str(err)))
-    return OSError(errno.ENOSPC, f"no space left on {where}: {hint}") if full else err
+    cause, seen = err, set()
+    while cause is not None and id(cause) not in seen:
+        if _is_full_disk(cause):
+            return OSError(errno.ENOSPC, f"no space left on {where}: {hint}")
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return err
+
+
+def _is_full_disk(err: BaseException) -> bool:
+    return (isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)) or (
+        isinstance(err, OSError) and err.errno is None and bool(_SHORT_WRITE.search(str(err)))) or (
+        isinstance(err, Exception) and bool(_NO_SPACE_TEXT.search(str(err))))
 
 
 def raise_no_space(err: BaseException, where: str | os.PathLike, what: str) -> None:

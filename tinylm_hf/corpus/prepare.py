@@ -298,8 +298,11 @@ def prepare_dataset(
             os.replace(stage / f"{name}.bin", out / f"{name}.bin")
         for name in SPLITS:
             os.replace(header_path(stage / f"{name}.bin"), header_path(out / f"{name}.bin"))
-    except OSError as err:
-        raise no_space(err, out, "free some space and run prepare again") from err
+    except Exception as err:
+        converted = no_space(err, out, "free some space and run prepare again")
+        if converted is err:
+            raise
+        raise converted from err
     finally:
         shutil.rmtree(stage, ignore_errors=True)
         _remove_if_left_empty(out, created)
