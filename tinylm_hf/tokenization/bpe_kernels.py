@@ -24,9 +24,8 @@ from itertools import accumulate, chain, repeat
 import numpy as np
 
 from .jit import njit
-from .regex_classes import LETTER, NUMBER, WHITESPACE
+from .pretokenize_arrays import CLASS_TABLE, LETTER_CLASS, NUMBER_CLASS, OTHER, SPACE_CLASS
 
-OTHER, LETTER_CLASS, NUMBER_CLASS, SPACE_CLASS = 0, 1, 2, 3
 NO_RANK = np.int64(1 << 62)  # the rank of a pair never learned
 EMPTY = -1  # an empty slot of an open-addressing table
 # Pre-tokens of at least this many bytes merge over the heap instead of the quadratic rescan.
@@ -40,12 +39,9 @@ ID_MASK = np.int64((1 << ID_BITS) - 1)
 
 
 def class_table() -> np.ndarray:
-    """The class (OTHER, LETTER_CLASS, NUMBER_CLASS, SPACE_CLASS) of every code point, as uint8."""
-    table = np.full(0x110000, OTHER, dtype=np.uint8)
-    for ranges, value in ((LETTER, LETTER_CLASS), (NUMBER, NUMBER_CLASS), (WHITESPACE, SPACE_CLASS)):
-        for first, last in ranges:
-            table[first : last + 1] = value
-    return table
+    """The class (OTHER, LETTER_CLASS, NUMBER_CLASS, SPACE_CLASS) of every code point, as uint8 (one owner: the
+    array pre-tokenizer's table)."""
+    return CLASS_TABLE
 
 
 # ------------------------------------------------------------------------------------------- scanner
