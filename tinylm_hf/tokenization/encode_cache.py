@@ -21,13 +21,3 @@ class EncodeCache(dict):
             self.clear()
         self[word] = ids
         return ids
-
-
-def missing_keys(cache: dict[str, list[int]], wanted: set[str], limit: int) -> set[str]:
-    """The words of `wanted` that `cache` lacks, for filling in bulk; all of them, after emptying the
-    cache, when adding them would pass `limit` (the rule `EncodeCache` follows one miss at a time)."""
-    missing = wanted.difference(cache)
-    if len(cache) + len(missing) > limit:
-        cache.clear()
-        return wanted
-    return missing

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 import regex
 
@@ -218,44 +218,6 @@ def pretokenize_gpt2(text: str) -> list[str]:
         pos = end
     pieces += _ASCII_GPT2.findall(text[pos:])
     return pieces
-
-
-def split_into_blocks(parts: Iterable[str | int], size: int) -> Iterator[list[str | int]]:
-    """Regroup texts (and anything else, e.g. special-token ids) into blocks of about `size` characters, in order.
-
-    A text longer than a block is cut at safe cuts (see `has_safe_cuts`: for GPT-2's and cl100k's
-    patterns its pre-tokens do not change there); array code works a block at a time, so its
-    memory stays bounded.
-
-    >>> list(split_into_blocks(["a b c", 7, "d"], 3))
-    [['a b'], [' c', 7, 'd']]
-    """
-    block: list[str | int] = []
-    chars = 0
-    for part in parts:
-        pieces = _cut_text(part, size) if isinstance(part, str) else (part,)
-        for piece in pieces:
-            block.append(piece)
-            chars += len(piece) if isinstance(piece, str) else 0
-            if chars >= size:
-                yield block
-                block, chars = [], 0
-    if block:
-        yield block
-
-
-def _cut_text(text: str, size: int) -> Iterator[str]:
-    """`text` in pieces of about `size` characters or more, cut at safe cuts."""
-    start = 0
-    while len(text) - start > size:
-        cut = find_safe_cut(text, start, start + size)
-        if cut <= start:
-            cut = find_next_safe_cut(text, start + size)
-        if cut <= start:
-            break
-        yield text[start:cut]
-        start = cut
-    yield text[start:]
 
 
 # --------------------------------------------------------------------------- catastrophic backtracking
