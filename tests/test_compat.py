@@ -119,9 +119,11 @@ def remote_code_entry_files() -> list[Path]:
 
 
 def relative_imports(path: Path) -> list[str]:
-    """The sibling modules a file imports with `from .x import`, in order (what transformers copies)."""
+    """The sibling modules a file imports with `from .x import` anywhere in it, inside functions too, in order:
+    what transformers copies (it finds them with a regular expression over every line)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    return [node.module for node in tree.body if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module]
+    found = [node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module]
+    return list(dict.fromkeys(node.module for node in sorted(found, key=lambda node: node.lineno)))
 
 
 def reached_siblings(path: Path) -> set[str]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 # first: on an unsupported transformers, a remote-code folder says what it needs (compat.py)
 from .compat import require_supported_transformers  # noqa: F401
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokenizers import Tokenizer
 
@@ -29,6 +29,9 @@ from .atomic_files import FILE_MODE  # noqa: F401
 from .bpe_merge import NO_RANK  # noqa: F401
 from .jit import KERNELS_ENV  # noqa: F401
 from .regex_classes import LETTER  # noqa: F401
+if TYPE_CHECKING:  # named, not imported: bpe.py imports the kernels only once numba is there to run them
+    from .bpe_kernels import BPEKernel  # noqa: F401
+    from .pretokenize_arrays import CLASS_TABLE  # noqa: F401
 
 VOCAB_FILES_NAMES = {"vocab_file": VOCAB_FILE, "merges_file": MERGES_FILE}
 

@@ -16,7 +16,7 @@ from .compat import require_supported_transformers  # noqa: F401
 
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokenizers import models
 
@@ -32,6 +32,9 @@ from .bpe_merge import NO_RANK  # noqa: F401
 from .byte_unicode import bytes_to_unicode  # noqa: F401
 from .jit import KERNELS_ENV  # noqa: F401
 from .regex_classes import LETTER  # noqa: F401
+if TYPE_CHECKING:  # named, not imported: bpe.py imports the kernels only once numba is there to run them
+    from .bpe_kernels import BPEKernel  # noqa: F401
+    from .pretokenize_arrays import CLASS_TABLE  # noqa: F401
 
 def _read_vocab(vocab: dict[str, int] | str) -> dict[str, int]:
     return vocab if isinstance(vocab, dict) else read_vocab_json(vocab)
