@@ -88,12 +88,11 @@ def prepare(work: Path, vocab_size: int) -> Path:
 def full_validation_bpb(summary, data_dir: Path, r: dict[str, Any]) -> tuple[float, float]:
     """(loss, bits per byte) of the final weights over the whole validation file."""
     from tinylm_hf.modeling import TinyLMForCausalLM
-    from tinylm_hf.training.checkpoint import load_state
+    from tinylm_hf.training.run.checkpoint import read_checkpoint
     from tinylm_hf.training.validation import evaluate_whole_file
 
-    state = load_state(summary.checkpoint)
     model = TinyLMForCausalLM(_model_config(r))
-    model.load_state_dict(state["model"])
+    model.load_state_dict(read_checkpoint(summary.checkpoint).model)
     result = evaluate_whole_file(model, data_dir, r["context_length"])
     return result["val_loss"], result["val_bpb"]
 

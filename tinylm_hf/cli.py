@@ -22,7 +22,7 @@ from types import FrameType
 from typing import Any
 
 from .training.errors import NonFiniteLossError
-from .training.run_dir import RunInUseError
+from .training.run.folder import RunInUseError
 
 # command name -> module in tinylm_hf.commands
 COMMANDS = {

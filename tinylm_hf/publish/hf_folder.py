@@ -17,10 +17,10 @@ from ..corpus.token_files import check_tokenizer_fingerprint
 from ..fileio import check_ours_to_replace, make_folders, make_temp, raise_no_space, seal_folder
 from ..tokenization.chat_template import stop_token_ids
 from ..tokenizer_loading import load_tokenizer
-from ..training.checkpoint import load_state
-from ..training.run_dir import RunDirectory
-from ..training.state import RUN_TOKENIZER_DIR
-from ..training.summary import RunSummary
+from ..training.run.checkpoint import read_checkpoint
+from ..training.run.folder import RunDirectory
+from ..training.run.state import RUN_TOKENIZER_DIR
+from ..training.run.summary import RunSummary
 from .folder import HF_DIR, check_tokenizer_fits
 from .model_card import write_model_card
 
@@ -29,17 +29,11 @@ from .model_card import write_model_card
 def model_from_checkpoint(path: str | os.PathLike) -> Any:
     """The model of a training checkpoint, its objective's class (`TinyLMForCausalLM`, `TinyLMForMaskedLM`,
     `TinyLMForSequenceClassification`) holding the checkpoint's weights."""
-    from ..modeling import TinyLMConfig
     from ..training.objectives import OBJECTIVE_CLASSES
 
-    state = load_state(path)
-    if "model_config" not in state:
-        raise ValueError(f"{path} has no model config: it is not a training checkpoint of `tinylm train`")
-    config = {k: v for k, v in state["model_config"].items() if k not in ("architectures", "auto_map", "dtype", "torch_dtype")}
-    default = "mlm" if config.get("use_bidirectional_attention") else "clm"  # checkpoints from before objectives
-    objective = (state.get("train_config") or {}).get("objective") or default
-    model = OBJECTIVE_CLASSES[objective].model_class()(TinyLMConfig(**config))
-    model.load_state_dict(state["model"])
+    checkpoint = read_checkpoint(path)
+    model = OBJECTIVE_CLASSES[checkpoint.objective].model_class()(checkpoint.tinylm_config())
+    model.load_state_dict(checkpoint.model)
     return model.eval()
 
 

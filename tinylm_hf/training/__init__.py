@@ -11,7 +11,7 @@ from ..lazy_exports import export_lazily
 __all__ = export_lazily(__name__, {
     "..corpus": ("load_tokens", "prepare_dataset"),
     ".batches": ("get_batch", "iter_eval_batches"),
-    ".checkpoint": ("load_checkpoint", "save_checkpoint"),
+    ".run.checkpoint": ("load_checkpoint", "save_checkpoint"),
     ".config": ("TrainConfig",),
     ".errors": ("NonFiniteLossError",),
     ".functional": ("clip_grad_norm", "cross_entropy"),
@@ -21,5 +21,5 @@ __all__ = export_lazily(__name__, {
     ".optimizer": ("AdamW", "param_groups_for_weight_decay"),
     ".schedule": ("cosine_lr",),
     ".step": ("StepResult", "compiled_cross_entropy", "train_step"),
-    ".summary": ("DataProvenance", "RunSummary"),
+    ".run.summary": ("DataProvenance", "RunSummary"),
 })

@@ -24,7 +24,7 @@ from ..corpus.labelled import LabelSet, LabelledFile, hold_out, majority_accurac
 from ..tokenization.plain_text import encode_plain
 from .config import TrainConfig, check_context_length
 from .data import RunData
-from .summary import ClassificationTask, DataProvenance
+from .run.summary import ClassificationTask, DataProvenance
 
 
 @dataclass

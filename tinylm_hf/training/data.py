@@ -12,7 +12,7 @@ import numpy as np
 from ..corpus.token_files import check_tokenizer_fingerprint, load_tokens, read_header, token_digest
 from ..fileio import check_input_folder
 from .config import TrainConfig
-from .summary import DataProvenance
+from .run.summary import DataProvenance
 
 
 @dataclass

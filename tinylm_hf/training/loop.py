@@ -11,7 +11,7 @@ on Ctrl-C. Each concern is a named piece the loop calls:
 - `budget`: the step plan, and the `TimeBudget` that paces the learning rate by the share of `time_budget_s` used;
 - `step.compile_for_training`: torch.compile and the loss compiled beside it;
 - `interrupts.InterruptFlag`: Ctrl-C as a flag read between steps;
-- `state.RunCheckpoints` and `TrainState`: checkpoints and exact resume; `metrics.RunLog`: the records.
+- `run.state.RunCheckpoints` and `TrainState`: checkpoints and exact resume; `metrics.RunLog`: the records.
 
 The loop ends at a checkpoint and a summary; publishing (the Hugging Face folder, the card, the Hub,
 exports) is `tinylm_hf.publish`'s job and reads the summary.
@@ -33,7 +33,6 @@ from ..fileio import check_input_folder
 from ..runtime import autocast_context, resolve_device, set_threads
 from .batches import StepBatches
 from .budget import StepPlan, TimeBudget
-from .checkpoint import BEST_CHECKPOINT, find_latest_checkpoint, remove_orphaned_temp_files
 from .config import TrainConfig, check_context_length
 from .data import RunData, published_tokenizer
 from .distributed import DataParallel
@@ -43,10 +42,11 @@ from .metrics import RunLog, plot_losses
 from .objectives import OBJECTIVE_CLASSES, Objective, open_objective
 from .muon import MuonWithAdamW, param_groups_for_muon
 from .optimizer import AdamW, param_groups_for_weight_decay
-from .run_dir import RunDirectory
-from .state import RunCheckpoints, TrainState
+from .run.checkpoint import BEST_CHECKPOINT, find_latest_checkpoint, remove_orphaned_temp_files
+from .run.folder import LOSS_PLOT, RunDirectory
+from .run.state import RunCheckpoints, TrainState
+from .run.summary import RunSummary, learning_rate_facts
 from .step import NonFiniteLossError, StepResult, compile_for_training, train_step
-from .summary import RunSummary, learning_rate_facts
 
 
 def train(config: TrainConfig) -> RunSummary:
@@ -117,7 +117,7 @@ def train(config: TrainConfig) -> RunSummary:
         if ddp.main:
             summary.save()
             if config.plot and state.metrics:
-                plot_losses(state.metrics, run.path / "loss.png")
+                plot_losses(state.metrics, run.path / LOSS_PLOT)
         ddp.barrier()
         return summary
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..fileio import FILE_MODE, atomic_output, write_text_atomic
 from .config import TrainConfig
+from .run.folder import METRICS_FILE
 
 TRACKER_PACKAGES = {"tensorboard": "tensorboard", "trackio": "trackio", "wandb": "wandb"}
 
@@ -143,7 +144,7 @@ class RunLog:
 
     def __init__(self, config: TrainConfig, run_path: Path, run_id: str | None, records: list[dict[str, Any]], *,
                  total: int, initial: int, main: bool) -> None:
-        path = run_path / "metrics.jsonl"
+        path = run_path / METRICS_FILE
         if main:
             rewrite_metrics(path, records)  # on resume: the lines up to the checkpoint's step
         self.tracker = Tracker(config.report_to, run_path, run_id or "run", config.to_dict()) if main else None

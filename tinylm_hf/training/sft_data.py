@@ -28,7 +28,7 @@ from ..tokenization.chat_template import CHAT_TEMPLATE, add_chat_tokens, has_cha
 from ..tokenization.plain_text import encode_chat
 from .config import TrainConfig
 from .data import TrainingData
-from .summary import DataProvenance
+from .run.summary import DataProvenance
 
 
 def tokenize_conversation(tokenizer: Any, messages: Conversation) -> tuple[list[int], list[int]]:
@@ -140,7 +140,7 @@ def padding_id(tokenizer: Any) -> int:
     return next((i for i in (tokenizer.pad_token_id, tokenizer.eos_token_id) if i is not None), 0)
 
 
-CHAT_TOKENIZER_DIR = "chat_tokenizer"  # in out_dir: the model's tokenizer with the chat tokens added (run_dir.RUN_OUTPUTS)
+CHAT_TOKENIZER_DIR = "chat_tokenizer"  # in out_dir: the model's tokenizer with the chat tokens added (run.folder.RUN_OUTPUTS)
 
 
 def open_conversation_data(config: TrainConfig) -> ConversationData:

@@ -19,10 +19,10 @@ import torch
 from ..batches import sample_starts
 from ..config import TrainConfig
 from ..data import RunData, TrainingData, open_data
-from ..summary import ClassificationTask
+from ..run.summary import ClassificationTask
 
 if TYPE_CHECKING:
-    from ..summary import RunSummary
+    from ..run.summary import RunSummary
 
 PUBLISHED_KINDS = ("causal language model", "encoder", "classifier", "chat model")
 """What a published folder can be: what loads it (AutoModelForCausalLM, AutoModelForMaskedLM, ...) and how."""

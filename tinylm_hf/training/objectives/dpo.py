@@ -33,13 +33,13 @@ from ...modeling.loss_tinylm import IGNORE_INDEX
 from ..config import TrainConfig
 from ..data import RunData
 from ..sft_data import padding_id, split_validation
-from ..summary import DataProvenance
+from ..run.summary import DataProvenance
 from ..validation import sample_reply
 from .base import Objective
 from .legacy import CHAT_SAMPLE_PROMPT
 
 if TYPE_CHECKING:
-    from ..summary import RunSummary
+    from ..run.summary import RunSummary
 
 DEFAULT_BETA = 0.1
 REFERENCE_BATCH_PAIRS = 8  # pairs per forward pass of the reference model
