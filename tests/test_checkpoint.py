@@ -202,3 +202,59 @@ def test_a_disk_filling_mid_checkpoint_stops_train_with_one_line(byte_data, tmp_
     assert f"no space left on {out / 'checkpoints'}" in err and "--resume" in err
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["ckpt_00000002.pt", "tokenizer"]  # + the kept tokenizer
     assert checkpoint.load_state(out / "checkpoints" / "ckpt_00000002.pt")["iteration"] == 2
+
+
+# ----------------------------------------------------------------------------- the one reader
+
+
+def test_read_checkpoint_returns_every_entry_of_a_training_checkpoint(tmp_path):
+    from tinylm_hf.modeling import TinyLMConfig
+    from tinylm_hf.training.run.checkpoint import read_checkpoint
+
+    model, opt = _trained_pair()
+    config = TinyLMConfig(vocab_size=32, **TINY_MODEL)
+    path = save_training_state(tmp_path, model=model, optimizer=opt, iteration=7, generator=None,
+                               train_config={"objective": "mlm", "optimizer": "adamw"}, model_config=config.to_dict(),
+                               metrics=[{"iter": 7}], extra={"loss": 1.5}, run_id="run-a")
+    checkpoint = read_checkpoint(path)
+    assert (checkpoint.path, checkpoint.iteration, checkpoint.run_id) == (path, 7, "run-a")
+    assert (checkpoint.objective, checkpoint.metrics, checkpoint.extra) == ("mlm", [{"iter": 7}], {"loss": 1.5})
+    assert checkpoint.train_config["optimizer"] == "adamw" and set(checkpoint.rng) >= {"python", "numpy", "torch"}
+    saved_config = checkpoint.tinylm_config()
+    assert (saved_config.vocab_size, saved_config.hidden_size) == (32, TINY_MODEL["hidden_size"])
+    model2, opt2 = _fresh_pair()
+    model2.load_state_dict(checkpoint.model)
+    opt2.load_state_dict(checkpoint.optimizer)
+    _assert_same(model, opt, model2, opt2)
+
+
+def test_a_raw_checkpoint_reads_with_no_run_entries_and_no_model_config(tmp_path):
+    from tinylm_hf.training.run.checkpoint import read_checkpoint
+
+    model, opt = _trained_pair()
+    save_checkpoint(model, opt, 3, tmp_path / "raw.pt")
+    checkpoint = read_checkpoint(tmp_path / "raw.pt")
+    assert (checkpoint.iteration, checkpoint.run_id, checkpoint.model_config, checkpoint.metrics) == (3, None, None, [])
+    with pytest.raises(ValueError, match="raw.pt has no model config: it is not a training checkpoint"):
+        checkpoint.tinylm_config()
+
+
+@pytest.mark.parametrize("bidirectional, objective", [(False, "clm"), (True, "mlm")])
+def test_a_checkpoint_from_before_runs_recorded_objectives_reads_as_the_model_it_holds(tmp_path, bidirectional,
+                                                                                        objective):
+    from tinylm_hf.training.run.checkpoint import read_checkpoint
+
+    model, opt = _trained_pair()
+    path = save_training_state(tmp_path, model=model, optimizer=opt, iteration=1, generator=None, train_config={},
+                               model_config={"use_bidirectional_attention": bidirectional}, metrics=[])
+    assert read_checkpoint(path).objective == objective
+
+
+def test_read_checkpoint_never_runs_a_planted_payload(tmp_path):
+    from tinylm_hf.training.run.checkpoint import read_checkpoint
+
+    marker = tmp_path / "pwned"
+    torch.save({"model": {}, "x": _Payload(str(marker))}, tmp_path / "evil.pt")
+    with pytest.raises(CheckpointError, match="would run code"):
+        read_checkpoint(tmp_path / "evil.pt")
+    assert not marker.exists()
