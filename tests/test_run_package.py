@@ -27,7 +27,7 @@ RUN_FILE_NAMES = {"run.json", "summary.json", "metrics.jsonl", "loss.png", "chec
 # What defines the storage: each is defined once, in the run package.
 STORAGE_NAMES = ("RunDirectory", "RUN_FILE", "RUN_OUTPUTS", "SUMMARY_FILE", "METRICS_FILE", "CHECKPOINT_PATTERN",
                  "BEST_CHECKPOINT", "save_training_state", "read_checkpoint", "Checkpoint", "RunCheckpoints",
-                 "TrainState", "RunSummary", "RUN_TOKENIZER_DIR")
+                 "TrainState", "RunSummary", "RUN_TOKENIZER_DIR", "HF_DIR", "TENSORBOARD_DIR", "CHECKPOINTS_DIR")
 
 
 def where(path: Path, node: ast.AST) -> str:

@@ -21,11 +21,11 @@ from ..tokenization.gpt2_files import MERGES_FILE, VOCAB_FILE
 from ..tokenization.tokenization_tinylm_base import TOKENIZER_FILE
 from ..tokenizer_loading import load_tokenizer, needs_remote_code_error
 from ..tokenizer_training.families import FAMILIES
+from ..training.run.folder import HF_DIR
 
 # A tokenizer folder holds tokenizer.json or the first file of a family's core (vocab.json, vocab.txt, ...).
 TOKENIZER_FILES = (TOKENIZER_FILE, *dict.fromkeys(family.core.files[0] for family in FAMILIES.values()))
 CHAT_TEMPLATE_FILE = "chat_template.jinja"  # where save_pretrained writes a tokenizer's chat template
-HF_DIR = "hf"  # a run's Hugging Face folder, in its out_dir
 # the classes of task heads (config.json's "architectures"): a body with a task head, and no language-model head
 TASK_HEAD_SUFFIXES = ("ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering")
 LANGUAGE_MODEL_FIX = "use the language model it was fine-tuned from, or load the head with its Auto class"
@@ -101,7 +101,7 @@ def check_folder_files(folder: str | os.PathLike) -> dict[str, Any]:
     """Check config.json, the weights and the tokenizer files are present and intact; return the config."""
     folder = check_input_folder(folder, "model folder")
     if not (folder / "config.json").is_file():
-        hint = f"a run's model folder is {folder / 'hf'}" if (folder / "hf" / "config.json").is_file() else \
+        hint = f"a run's model folder is {folder / HF_DIR}" if (folder / HF_DIR / "config.json").is_file() else \
             "is it a folder written by save_pretrained?"
         raise FileNotFoundError(f"{folder} has no config.json ({hint})")
     config = read_json(folder / "config.json")

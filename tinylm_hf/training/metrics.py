@@ -17,7 +17,7 @@ from typing import Any
 
 from ..fileio import FILE_MODE, atomic_output, write_text_atomic
 from .config import TrainConfig
-from .run.folder import METRICS_FILE
+from .run.folder import METRICS_FILE, TENSORBOARD_DIR
 
 TRACKER_PACKAGES = {"tensorboard": "tensorboard", "trackio": "trackio", "wandb": "wandb"}
 
@@ -39,7 +39,7 @@ class Tracker:
             if kind == "tensorboard":
                 from torch.utils.tensorboard import SummaryWriter
 
-                self._writer = SummaryWriter(log_dir=str(out_dir / "tensorboard"))
+                self._writer = SummaryWriter(log_dir=str(out_dir / TENSORBOARD_DIR))
             elif kind == "trackio":
                 import trackio
 

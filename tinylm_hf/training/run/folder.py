@@ -29,8 +29,10 @@ LOCK_FILE = ".lock"
 CHECKPOINTS_DIR = "checkpoints"
 METRICS_FILE = "metrics.jsonl"
 LOSS_PLOT = "loss.png"
+TENSORBOARD_DIR = "tensorboard"
+HF_DIR = "hf"  # the run's Hugging Face folder, once published
 # Everything a run writes into its folder; --overwrite removes exactly these.
-RUN_OUTPUTS = (CHECKPOINTS_DIR, METRICS_FILE, LOSS_PLOT, RUN_FILE, SUMMARY_FILE, "hf", "tensorboard",
+RUN_OUTPUTS = (CHECKPOINTS_DIR, METRICS_FILE, LOSS_PLOT, RUN_FILE, SUMMARY_FILE, HF_DIR, TENSORBOARD_DIR,
                "chat_tokenizer")
 
 
