@@ -21,7 +21,7 @@ OUTSIDE = [path for path in SOURCES if RUN_PACKAGE not in path.parents]
 # Entries of a checkpoint file that name nothing else in the code ("model" and "optimizer" name many things).
 CHECKPOINT_KEYS = {"iteration", "run_id", "rng", "train_config", "model_config", "metrics", "extra"}
 # Readers that hand back the file's raw dict rather than the typed `Checkpoint`.
-RAW_READERS = {"load_state", "load_training_state", "newest_loadable_state"}
+RAW_READERS = {"load_state", "load_training_state"}
 # What a run writes into its folder, as the code spells it.
 RUN_FILE_NAMES = {"run.json", "summary.json", "metrics.jsonl", "loss.png", "checkpoints", "best.pt", ".lock"}
 # What defines the storage: each is defined once, in the run package.

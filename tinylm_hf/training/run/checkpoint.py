@@ -125,8 +125,8 @@ def load_state(src: str | os.PathLike | BinaryIO | IO[bytes]) -> dict[str, Any]:
 class Checkpoint:
     """A checkpoint as read back (`read_checkpoint`): the weights, the optimizer, and what the run recorded.
 
-    A raw checkpoint (`save_checkpoint`) holds only the first three; a training checkpoint
-    (`save_training_state`) holds them all.
+    A raw checkpoint (`save_checkpoint`) holds the weights, the optimizer and the iteration only; a training
+    checkpoint (`save_training_state`) holds every field.
     """
 
     path: Path | None
@@ -351,7 +351,7 @@ def load_training_state(
 
 
 def newest_loadable_state(directory: str | os.PathLike, run_id: str | None) -> tuple[Path, Checkpoint, list[str]]:
-    """The newest checkpoint of `run_id` in `directory` that loads, its state, and why newer ones were skipped.
+    """The newest checkpoint of `run_id` in `directory` that loads, its `Checkpoint`, and why newer ones were skipped.
 
     Raises `FileNotFoundError` when no checkpoint of the run loads.
     """
