@@ -204,11 +204,11 @@ def load_checkpoint(
     optimizer: torch.optim.Optimizer | None,
 ) -> int:
     """Restore `model` (and `optimizer` if given) from `save_checkpoint`'s output; returns the iteration."""
-    state = load_state(src)
-    unwrap_model(model).load_state_dict(state["model"])
+    checkpoint = read_checkpoint(src)
+    unwrap_model(model).load_state_dict(checkpoint.model)
     if optimizer is not None:
-        optimizer.load_state_dict(state["optimizer"])
-    return int(state["iteration"])
+        optimizer.load_state_dict(checkpoint.optimizer)
+    return checkpoint.iteration
 
 
 # ----------------------------------------------------------------------------- training state
