@@ -16,7 +16,7 @@ import torch
 
 from .budget import StepPlan
 from .checkpoint import BEST_CHECKPOINT, newest_loadable_state, restore_training_state, save_training_state
-from .config import TrainConfig
+from .config import DEFAULT_OBJECTIVE, TrainConfig
 from .run_dir import RunDirectory
 from .summary import DataProvenance
 
@@ -125,7 +125,7 @@ class RunCheckpoints:
         """A resumed run trains the objective, optimizer and model it was started with (a different --objective,
         --optimizer, --preset or --model would load the weights into another model or the optimizer's state into
         another optimizer, or fail deep inside torch)."""
-        before = (saved.get("train_config") or {}).get("objective", "clm")
+        before = (saved.get("train_config") or {}).get("objective", DEFAULT_OBJECTIVE)
         if before != self.config.objective:
             raise ValueError(f"the run in {self.run.path} was started with objective {before}, not "
                              f"{self.config.objective}: resume with --objective {before}, or start a new run")
