@@ -65,6 +65,22 @@ def test_no_module_outside_objectives_and_commands_names_an_objective():
     assert named == {}, "ask the objective (training/objectives) instead of naming it"
 
 
+def test_the_config_asks_the_runs_section_when_it_is_made():
+    with pytest.raises(ValueError, match="objective dpo needs preferences"):
+        TrainConfig(objective="dpo", init_from="some/chat-model")
+    with pytest.raises(ValueError, match="dpo_beta must be a positive number"):
+        TrainConfig(data_dir="data", dpo_beta=-1.0)  # a value given is a value checked, whatever the objective
+    assert TrainConfig(objective="dpo", preferences="pairs.jsonl", init_from="m").dpo_beta == 0.1
+
+
+def test_a_checkpoint_from_before_objectives_is_read_by_its_model():
+    from tinylm_hf.training.objectives import CausalLM, MaskedLM, objective_class
+
+    assert objective_class(None, {"use_bidirectional_attention": True}) is MaskedLM
+    assert objective_class(None, {}) is CausalLM
+    assert objective_class("mlm") is MaskedLM
+
+
 def test_causal_targets_are_the_next_tokens(byte_data, tmp_path):
     objective = open_for(byte_data, tmp_path)
     x, y = objective.micro_batch(torch.Generator().manual_seed(0), 4, slice(0, 4), CPU, (7, 0, 0))

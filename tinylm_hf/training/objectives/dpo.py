@@ -32,10 +32,9 @@ from ...modeling.loss_tinylm import IGNORE_INDEX
 from ..config import TrainConfig
 from ..data import RunData
 from ..summary import DataProvenance
-from ..validation import sample_reply
 from .base import Objective
 from .sections import PreferenceFields, PreferenceSection
-from .sft import CHAT_SAMPLE_PROMPT
+from .sft import sample_chat_reply
 from .sft_data import padding_id, split_validation
 
 if TYPE_CHECKING:
@@ -270,11 +269,7 @@ class DirectPreferenceOptimization(Objective):
         self.prepare_reference(device)
         batches = iter_pair_batches(self.data.val_pairs, max(batch_size, 1), self.data.pad_id)
         result: dict[str, Any] = evaluate_pairs(model, batches, self.config.dpo_beta, device, autocast)
-        if self.config.sample_tokens:
-            result["sample_prompt"] = self.config.sample_prompt or CHAT_SAMPLE_PROMPT
-            result["sample"] = sample_reply(model, self.data.tokenizer, result["sample_prompt"],
-                                            self.config.sample_tokens)
-        return result
+        return {**result, **sample_chat_reply(model, self.data.tokenizer, self.config)}
 
     @classmethod
     def describe_objective(cls, summary: RunSummary) -> str:

@@ -26,6 +26,9 @@ def objective_class(name: str | None, model_config: Mapping[str, Any] | None = N
     """The objective `name`; without one (a checkpoint or summary from before objectives), the one whose model
     `model_config` describes: a masked LM for a bidirectional model, else a causal LM."""
     if name:
+        if name not in OBJECTIVE_CLASSES:
+            raise ValueError(f"unknown objective {name!r} (a run of a newer tinylm_hf?): this one knows "
+                             f"{', '.join(OBJECTIVE_CLASSES)}")
         return OBJECTIVE_CLASSES[name]
     if model_config and model_config.get("use_bidirectional_attention"):
         return MaskedLM

@@ -33,6 +33,15 @@ if TYPE_CHECKING:
 CHAT_SAMPLE_PROMPT = "Hello!"  # what a chat run's samples answer unless `sample_prompt` says otherwise
 
 
+def sample_chat_reply(model: torch.nn.Module, tokenizer: Any, config: TrainConfig) -> dict[str, Any]:
+    """An evaluation's sample of a chat model: its reply to `sample_prompt` (else `CHAT_SAMPLE_PROMPT`) sent as the
+    user's message, with the prompt; nothing when `sample_tokens` is 0."""
+    if not config.sample_tokens:
+        return {}
+    prompt = config.sample_prompt or CHAT_SAMPLE_PROMPT
+    return {"sample_prompt": prompt, "sample": sample_reply(model, tokenizer, prompt, config.sample_tokens)}
+
+
 class SupervisedFineTuning(Objective):
     """Chat fine-tuning (TinyLMForCausalLM): the next-token loss on the assistant's tokens only, one conversation a
     row (`sft_data`); evaluations also answer `sample_prompt` sent as a user message.
@@ -82,12 +91,8 @@ class SupervisedFineTuning(Objective):
         """Loss and perplexity on the validation conversations' assistant tokens (and a sampled reply)."""
         batches = iter_conversation_batches(self.data.val_conversations, batch_size, self.data.pad_id)
         scores = evaluate_masked_lm(model, batches, device, self.config.eval_iters, autocast)
-        result: dict[str, Any] = {"val_loss": scores["val_loss"], "val_perplexity": scores["val_perplexity"]}
-        if self.config.sample_tokens:
-            result["sample_prompt"] = self.config.sample_prompt or CHAT_SAMPLE_PROMPT
-            result["sample"] = sample_reply(model, self.data.tokenizer, result["sample_prompt"],
-                                            self.config.sample_tokens)
-        return result
+        return {"val_loss": scores["val_loss"], "val_perplexity": scores["val_perplexity"],
+                **sample_chat_reply(model, self.data.tokenizer, self.config)}
 
     @classmethod
     def describe_objective(cls, summary: RunSummary) -> str:
