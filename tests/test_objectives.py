@@ -51,7 +51,8 @@ def test_every_objective_the_config_accepts_has_a_class():
 
 
 def test_the_name_finder_sees_branches_and_defaults():
-    source = 'if summary.objective == "sft":\n    x = 1\nelif objective in ("mlm", "other"):\n    y = s.get("objective", "clm")\n'
+    source = ('if summary.objective == "sft":\n    x = 1\n'
+              'elif objective in ("mlm", "other"):\n    y = s.get("objective", "clm")\n')
     assert sorted(objective_names_in(source)) == [(1, "sft"), (3, "mlm"), (4, "clm")]
     assert objective_names_in('"""An sft run, an mlm run."""\nname = SFTSection.name\n') == []
 

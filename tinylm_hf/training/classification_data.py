@@ -1,3 +1,4 @@
-"""The old import path of `training/objectives/classification_data.py` (the text classification's labelled examples), kept for existing imports."""
+"""The old import path of `training/objectives/classification_data.py` (text classification's labelled examples),
+kept for existing imports."""
 
 from .objectives.classification_data import *  # noqa: F403

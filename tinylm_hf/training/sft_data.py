@@ -1,3 +1,4 @@
-"""The old import path of `training/objectives/sft_data.py` (the chat fine-tuning's conversations and rows), kept for existing imports."""
+"""The old import path of `training/objectives/sft_data.py` (chat fine-tuning's conversations and rows), kept for
+existing imports."""
 
 from .objectives.sft_data import *  # noqa: F403

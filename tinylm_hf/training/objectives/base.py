@@ -5,8 +5,8 @@ An objective owns its configuration section (`section`: its name, its fields `co
 `check_config`), its data (`open_data`) and micro-batches, its loss (`step_loss`: none means the step's next-token
 cross-entropy on the batch's labels), its evaluation and metrics, the text its model card states
 (`describe_objective`, `describe_training`, `card_results`) and what its published folder is (`published_as`, a
-`PublishedKind`: what loads it and whether it carries a generation config; `prepare_tokenizer`). The callers ask; they never branch
-on an objective's name.
+`PublishedKind`: what loads it and whether it carries a generation config; `prepare_tokenizer`). The callers ask;
+they never branch on an objective's name.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ PUBLISHED_KINDS = {
     "classifier": PublishedKind("AutoModelForSequenceClassification", generation_config=True),  # its base model's
     "chat model": PublishedKind("AutoModelForCausalLM", generation_config=True),
 }
-"""What a published folder can be (`Objective.published_as`) -> what loads it, whether it carries a generation config."""
+"""What a published folder can be (`Objective.published_as`) -> what loads it, and whether it carries a generation
+config."""
 
 
 class StepLoss(Protocol):
@@ -123,7 +124,8 @@ class Objective(ABC):
         tokens, context, validation values and `run_lines`), the name of the model it started from (`base`, None for
         a new model), the optimizer in words and the run's time and settings (`run_lines`). By default: a model
         trained from scratch with `tinylm train`."""
-        head = f"Trained from scratch with `tinylm train` ({optimizer}, cosine schedule with warm-up, gradient clipping)."
+        head = (f"Trained from scratch with `tinylm train` ({optimizer}, cosine schedule with warm-up, "
+                "gradient clipping).")
         return head + "\n\n" + "\n".join(lines)
 
     @classmethod
