@@ -147,7 +147,7 @@ def first_time_at(curve: list[tuple[float, float]], target: float) -> float:
 
 def run_ours(config, eval_batches: int, eval_bs: int) -> list[tuple[float, float]]:
     """Our `train` with every evaluation recorded as (training seconds so far, val loss)."""
-    import tinylm_hf.training.objectives.legacy as objectives
+    import tinylm_hf.training.objectives.causal_lm as objectives
     from tinylm_hf.training import train
 
     real_evaluate = objectives.evaluate

@@ -182,3 +182,17 @@ def test_a_full_disk_says_no_space_left_on_the_folder(folder, full_disk, tmp_pat
     err = run_cli_error([a.format(dir=folder, disk=full_disk, text=text) for a in argv], capsys)
     assert "no space left on" in err and str(full_disk) in err and "requested" not in err
     assert sorted(p.name for p in full_disk.iterdir()) == ["keep.txt"] and (full_disk / "keep.txt").read_text() == "kept"
+
+
+OBJECTIVE_GROUPS = {"clm": None, "mlm": "masked language modelling (objective mlm):",
+                    "sft": "chat fine-tuning (objective sft):", "seq_cls": "labelled data (objective seq_cls):",
+                    "dpo": "preference pairs (objective dpo):"}
+
+
+@pytest.mark.parametrize("command,objectives", [("train", ("clm", "mlm")), ("sft", ("sft",)),
+                                                ("finetune", ("seq_cls",)), ("dpo", ("dpo",))])
+def test_a_training_command_shows_its_objectives_fields_as_their_own_group(capsys, command, objectives):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    groups = [line for line in capsys.readouterr().out.splitlines() if line.endswith(":") and "(objective" in line]
+    assert groups == [OBJECTIVE_GROUPS[name] for name in objectives if OBJECTIVE_GROUPS[name]]

@@ -128,3 +128,19 @@ def test_a_missing_given_tokenizer_dir_is_still_refused(tmp_path):
     summary = train(tiny_config(data, tmp_path / "run", max_iters=2))
     with pytest.raises(FileNotFoundError, match="is missing"):
         publish_run(summary, tokenizer_dir=tmp_path / "nowhere")
+
+
+@pytest.mark.parametrize("objective", ["clm", "mlm"])
+def test_a_published_folder_is_what_its_objective_publishes(tmp_path, objective):
+    import transformers
+
+    from tinylm_hf.training.objectives import OBJECTIVE_CLASSES
+
+    data = write_byte_dataset(tmp_path / "data", n_bytes=20_000, extra_special_tokens=("<|mask|>",))
+    summary = train(tiny_config(data, tmp_path / "run", max_iters=2, eval_every=0, checkpoint_every=0,
+                                objective=objective))
+    folder = publish_run(summary)
+    kind = OBJECTIVE_CLASSES[objective].publishes()
+    model = getattr(transformers, kind.auto_class).from_pretrained(folder)
+    assert type(model) is OBJECTIVE_CLASSES[objective].model_class()
+    assert (folder / "generation_config.json").is_file() == kind.generation_config

@@ -1,13 +1,17 @@
 """Training objectives: each rank's rows are its slice of the one-process micro-batch, and the objectives
-named by the config all exist; `StepBatches` draws a prefetched step again from a checkpoint's sampler state."""
+named by the config all exist; `StepBatches` draws a prefetched step again from a checkpoint's sampler state; and
+no module outside `training/objectives/` and `commands/` spells an objective's name (the loop, the card writer and
+the publisher ask the objective instead)."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
 import torch
 
+import tinylm_hf
 from tiny_runs import byte_data, tiny_config, write_byte_dataset  # noqa: F401  (byte_data is a fixture)
 from tinylm_hf.modeling import TinyLMForCausalLM, TinyLMForMaskedLM
 from tinylm_hf.modeling.loss_tinylm import IGNORE_INDEX
@@ -17,6 +21,15 @@ from tinylm_hf.training.data import open_data
 from tinylm_hf.training.objectives import OBJECTIVE_CLASSES, Objective, open_objective
 
 CPU = torch.device("cpu")
+PACKAGE = Path(tinylm_hf.__file__).resolve().parent
+OBJECTIVE_OWNERS = ("training/objectives/", "commands/")  # the modules that may name objectives
+
+
+def objective_names_in(source: str) -> list[tuple[int, str]]:
+    """(line, name) of every string constant of `source` that is an objective's name: a branch such as
+    `if summary.objective == "sft"`, a default such as `.get("objective", "clm")`, a table key."""
+    return [(node.lineno, node.value) for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Constant) and node.value in OBJECTIVES]
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +48,38 @@ def test_every_objective_the_config_accepts_has_a_class():
     assert OBJECTIVE_CLASSES["clm"].model_class() is TinyLMForCausalLM
     assert OBJECTIVE_CLASSES["mlm"].model_class() is TinyLMForMaskedLM
     assert OBJECTIVE_CLASSES["sft"].model_class() is TinyLMForCausalLM
+
+
+def test_the_name_finder_sees_branches_and_defaults():
+    source = ('if summary.objective == "sft":\n    x = 1\n'
+              'elif objective in ("mlm", "other"):\n    y = s.get("objective", "clm")\n')
+    assert sorted(objective_names_in(source)) == [(1, "sft"), (3, "mlm"), (4, "clm")]
+    assert objective_names_in('"""An sft run, an mlm run."""\nname = SFTSection.name\n') == []
+
+
+def test_no_module_outside_objectives_and_commands_names_an_objective():
+    named = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        where = path.relative_to(PACKAGE).as_posix()
+        if not where.startswith(OBJECTIVE_OWNERS) and (found := objective_names_in(path.read_text(encoding="utf-8"))):
+            named[where] = found
+    assert named == {}, "ask the objective (training/objectives) instead of naming it"
+
+
+def test_the_config_asks_the_runs_section_when_it_is_made():
+    with pytest.raises(ValueError, match="objective dpo needs preferences"):
+        TrainConfig(objective="dpo", init_from="some/chat-model")
+    with pytest.raises(ValueError, match="dpo_beta must be a positive number"):
+        TrainConfig(data_dir="data", dpo_beta=-1.0)  # a value given is a value checked, whatever the objective
+    assert TrainConfig(objective="dpo", preferences="pairs.jsonl", init_from="m").dpo_beta == 0.1
+
+
+def test_a_checkpoint_from_before_objectives_is_read_by_its_model():
+    from tinylm_hf.training.objectives import CausalLM, MaskedLM, objective_class
+
+    assert objective_class(None, {"use_bidirectional_attention": True}) is MaskedLM
+    assert objective_class(None, {}) is CausalLM
+    assert objective_class("mlm") is MaskedLM
 
 
 def test_causal_targets_are_the_next_tokens(byte_data, tmp_path):

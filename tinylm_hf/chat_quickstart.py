@@ -16,6 +16,7 @@ from .corpus.conversations import STORY_CHATS
 from .fileio import write_json_atomic
 from .publish import publish_run
 from .training import TrainConfig, train
+from .training.objectives.sections import SFTSection
 
 # requests of the kinds the conversations hold, with characters none of them names
 CHAT_PROMPTS = (
@@ -43,7 +44,8 @@ def fine_tune_stories(out: Path, base_dir: Path, *, budget_s: float = 120.0, max
           + (f"{max_iters} steps" if max_iters else f"as many steps as fit in {budget_s:.0f}s"))
     context = min(CHAT_CONTEXT, AutoConfig.from_pretrained(base_dir).max_position_embeddings)
     config = TrainConfig(
-        objective="sft", conversations=str(STORY_CHATS["train"]), val_conversations=str(STORY_CHATS["validation"]),
+        objective=SFTSection.name, conversations=str(STORY_CHATS["train"]),
+        val_conversations=str(STORY_CHATS["validation"]),
         init_from=str(base_dir), out_dir=str(out / "chat"), batch_size=8, context_length=context, max_iters=iters,
         time_budget_s=None if max_iters else budget_s, max_lr=1e-3, min_lr=1e-4, warmup_iters=max(1, iters // 20),
         eval_every=max(1, iters // 4), eval_iters=10, checkpoint_every=max(1, iters // 4), keep_last=1,

@@ -1,4 +1,4 @@
-"""The `tinylm` command line: a table from command name to its module in `tinylm_hf.commands`.
+"""The `tinylm` command line: each command is its module in `tinylm_hf.commands` (`commands.COMMANDS`).
 
 Errors a user can fix (a bad flag value, a missing file, a used out-dir, a full disk) print one line
 saying what is wrong and exit 2; `--debug` shows the traceback instead. Ctrl-C exits 130. SIGTERM (a `kill`,
@@ -21,28 +21,10 @@ from collections.abc import Collection
 from types import FrameType
 from typing import Any
 
+from .commands import COMMANDS
 from .training.errors import NonFiniteLossError
 from .training.run.folder import RunInUseError
 
-# command name -> module in tinylm_hf.commands
-COMMANDS = {
-    "train-tokenizer": "train_tokenizer",
-    "count-words": "count_words",
-    "prepare": "prepare",
-    "train": "train",
-    "sft": "sft",
-    "dpo": "dpo",
-    "finetune": "finetune",
-    "quickstart": "quickstart",
-    "generate": "generate",
-    "chat": "chat",
-    "eval": "eval",
-    "push": "push",
-    "export-llama": "export_llama",
-    "export-gguf": "export_gguf",
-    "lm-eval-tasks": "lm_eval_tasks",
-    "serve": "serve",
-}
 USER_ERRORS = (ValueError, TypeError, OSError, ImportError, RunInUseError, NonFiniteLossError)
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130

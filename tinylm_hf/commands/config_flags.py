@@ -1,5 +1,6 @@
 """One `--flag` per `TrainConfig` field, for the commands that run the training loop (`tinylm train`, `sft`,
-`finetune`).
+`finetune`, `dpo`): the shared fields grouped by the config's sections, each objective's own fields in a group of
+their own (its section, `training.objectives.sections`), shown only by the commands that run that objective.
 
 Kept apart from those commands' modules, and light to import: building the parser must not load torch.
 """
@@ -14,6 +15,7 @@ from collections.abc import Collection
 from typing import Any
 
 from ..training.config import TrainConfig, field_docs, field_sections, read_config_file
+from ..training.objectives.sections import SECTIONS, ConfigSection
 
 
 def _parse_bool(text: str) -> bool:
@@ -36,14 +38,6 @@ def _names(text: str) -> list[str]:
     return [name.strip() for name in text.split(",")]
 
 
-LABELLED_FIELDS = ("train_file", "validation_file", "validation_share", "text_column", "label_column", "label_names")
-"""TrainConfig fields of text classification (`tinylm finetune`) only."""
-CONVERSATION_FIELDS = ("conversations", "val_conversations")
-"""TrainConfig fields of chat fine-tuning (`tinylm sft`) only."""
-PREFERENCE_FIELDS = ("preferences", "val_preferences", "dpo_beta")
-"""TrainConfig fields of preference tuning (`tinylm dpo`) only (objectives/dpo.py's `config_fields`)."""
-
-
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """`--config` and `--publish`: the flags of a training command beside the config's fields."""
     parser.add_argument("--config", default=None, help="YAML or JSON file of TrainConfig fields (flags override it)")
@@ -51,11 +45,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help="weights written to OUT_DIR/hf at the end: the last or the best-validation checkpoint")
 
 
-def add_config_arguments(parser: argparse.ArgumentParser, *, exclude: Collection[str] = (),
-                         flags: dict[str, str] | None = None, defaults: dict[str, Any] | None = None) -> None:
-    """One `--flag` per TrainConfig field (dashes for underscores) but those in `exclude`, grouped by the
-    config's sections; `flags` renames some, `defaults` are the defaults a command's help states (the config's
-    own else).
+def add_config_arguments(parser: argparse.ArgumentParser, *, objectives: Collection[type[ConfigSection]] = (),
+                         exclude: Collection[str] = (), flags: dict[str, str] | None = None,
+                         defaults: dict[str, Any] | None = None) -> None:
+    """One `--flag` per TrainConfig field (dashes for underscores) but those in `exclude` and those of objectives not
+    in `objectives`, grouped by the config's sections (each objective's own fields under its section's title); `flags`
+    renames some, `defaults` are the defaults a command's help states (the config's own else).
 
     Unset flags stay out of the namespace, so a config file's values are not overridden by defaults.
     """
@@ -63,19 +58,24 @@ def add_config_arguments(parser: argparse.ArgumentParser, *, exclude: Collection
     fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
     given = {name: f.default for name, f in fields.items() if f.default is not dataclasses.MISSING}
     defaults = {**given, **(defaults or {})}
+    others = {name for section in SECTIONS.values() if section not in objectives for name in section.field_names()}
     for section, names in field_sections().items():
-        names = [name for name in names if name not in exclude]
+        names = [name for name in names if name not in exclude and name not in others]
         group = parser.add_argument_group(section) if names else None
         for name in names:
             flag, hint = (flags or {}).get(name, "--" + name.replace("_", "-")), hints[name]
             args = typing.get_args(hint)
             base = next((a for a in args if a is not type(None)), hint) if args else hint
             text = f"{docs[name]} (default: {defaults[name]!r})" if name in defaults else docs[name]
+            if name == "objective":
+                text += "; one of " + "; ".join(f"{s.name}: {s.summary}" for s in SECTIONS.values())
+            text = text.replace("%", "%%")  # argparse formats help with %
             common = {"dest": name, "default": argparse.SUPPRESS, "metavar": flag[2:].replace("-", "_").upper()}
             if name == "model":
                 group.add_argument(flag, type=json.loads, help=docs[name] + " (JSON)", **common)
             elif base is bool:
-                group.add_argument(flag, type=_parse_bool, nargs="?", const=True, help=docs[name], **common)
+                group.add_argument(flag, type=_parse_bool, nargs="?", const=True, help=docs[name].replace("%", "%%"),
+                                   **common)
             elif typing.get_origin(base) is list:
                 group.add_argument(flag, type=_names, help=f"{text} (comma-separated)", **common)
             else:

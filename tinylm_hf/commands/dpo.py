@@ -11,32 +11,21 @@ from __future__ import annotations
 
 import argparse
 
-from .config_flags import (
-    CONVERSATION_FIELDS,
-    LABELLED_FIELDS,
-    add_config_arguments,
-    add_run_arguments,
-    config_from_args,
-)
+from ..training.objectives.sections import PreferenceSection
+from .config_flags import add_config_arguments, add_run_arguments, config_from_args
 
 HELP = "preference-tune a chat model folder with DPO on pairs (JSON lines of {\"prompt\", \"chosen\", \"rejected\"})"
-# fields `tinylm dpo` sets itself or names otherwise (--data, --valid-data, --beta)
-OWN_FIELDS = ("objective", "masking", "mlm_probability", "data_dir", "preferences", "val_preferences", "dpo_beta")
-NOT_USED = ("eval_iters",)  # every evaluation scores every validation pair
+# `tinylm dpo` sets the objective, reads pairs rather than prepared data, and scores every validation pair
+NOT_FLAGS = ("objective", "data_dir", "eval_iters")
+FLAGS = {"preferences": "--data", "val_preferences": "--valid-data", "dpo_beta": "--beta"}  # field -> its flag here
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data", dest="preferences", default=argparse.SUPPRESS,
-                        help='JSON-lines preference pairs ({"prompt", "chosen", "rejected"} a line, TRL\'s format)')
-    parser.add_argument("--valid-data", dest="val_preferences", default=argparse.SUPPRESS,
-                        help="JSON-lines pairs to validate on (default: the trailing 5%% of --data)")
-    parser.add_argument("--beta", dest="dpo_beta", type=float, default=argparse.SUPPRESS,
-                        help="DPO's beta: how far the model may move from the --init-from model (default: 0.1)")
     add_run_arguments(parser)
-    add_config_arguments(parser, exclude=OWN_FIELDS + NOT_USED + LABELLED_FIELDS + CONVERSATION_FIELDS)
+    add_config_arguments(parser, objectives=(PreferenceSection,), exclude=NOT_FLAGS, flags=FLAGS)
 
 
 def run(args: argparse.Namespace) -> int:
     from .train import train_and_publish
 
-    return train_and_publish(config_from_args(args, objective="dpo"), args.publish)
+    return train_and_publish(config_from_args(args, objective=PreferenceSection.name), args.publish)

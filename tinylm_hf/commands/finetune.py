@@ -13,14 +13,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .config_flags import CONVERSATION_FIELDS, PREFERENCE_FIELDS, add_config_arguments, add_run_arguments, config_from_args
+from ..training.objectives.sections import SequenceClassificationSection
+from .config_flags import add_config_arguments, add_run_arguments, config_from_args
 
 HELP = "fine-tune a TinyLM folder on labelled texts (text classification)"
-TASKS = {"text-classification": "seq_cls"}  # --task -> TrainConfig.objective
+TASKS = {"text-classification": SequenceClassificationSection}  # --task -> its objective
 FLAGS = {"train_file": "--data", "validation_file": "--validation-data"}  # TrainConfig field -> its flag here
 # TrainConfig fields that are not flags here: a language model's data, shape and samples (`tinylm train`'s)
-NOT_FLAGS = ("data_dir", "tokenizer_dir", "preset", "model", "objective", "masking", "mlm_probability",
-             "sample_prompt", "sample_tokens")
+NOT_FLAGS = ("data_dir", "tokenizer_dir", "preset", "model", "objective", "sample_prompt", "sample_tokens")
 DEFAULTS: dict[str, Any] = {
     "out_dir": "runs/finetune", "batch_size": 16, "context_length": 128, "max_iters": 100, "warmup_iters": 10,
     "weight_decay": 0.01, "eval_every": 25, "eval_iters": None, "checkpoint_every": 25, "sample_tokens": 0,
@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", choices=sorted(TASKS), default="text-classification",
                         help="what to fine-tune for (default: text-classification)")
     add_run_arguments(parser)
-    add_config_arguments(parser, exclude=NOT_FLAGS + CONVERSATION_FIELDS + PREFERENCE_FIELDS, flags=FLAGS, defaults=DEFAULTS)
+    add_config_arguments(parser, objectives=tuple(TASKS.values()), exclude=NOT_FLAGS, flags=FLAGS, defaults=DEFAULTS)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from ..training.distributed import is_main_process
     from .train import finish_run
 
-    args.objective = TASKS[args.task]  # over a --config file's objective too
+    args.objective = TASKS[args.task].name  # over a --config file's objective too
     summary = train(config_from_args(args, DEFAULTS))
     code = finish_run(summary, args.publish)
     task = summary.task

@@ -11,23 +11,20 @@ from __future__ import annotations
 
 import argparse
 
-from .config_flags import LABELLED_FIELDS, PREFERENCE_FIELDS, add_config_arguments, add_run_arguments, config_from_args
+from ..training.objectives.sections import SFTSection
+from .config_flags import add_config_arguments, add_run_arguments, config_from_args
 
 HELP = "fine-tune a model folder on chat conversations (JSON lines of {\"messages\": [...]}) and publish a chat model"
-# fields `tinylm sft` sets itself or names otherwise (--data, --val-data)
-OWN_FIELDS = ("objective", "masking", "mlm_probability", "data_dir", "conversations", "val_conversations")
+NOT_FLAGS = ("objective", "data_dir")  # `tinylm sft` sets the objective; it reads conversations, not prepared data
+FLAGS = {"conversations": "--data", "val_conversations": "--val-data"}  # TrainConfig field -> its flag here
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data", dest="conversations", default=argparse.SUPPRESS,
-                        help='JSON-lines conversations to fine-tune on ({"messages": [{"role", "content"}, ...]} a line)')
-    parser.add_argument("--val-data", dest="val_conversations", default=argparse.SUPPRESS,
-                        help="JSON-lines conversations to validate on (default: the trailing 5%% of --data)")
     add_run_arguments(parser)
-    add_config_arguments(parser, exclude=OWN_FIELDS + LABELLED_FIELDS + PREFERENCE_FIELDS)
+    add_config_arguments(parser, objectives=(SFTSection,), exclude=NOT_FLAGS, flags=FLAGS)
 
 
 def run(args: argparse.Namespace) -> int:
     from .train import train_and_publish
 
-    return train_and_publish(config_from_args(args, objective="sft"), args.publish)
+    return train_and_publish(config_from_args(args, objective=SFTSection.name), args.publish)

@@ -6,14 +6,8 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
-from .config_flags import (
-    CONVERSATION_FIELDS,
-    LABELLED_FIELDS,
-    PREFERENCE_FIELDS,
-    add_config_arguments,
-    add_run_arguments,
-    config_from_args,
-)
+from ..training.objectives.sections import CausalLMSection, MaskedLMSection
+from .config_flags import add_config_arguments, add_run_arguments, config_from_args
 
 if TYPE_CHECKING:
     from ..training import RunSummary, TrainConfig
@@ -23,7 +17,7 @@ HELP = "train a TinyLM model on data made by `tinylm prepare`"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_run_arguments(parser)
-    add_config_arguments(parser, exclude=LABELLED_FIELDS + CONVERSATION_FIELDS + PREFERENCE_FIELDS)
+    add_config_arguments(parser, objectives=(CausalLMSection, MaskedLMSection))
 
 
 def run(args: argparse.Namespace) -> int:

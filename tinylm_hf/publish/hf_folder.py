@@ -29,22 +29,13 @@ from .model_card import write_model_card
 def model_from_checkpoint(path: str | os.PathLike) -> Any:
     """The model of a training checkpoint, its objective's class (`TinyLMForCausalLM`, `TinyLMForMaskedLM`,
     `TinyLMForSequenceClassification`) holding the checkpoint's weights."""
-    from ..training.objectives import OBJECTIVE_CLASSES
+    from ..training.objectives import objective_class
 
     checkpoint = read_checkpoint(path)
-    model = OBJECTIVE_CLASSES[checkpoint.objective].model_class()(checkpoint.tinylm_config())
+    objective = objective_class(checkpoint.objective, checkpoint.model_config)
+    model = objective.model_class()(checkpoint.tinylm_config())
     model.load_state_dict(checkpoint.model)
     return model.eval()
-
-
-def prepare_classifier_tokenizer(tokenizer: Any, pad_token_id: int, context_length: int) -> None:
-    """A classifier's tokenizer pads with the classifier's pad token, `truncation=True` cuts a text where
-    training did, and special-token text in a text is plain text, as training encoded it (`encode_plain`)."""
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.convert_ids_to_tokens(pad_token_id)
-    tokenizer.model_max_length = context_length
-    tokenizer.split_special_tokens = True
-    tokenizer.init_kwargs["split_special_tokens"] = True  # what save_pretrained writes to tokenizer_config.json
 
 
 def run_tokenizer_dir(summary: RunSummary, given: str | os.PathLike | None = None) -> Path:
@@ -76,6 +67,7 @@ def publish_run(
     from transformers import GenerationConfig
 
     from ..registration import register
+    from ..training.objectives import objective_class
 
     register()
     source = summary.best_checkpoint if checkpoint == "best" else summary.checkpoint
@@ -88,8 +80,8 @@ def publish_run(
     model = model_from_checkpoint(source)
     check_tokenizer_fits(tokenizer, model.config.vocab_size, tokenizer_dir)
     model.config.tokenizer_fingerprint = summary.data.tokenizer_fingerprint  # what the exports check the folder by
-    if summary.objective == "seq_cls":
-        prepare_classifier_tokenizer(tokenizer, model.config.pad_token_id, summary.context_length)
+    objective = objective_class(summary.objective)
+    objective.prepare_tokenizer(tokenizer, model.config, summary)
     out = check_ours_to_replace(Path(out) if out is not None else Path(summary.out_dir) / HF_DIR, "config.json",
                                 "a model folder")
     make_folders(out.parent)
@@ -99,7 +91,7 @@ def publish_run(
         tokenizer.save_pretrained(tmp)
         eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else model.config.eos_token_id
         stops = stop_token_ids(tokenizer) or [eos]  # a chat model stops at the end of its turn
-        if summary.objective != "mlm":  # an encoder does not generate
+        if objective.publishes().generation_config:
             GenerationConfig(
                 bos_token_id=model.config.bos_token_id, eos_token_id=stops if len(stops) > 1 else eos,
                 pad_token_id=eos, do_sample=True, temperature=0.8, top_k=50, max_new_tokens=200,

@@ -102,51 +102,32 @@ def describe_data(data: DataProvenance | None, task: ClassificationTask | None =
 
 
 def describe_training(summary: RunSummary | None) -> str:
-    """The card's training section from a run summary (RunSummary's names and values)."""
+    """The card's training section from a run summary (RunSummary's names and values), in its objective's words
+    (`Objective.describe_objective`, `describe_training`), with the base model's record where the objective keeps it."""
     if summary is None:
         return "No training record is stored with this folder."
-    if summary.task is not None:
-        return describe_classifier_training(summary, summary.task)
+    objective = objective_class(summary)
+    run_lines = _run_lines(summary)
     lines = [
-        f"- objective: {describe_objective(summary)}",
+        f"- objective: {objective.describe_objective(summary)}",
         f"- optimizer steps: {summary.iterations:,}",
         f"- tokens seen: {summary.tokens:,}",
         f"- trained context: {summary.context_length} tokens; batch {summary.batch_size} sequences",
         *_value_lines((("final training loss", summary.loss), ("validation loss", summary.val_loss),
                        ("validation perplexity", summary.val_perplexity), ("validation bits per byte", summary.val_bpb),
                        ("validation masked-token accuracy", summary.val_accuracy))),
-        *_run_lines(summary),
+        *run_lines,
     ]
-    if summary.objective == "sft":
-        return describe_chat_fine_tuning(summary, lines)
     init_from = summary.train_config.get("init_from")
-    own = objective_class(summary).describe_training(summary, lines,
-                                                     base=base_model_name(init_from) if init_from else None)
-    if own is not None:
-        return own
-    head = (f"Trained from scratch with `tinylm train` ({describe_optimizer(summary.train_config)}, cosine schedule with "
-            "warm-up, gradient clipping).")
-    return head + "\n\n" + "\n".join(lines)
-
-
-def describe_classifier_training(summary: RunSummary, task: ClassificationTask) -> str:
-    """The card's training section for a text classifier (objective seq_cls)."""
-    examples = summary.iterations * summary.batch_size
-    lines = [
-        f"- objective: text classification into {len(task.labels)} labels: {', '.join(f'`{n}`' for n in task.labels)}",
-        f"- fine-tuned from: `{task.base_model}`",
-        f"- optimizer steps: {summary.iterations:,}",
-        f"- examples seen: {examples:,} ({examples / max(task.train_examples, 1):.1f} epochs of "
-        f"{task.train_examples:,} training examples)",
-        f"- texts cut at {summary.context_length} tokens; batch {summary.batch_size} texts",
-        *_value_lines((("final training loss", summary.loss), ("validation loss", summary.val_loss),
-                       ("validation accuracy", summary.val_accuracy), ("validation macro-F1", summary.val_macro_f1),
-                       ("majority-class baseline (validation accuracy)", task.majority_accuracy))),
-        *_run_lines(summary),
-    ]
-    head = (f"Fine-tuned with `tinylm finetune` (the loop of `tinylm train`: {describe_optimizer(summary.train_config)}, "
-            "cosine schedule with warm-up, gradient clipping); the classification head started from random weights.")
-    return head + "\n\n" + "\n".join(lines)
+    base = base_model_name(init_from) if init_from else None
+    text = objective.describe_training(summary, lines, base=base, optimizer=describe_optimizer(summary.train_config),
+                                       run_lines=run_lines)
+    kept = facts_from_existing_card(init_from) if init_from and objective.keeps_base_record else {}
+    if kept.get("training_description"):
+        text += f"\n\n### The base model `{base}`\n\n{kept['training_description']}"
+        if kept.get("dataset_description"):
+            text += f"\n\nIts training data: {kept['dataset_description']}"
+    return text
 
 
 def _value_lines(values: tuple[tuple[str, float | None], ...]) -> list[str]:
@@ -190,24 +171,6 @@ def describe_schedule(summary: RunSummary) -> str:
             f"decay; {summary.final_lr:.3g} at the last of the {summary.iterations:,} steps")
 
 
-def describe_chat_fine_tuning(summary: RunSummary, lines: list[str]) -> str:
-    """The training section of a chat model: what it was fine-tuned from and on, then its base model's own record."""
-    init_from = summary.train_config.get("init_from")
-    base = base_model_name(init_from) if init_from else None
-    data = summary.data
-    head = (f"Fine-tuned {f'from `{base}` ' if base else ''}with `tinylm sft` (supervised fine-tuning; hand-written "
-            f"{describe_optimizer(summary.train_config).removeprefix('hand-written ')}, cosine schedule with warm-up, "
-            f"gradient clipping) on {data.documents:,} conversations of "
-            f"{data.name} ({data.train_tokens:,} tokens).")
-    text = head + "\n\n" + "\n".join(lines)
-    kept = facts_from_existing_card(init_from) if init_from else {}
-    if kept.get("training_description"):
-        text += f"\n\n### The base model `{base}`\n\n{kept['training_description']}"
-        if kept.get("dataset_description"):
-            text += f"\n\nIts training data: {kept['dataset_description']}"
-    return text
-
-
 def base_model_name(folder: str | os.PathLike) -> str:
     """The name of the model fine-tuned from: its card's model name, else the folder's name (never a local path)."""
     path = Path(folder)
@@ -218,33 +181,11 @@ def base_model_name(folder: str | os.PathLike) -> str:
     return model_folder_name(path)
 
 
-MASKING_NAMES = {
-    "static": "static masking (BERT: masked once when the data was prepared)",
-    "dynamic": "dynamic masking (RoBERTa: a new mask every time a sequence is seen)",
-    "whole_word": "whole-word masking (all pieces of a word masked together)",
-    "ngram": "n-gram masking (ERNIE: 1-3 word n-grams, shorter ones more likely)",
-    "span": "span masking (SpanBERT: geometric span lengths, p = 0.2, clipped at 10 words)",
-}
-
-
 def objective_class(summary: RunSummary) -> Any:
-    """The objective of the run (`training.objectives`), which states its own card text where it has one."""
-    from ..training.objectives import OBJECTIVE_CLASSES, CausalLM
+    """The objective of the run (`training.objectives`), which states its own card text."""
+    from ..training.objectives import objective_class as named
 
-    return OBJECTIVE_CLASSES.get(summary.objective, CausalLM)
-
-
-def describe_objective(summary: RunSummary) -> str:
-    """One line naming the training objective and, for masked-LM, the masking strategy and probability."""
-    if summary.objective == "sft":
-        return ("supervised fine-tuning on conversations: the next-token loss on the assistant's turns only, their "
-                "end-of-turn token included (system and user text, role markers and padding are not learned)")
-    if summary.objective != "mlm":
-        return "causal language modelling (next-token prediction)"
-    probability = summary.train_config.get("mlm_probability", 0.15)
-    masking = MASKING_NAMES.get(summary.masking or "", summary.masking or "unknown masking")
-    return (f"masked language modelling (mlm) with {masking}; {probability:.0%} of the tokens chosen, "
-            "replaced by the mask token 80%, a random token 10%, kept 10%")
+    return named(summary.objective)
 
 
 CAUSAL_USAGE = """```python
@@ -373,13 +314,12 @@ def _by_id(item: tuple[Any, str]) -> int:
 def results_from_summary(summary: RunSummary | None) -> dict[str, Any] | None:
     """Evaluation results from the run's last validation: perplexity, bits per byte and cross-entropy (a language
     model), or accuracy and macro-F1 (a classifier)."""
-    if summary is not None and summary.task is not None and summary.val_accuracy is not None:
-        return {"accuracy": summary.val_accuracy, "f1": summary.val_macro_f1, "dataset": summary.task.validation}
-    own = objective_class(summary).card_results(summary) if summary is not None else None
+    if summary is None:
+        return None
+    own = objective_class(summary).card_results(summary)
     if own is not None:
         return own or None
-    # a masked-token loss, or a loss on the assistant's tokens only, is no language-modelling metric
-    if summary is None or summary.val_loss is None or summary.objective in ("mlm", "sft"):
+    if summary.val_loss is None:
         return None
     results: dict[str, Any] = {"cross_entropy": summary.val_loss, "dataset": summary.data.validation_name,
                                "method": LOOP_METHOD}

@@ -16,7 +16,7 @@ __all__ = export_lazily(__name__, {
     ".errors": ("NonFiniteLossError",),
     ".functional": ("clip_grad_norm", "cross_entropy"),
     ".loop": ("train",),
-    ".masking": ("MLMCollator",),
+    ".objectives.masking": ("MLMCollator",),
     ".muon": ("Muon", "MuonWithAdamW", "param_groups_for_muon"),
     ".optimizer": ("AdamW", "param_groups_for_weight_decay"),
     ".schedule": ("cosine_lr",),

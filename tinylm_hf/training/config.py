@@ -15,6 +15,7 @@ import json
 import math
 import os
 import re
+import textwrap
 import types
 import typing
 from dataclasses import dataclass, field
@@ -22,29 +23,30 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from .objectives.sections import DEFAULT_OBJECTIVE, FIELD_SECTIONS, MASKING_STRATEGIES, SECTIONS, objective_section
+
 REPORT_TARGETS = ("none", "tensorboard", "trackio", "wandb")
 DTYPES = ("auto", "float32", "bfloat16")
 BUDGET_CLOCKS = ("wall", "process")
-OBJECTIVES = ("clm", "mlm", "sft", "seq_cls", "dpo")
+OBJECTIVES = tuple(SECTIONS)  # the names TrainConfig.objective takes
 MAX_SEED = 2**63 - 1  # torch.manual_seed and numpy's generators take every seed from 0 to this
 OPTIMIZERS = ("adamw", "muon")
 MAX_CONFIG_BYTES = 1 << 20  # a --config file is a few hundred bytes; a megabyte is no config
-MASKING_STRATEGIES = ("static", "dynamic", "whole_word", "ngram", "span")  # MLMCollator's (training/masking.py)
 
 
 @dataclass
-class TrainConfig:
-    """Settings of one `tinylm train` run. Field docstrings are the `--help` text of the CLI flags."""
+class TrainConfig(*FIELD_SECTIONS):  # type: ignore[misc]
+    """Settings of one `tinylm train` run. Field docstrings are the `--help` text of the CLI flags.
+
+    Each objective's own fields come from its section (`objectives.sections`), inherited flat: `config.masking`,
+    `TrainConfig(conversations=...)`.
+    """
 
     # ---- data
     data_dir: str = ""
     """Folder made by `tinylm prepare` holding train.bin/val.bin and their JSON headers."""
     tokenizer_dir: str | None = None
     """Tokenizer folder published with the model (default: the one recorded in train.json)."""
-    conversations: str | None = None
-    """Objective sft: JSON-lines file of {"messages": [{"role", "content"}, ...]} conversations to fine-tune on."""
-    val_conversations: str | None = None
-    """Objective sft: JSON-lines conversations to validate on (default: the trailing 5% of `conversations`)."""
     out_dir: str = "runs/train"
     """Output folder: checkpoints/, metrics.jsonl, loss.png, run.json (and hf/ once published)."""
 
@@ -57,38 +59,9 @@ class TrainConfig:
     """Start from a saved Hugging Face model folder (from_pretrained) instead of random weights."""
 
     # ---- objective
-    objective: str = "clm"
-    """clm: next-token prediction (TinyLMForCausalLM); mlm: masked-token prediction (TinyLMForMaskedLM, an encoder);
-    sft: supervised fine-tuning on `conversations`, the loss on the assistant's tokens only (`tinylm sft`);
-    dpo: preference tuning of the init_from chat model on `preferences` pairs (`tinylm dpo`);
-    seq_cls: text classification (TinyLMForSequenceClassification on init_from, from labelled train_file)."""
-    masking: str = "dynamic"
-    """MLM masking strategy: static (needs `tinylm prepare --mlm-static`), dynamic, whole_word, ngram or span."""
-    mlm_probability: float = 0.15
-    """Share of the tokens chosen for masked-LM prediction, in (0, 1)."""
-
-    # ---- labelled data (objective seq_cls)
-    train_file: str | None = None
-    """Labelled examples to fine-tune on: JSON lines (.jsonl), JSON or CSV, one text and one label a row."""
-    validation_file: str | None = None
-    """Labelled examples that accuracy and macro-F1 are measured on (default: validation_share of train_file)."""
-    validation_share: float = 0.1
-    """Share of each label's examples of train_file held out for validation when there is no validation_file
-    (the same examples in every run of the file)."""
-    text_column: str = "text"
-    """The column holding the texts."""
-    label_column: str = "label"
-    """The column holding the labels: strings (their own names) or integers."""
-    label_names: list[str] | None = None
-    """Names of the integer labels 0, 1, 2, ... in order (default: integer labels are named by their digits)."""
-
-    # ---- preference pairs (objective dpo)
-    preferences: str | None = None
-    """Objective dpo: JSON-lines preference pairs in TRL's format ({"prompt", "chosen", "rejected"} a line)."""
-    val_preferences: str | None = None
-    """Objective dpo: JSON-lines pairs to validate on (default: the trailing 5% of `preferences`)."""
-    dpo_beta: float = 0.1
-    """Objective dpo: DPO's beta, how far the tuned model may move from the starting model (the reference)."""
+    objective: str = DEFAULT_OBJECTIVE
+    """What the run learns, by the objective's name (`objectives.SECTIONS`: each one's own fields follow in their
+    section)."""
 
     # ---- optimisation
     optimizer: str = "adamw"
@@ -221,20 +194,10 @@ class TrainConfig:
         self._validate_model()
         if self.resume and self.overwrite:
             raise ValueError("resume and overwrite contradict each other: pass one of them")
-        if self.objective not in OBJECTIVES:
-            raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
-        if self.masking not in MASKING_STRATEGIES:
-            raise ValueError(f"masking must be one of {', '.join(MASKING_STRATEGIES)}, got {self.masking!r}")
-        if isinstance(self.mlm_probability, bool) or not isinstance(self.mlm_probability, (int, float)) \
-                or not 0 < self.mlm_probability < 1:
-            raise ValueError(f"mlm_probability must be strictly between 0 and 1 (e.g. 0.15), got {self.mlm_probability!r}")
-        if self.objective == "seq_cls":
-            self._validate_labelled_data()
-        elif self.objective == "sft":
-            if not self.conversations:
-                raise ValueError("objective sft needs conversations: a JSON-lines file of {\"messages\": [...]} objects")
-        elif self.objective != "dpo" and not self.data_dir:  # dpo checks its own section (objectives/dpo.py)
-            raise ValueError("data_dir is required: the folder made by `tinylm prepare`")
+        chosen = objective_section(self.objective)
+        for section in SECTIONS.values():
+            section.check_values(self)
+        chosen.check_run(self)
 
     def _validate_model(self) -> None:
         """The model overrides (`--model`) and preset: known fields of the right types, position tables of a sane size;
@@ -247,22 +210,6 @@ class TrainConfig:
             from ..modeling.configuration_tinylm import check_overrides
 
             check_overrides(self.model, preset=self.preset, context_length=self.context_length)
-
-    def _validate_labelled_data(self) -> None:
-        if not self.train_file:
-            raise ValueError("objective seq_cls needs train_file: a .jsonl, .json or .csv file of labelled texts")
-        if not self.init_from:
-            raise ValueError("objective seq_cls needs init_from: the TinyLM folder to fine-tune (a run's hf/ folder)")
-        share = self.validation_share
-        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share < 1:
-            raise ValueError(f"validation_share must be strictly between 0 and 1 (e.g. 0.1), got {share!r}")
-        for name in ("text_column", "label_column"):
-            if not isinstance(getattr(self, name), str) or not getattr(self, name):
-                raise ValueError(f"{name} must name a column, got {getattr(self, name)!r}")
-        names = self.label_names
-        if names is not None and (len(names) < 2 or len(set(names)) != len(names)
-                                  or not all(isinstance(n, str) and n for n in names)):
-            raise ValueError(f"label_names must be two or more different names, got {names!r}")
 
     @property
     def cycle_iters(self) -> int:
@@ -405,25 +352,33 @@ def _check_int(config: TrainConfig, name: str, *, minimum: int) -> None:
 
 @lru_cache(maxsize=1)
 def field_docs() -> dict[str, str]:
-    """Each field's docstring (attribute docstrings are not kept at run time: read from the source)."""
-    body = ast.parse(inspect.getsource(TrainConfig)).body[0].body  # type: ignore[attr-defined]
-    return {
-        node.target.id: str(nxt.value.value)  # type: ignore[union-attr]
-        for node, nxt in zip(body, body[1:])
-        if isinstance(node, ast.AnnAssign) and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)
-    }
+    """Each field's docstring (attribute docstrings are not kept at run time: read from the source of TrainConfig and
+    of the objectives' field sections)."""
+    docs: dict[str, str] = {}
+    for cls in (*FIELD_SECTIONS, TrainConfig):
+        body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body  # type: ignore[attr-defined]
+        docs |= {
+            node.target.id: str(nxt.value.value)  # type: ignore[union-attr]
+            for node, nxt in zip(body, body[1:])
+            if isinstance(node, ast.AnnAssign) and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)
+        }
+    return docs
 
 
 @lru_cache(maxsize=1)
 def field_sections() -> dict[str, list[str]]:
-    """Section title -> field names, in the order of the `# ---- section` comments in TrainConfig."""
+    """Section title -> field names: the `# ---- section` comments of TrainConfig in order, each objective's own
+    section (its title, `objectives.sections`) following the one of `objective`."""
     sections: dict[str, list[str]] = {}
     current = "other"
     for line in inspect.getsource(TrainConfig).splitlines():
         if line.startswith("    # ---- "):
             current = line.removeprefix("    # ---- ").strip()
+            sections[current] = []
         elif match := _FIELD_LINE.match(line):
             sections.setdefault(current, []).append(match.group(1))
+            if match.group(1) == "objective":
+                sections |= {s.title: list(s.field_names()) for s in SECTIONS.values() if s.field_names()}
     return sections
 
 

@@ -1,31 +1,26 @@
 """Training objectives: one module per objective over one base (`base.Objective`), and the table the loop reads.
 
-The loop is the same for every objective; an objective decides the data, the model class, each micro-batch, its
-loss, its evaluation, its card text and what its folder is published as (`base`). `dpo` (preference tuning) is
-the first objective in its own module; causal LM, masked LM, chat fine-tuning and text classification still live
-together in `legacy`. Another objective is one more module and one more entry in `OBJECTIVE_CLASSES`.
+The loop is the same for every objective; an objective decides its configuration section (`sections`), the data,
+the model class, each micro-batch, its loss, its evaluation, its card text and what its folder is published as
+(`base`): `causal_lm` (next-token prediction), `masked_lm` (BERT's masked tokens, with its collator `masking` and
+stored masks `mlm_data`), `sft` (chat fine-tuning on conversations, `sft_data`), `sequence_classification` (a
+classifier head on labelled texts, `classification_data`) and `dpo` (preference tuning). Another objective is one
+more module, one more section in `sections` and one more entry in `registry.OBJECTIVE_CLASSES`.
+
+Names are imported on first use (`tinylm_hf.lazy_exports`): `TrainConfig` reads `sections` without loading torch.
 """
 
 from __future__ import annotations
 
-from ..config import TrainConfig
-from ..data import RunData
-from .base import PUBLISHED_KINDS, Objective, StepLoss, data_tokenizer_dir
-from .dpo import DirectPreferenceOptimization
-from .legacy import CausalLM, MaskedLM, SequenceClassification, SupervisedFineTuning
+from ...lazy_exports import export_lazily
 
-__all__ = [
-    "OBJECTIVE_CLASSES", "PUBLISHED_KINDS", "CausalLM", "DirectPreferenceOptimization", "MaskedLM", "Objective",
-    "SequenceClassification", "StepLoss", "SupervisedFineTuning", "data_tokenizer_dir", "open_objective",
-]
-
-OBJECTIVE_CLASSES: dict[str, type[Objective]] = {
-    cls.name: cls
-    for cls in (CausalLM, MaskedLM, SupervisedFineTuning, SequenceClassification, DirectPreferenceOptimization)
-}
-"""`TrainConfig.objective` -> its objective (config.OBJECTIVES names the same keys for validation)."""
-
-
-def open_objective(config: TrainConfig, data: RunData, *, main: bool) -> Objective:
-    """The objective `config.objective` names, ready to draw batches from `data` and to evaluate."""
-    return OBJECTIVE_CLASSES[config.objective].open(config, data, main=main)
+__all__ = export_lazily(__name__, {
+    ".base": ("PUBLISHED_KINDS", "Objective", "PublishedKind", "StepLoss", "data_tokenizer_dir"),
+    ".causal_lm": ("CausalLM",),
+    ".dpo": ("DirectPreferenceOptimization",),
+    ".masked_lm": ("MaskedLM",),
+    ".registry": ("OBJECTIVE_CLASSES", "objective_class", "open_objective"),
+    ".sections": ("DEFAULT_OBJECTIVE", "SECTIONS", "ConfigSection"),
+    ".sequence_classification": ("SequenceClassification",),
+    ".sft": ("SupervisedFineTuning",),
+})

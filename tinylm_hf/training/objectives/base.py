@@ -1,10 +1,12 @@
 """What an objective is: the one base every training objective implements, and what the loop, the step, the card
 writer and the publisher ask of it.
 
-An objective owns its configuration section (`config_fields`, validated by `check_config`), its data
-(`open_data`) and micro-batches, its loss (`step_loss`: none means the step's next-token cross-entropy on the
-batch's labels), its evaluation and metrics, the text its model card states (`describe_training`) and what its
-published folder is (`published_as`). The callers ask; they never branch on an objective's name.
+An objective owns its configuration section (`section`: its name, its fields `config_fields`, validated by
+`check_config`), its data (`open_data`) and micro-batches, its loss (`step_loss`: none means the step's next-token
+cross-entropy on the batch's labels), its evaluation and metrics, the text its model card states
+(`describe_objective`, `describe_training`, `card_results`) and what its published folder is (`published_as`, a
+`PublishedKind`: what loads it and whether it carries a generation config; `prepare_tokenizer`). The callers ask;
+they never branch on an objective's name.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import torch
@@ -20,12 +23,30 @@ from ..batches import sample_starts
 from ..config import TrainConfig
 from ..data import RunData, TrainingData, open_data
 from ..run.summary import ClassificationTask
+from .sections import ConfigSection
 
 if TYPE_CHECKING:
     from ..run.summary import RunSummary
 
-PUBLISHED_KINDS = ("causal language model", "encoder", "classifier", "chat model")
-"""What a published folder can be: what loads it (AutoModelForCausalLM, AutoModelForMaskedLM, ...) and how."""
+
+
+@dataclass(frozen=True)
+class PublishedKind:
+    """What a published folder is: the transformers auto class that loads it, and whether the folder carries a
+    generation_config.json (sampling settings and stop tokens for `generate`)."""
+
+    auto_class: str
+    generation_config: bool
+
+
+PUBLISHED_KINDS = {
+    "causal language model": PublishedKind("AutoModelForCausalLM", generation_config=True),
+    "encoder": PublishedKind("AutoModelForMaskedLM", generation_config=False),  # an encoder does not generate
+    "classifier": PublishedKind("AutoModelForSequenceClassification", generation_config=True),  # its base model's
+    "chat model": PublishedKind("AutoModelForCausalLM", generation_config=True),
+}
+"""What a published folder can be (`Objective.published_as`) -> what loads it, and whether it carries a generation
+config."""
 
 
 class StepLoss(Protocol):
@@ -47,7 +68,10 @@ def data_tokenizer_dir(config: TrainConfig, data: TrainingData) -> str | None:
 class Objective(ABC):
     """What the loop asks of a training objective (`window_starts` serves those that train on windows of train.bin)."""
 
+    section: ClassVar[type[ConfigSection]]
+    """Its configuration section (`sections`): its name, its own TrainConfig fields and their checks."""
     name: ClassVar[str]
+    """The objective's name (`TrainConfig.objective`), its section's."""
     masking: str | None = None
     """The masking strategy, for the run summary (masked-LM objectives only)."""
     task: ClassificationTask | None = None
@@ -59,20 +83,50 @@ class Objective(ABC):
     """The TrainConfig fields of this objective's own section (its command sets or names them)."""
     published_as: ClassVar[str] = "causal language model"
     """What its published folder is: one of `PUBLISHED_KINDS`."""
+    keeps_base_record: ClassVar[bool] = False
+    """True when its card quotes the training record of the `init_from` model's card (a fine-tuned chat model's)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "section" in cls.__dict__:
+            cls.name, cls.config_fields = cls.section.name, cls.section.field_names()
 
     @classmethod
     def check_config(cls, config: TrainConfig) -> None:
-        """Refuse a config this objective cannot run (its own section); nothing by default."""
+        """Refuse a config this objective cannot run: a bad value of its own fields, or something it needs missing
+        (`TrainConfig` asks this when it is made)."""
+        cls.section.check_values(config)
+        cls.section.check_run(config)
+
+    @classmethod
+    def publishes(cls) -> PublishedKind:
+        """What its published folder is (`published_as`): what loads it, whether it carries a generation config."""
+        return PUBLISHED_KINDS[cls.published_as]
+
+    @classmethod
+    def prepare_tokenizer(cls, tokenizer: Any, model_config: Any, summary: RunSummary) -> None:
+        """Set what the published tokenizer needs for this kind of model (`tokenizer` is the publisher's own copy);
+        nothing by default."""
 
     def step_loss(self) -> StepLoss | None:
         """The objective's loss, or None for the step's next-token cross-entropy on each batch's labels."""
         return None
 
     @classmethod
-    def describe_training(cls, summary: RunSummary, lines: list[str], *, base: str | None) -> str | None:
-        """The model card's training section, given the card's generic `lines` and the name of the model it started
-        from (`base`, None for a new model); None: the card writer's own text."""
-        return None
+    def describe_objective(cls, summary: RunSummary) -> str:
+        """The card's `- objective:` line: what the run learnt."""
+        return cls.section.summary
+
+    @classmethod
+    def describe_training(cls, summary: RunSummary, lines: list[str], *, base: str | None, optimizer: str,
+                          run_lines: list[str]) -> str:
+        """The model card's training section, given the card's generic `lines` (the objective line first, then steps,
+        tokens, context, validation values and `run_lines`), the name of the model it started from (`base`, None for
+        a new model), the optimizer in words and the run's time and settings (`run_lines`). By default: a model
+        trained from scratch with `tinylm train`."""
+        head = (f"Trained from scratch with `tinylm train` ({optimizer}, cosine schedule with warm-up, "
+                "gradient clipping).")
+        return head + "\n\n" + "\n".join(lines)
 
     @classmethod
     def card_results(cls, summary: RunSummary) -> dict[str, Any] | None:

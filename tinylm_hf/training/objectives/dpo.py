@@ -17,7 +17,6 @@ uninterrupted run.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -32,16 +31,16 @@ from ...corpus.token_files import tokenizer_fingerprint
 from ...modeling.loss_tinylm import IGNORE_INDEX
 from ..config import TrainConfig
 from ..data import RunData
-from ..sft_data import padding_id, split_validation
 from ..run.summary import DataProvenance
-from ..validation import sample_reply
 from .base import Objective
-from .legacy import CHAT_SAMPLE_PROMPT
+from .sections import PreferenceFields, PreferenceSection
+from .sft import sample_chat_reply
+from .sft_data import padding_id, split_validation
 
 if TYPE_CHECKING:
     from ..run.summary import RunSummary
 
-DEFAULT_BETA = 0.1
+DEFAULT_BETA = PreferenceFields.dpo_beta
 REFERENCE_BATCH_PAIRS = 8  # pairs per forward pass of the reference model
 
 
@@ -220,25 +219,13 @@ def reference_logps(model: torch.nn.Module, data: TokenizedPairs, pad_id: int,
 class DirectPreferenceOptimization(Objective):
     """Preference tuning of a chat model (TinyLMForCausalLM from `init_from`) on TRL-format preference pairs."""
 
-    name = "dpo"
+    section = PreferenceSection
     published_as = "chat model"
-    config_fields = ("preferences", "val_preferences", "dpo_beta")
     data: PreferenceData
 
     @classmethod
-    def check_config(cls, config: TrainConfig) -> None:
-        """A dpo run needs pairs, the chat model to tune (its frozen copy is the reference) and a positive beta."""
-        if not config.preferences:
-            raise ValueError('objective dpo needs preferences: a JSON-lines file of {"prompt", "chosen", "rejected"}')
-        if not config.init_from:
-            raise ValueError("objective dpo needs init_from: the chat model to tune (a `tinylm sft` run's hf/ folder)")
-        if not math.isfinite(config.dpo_beta) or config.dpo_beta <= 0:
-            raise ValueError(f"dpo_beta must be a positive number (e.g. 0.1), got {config.dpo_beta!r}")
-
-    @classmethod
     def open_data(cls, config: TrainConfig) -> PreferenceData:
-        """The config checked, then the tokenizer and the tokenized pairs."""
-        cls.check_config(config)
+        """The tokenizer and the tokenized pairs (`TrainConfig` checked the section when it was made)."""
         return open_preference_data(config)
 
     @classmethod
@@ -282,23 +269,22 @@ class DirectPreferenceOptimization(Objective):
         self.prepare_reference(device)
         batches = iter_pair_batches(self.data.val_pairs, max(batch_size, 1), self.data.pad_id)
         result: dict[str, Any] = evaluate_pairs(model, batches, self.config.dpo_beta, device, autocast)
-        if self.config.sample_tokens:
-            result["sample_prompt"] = self.config.sample_prompt or CHAT_SAMPLE_PROMPT
-            result["sample"] = sample_reply(model, self.data.tokenizer, result["sample_prompt"],
-                                            self.config.sample_tokens)
-        return result
+        return {**result, **sample_chat_reply(model, self.data.tokenizer, self.config)}
 
     @classmethod
-    def describe_training(cls, summary: RunSummary, lines: list[str], *, base: str | None) -> str | None:
+    def describe_objective(cls, summary: RunSummary) -> str:
+        return ("direct preference optimization: the chosen completion of each pair made more likely than the "
+                "rejected one, relative to the starting model")
+
+    @classmethod
+    def describe_training(cls, summary: RunSummary, lines: list[str], *, base: str | None, optimizer: str,
+                          run_lines: list[str]) -> str:
         """What the chat model was preference-tuned from and on."""
         beta = summary.train_config.get("dpo_beta", DEFAULT_BETA)
         head = (f"Preference-tuned{f' from `{base}`' if base else ''} "
-                f"with `tinylm dpo` (DPO's sigmoid loss, beta {beta}, against the frozen starting model; hand-written "
-                f"AdamW, cosine schedule with warm-up) on {summary.data.documents:,} preference pairs of "
-                f"{summary.data.name}.")
-        objective = ("- objective: direct preference optimization: the chosen completion of each pair made more "
-                     "likely than the rejected one, relative to the starting model")
-        return head + "\n\n" + "\n".join([objective, *lines[1:]])
+                f"with `tinylm dpo` (DPO's sigmoid loss, beta {beta}, against the frozen starting model; {optimizer}, "
+                f"cosine schedule with warm-up) on {summary.data.documents:,} preference pairs of {summary.data.name}.")
+        return head + "\n\n" + "\n".join(lines)
 
     @classmethod
     def card_results(cls, summary: RunSummary) -> dict[str, Any] | None:

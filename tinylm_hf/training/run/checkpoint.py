@@ -161,13 +161,10 @@ class Checkpoint:
         )
 
     @property
-    def objective(self) -> str:
-        """The objective the run trained; checkpoints written before runs recorded one hold a causal LM, or a masked
-        LM when the model attends both ways."""
-        recorded = self.train_config.get("objective")
-        if recorded:
-            return recorded
-        return "mlm" if (self.model_config or {}).get("use_bidirectional_attention") else "clm"
+    def objective(self) -> str | None:
+        """The objective the run trained, by name; None for a checkpoint written before runs recorded one
+        (`training.objectives.objective_class` tells its objective from the model it holds)."""
+        return self.train_config.get("objective") or None
 
     def tinylm_config(self) -> TinyLMConfig:
         """The `TinyLMConfig` of the saved model (without the entries `save_pretrained` adds for a folder)."""

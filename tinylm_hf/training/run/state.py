@@ -125,7 +125,9 @@ class RunCheckpoints:
         """A resumed run trains the objective, optimizer and model it was started with (a different --objective,
         --optimizer, --preset or --model would load the weights into another model or the optimizer's state into
         another optimizer, or fail deep inside torch)."""
-        before = saved.objective
+        from ..objectives.registry import objective_class
+
+        before = objective_class(saved.objective, saved.model_config).name
         if before != self.config.objective:
             raise ValueError(f"the run in {self.run.path} was started with objective {before}, not "
                              f"{self.config.objective}: resume with --objective {before}, or start a new run")

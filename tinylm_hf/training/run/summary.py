@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ...fileio import write_json_atomic
+from ..objectives.sections import DEFAULT_OBJECTIVE
 
 SUMMARY_FILE = "summary.json"
 
@@ -155,9 +156,8 @@ class RunSummary:
     """The training data."""
     train_config: dict[str, Any] = field(default_factory=dict)
     """TrainConfig.to_dict() of the run."""
-    objective: str = "clm"
-    """clm (next-token prediction, a decoder), mlm (masked-token prediction, an encoder) or seq_cls (text
-    classification)."""
+    objective: str = DEFAULT_OBJECTIVE
+    """The run's objective, by name (`TrainConfig.objective`; `training.objectives` says what each one is)."""
     masking: str | None = None
     """The masking strategy of an mlm run (static, dynamic, whole_word, ngram, span)."""
     task: ClassificationTask | None = None
