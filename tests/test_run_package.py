@@ -99,9 +99,11 @@ def test_what_defines_the_storage_is_defined_once_in_the_run_package(name):
     assert len(homes) == 1 and homes[0].startswith("run/"), homes
 
 
-@pytest.mark.parametrize("old, new", [("run_dir", "folder"), ("checkpoint", "checkpoint"), ("state", "state"),
-                                      ("summary", "summary")])
+@pytest.mark.parametrize("old, new", [("run_dir", "run.folder"), ("checkpoint", "run.checkpoint"), ("state", "run.state"),
+                                      ("summary", "run.summary"), ("sft_data", "objectives.sft_data"),
+                                      ("mlm_data", "objectives.mlm_data"), ("masking", "objectives.masking"),
+                                      ("classification_data", "objectives.classification_data")])
 def test_an_old_module_name_is_the_moved_module(old, new):
-    moved = importlib.import_module(f"tinylm_hf.training.run.{new}")
+    moved = importlib.import_module(f"tinylm_hf.training.{new}")
     assert importlib.import_module(f"tinylm_hf.training.{old}") is moved
-    assert top_level_names(REPO_ROOT / "tinylm_hf" / "training" / old / "__init__.py") == set()  # an alias only
+    assert top_level_names(REPO_ROOT / "tinylm_hf" / "training" / f"{old}.py") == set()  # an alias only
