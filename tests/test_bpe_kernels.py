@@ -28,8 +28,8 @@ tricky_text = st.text(alphabet=st.sampled_from(TRICKY), max_size=60) | st.text(m
 
 def kernel_pretokens(text: str, pattern: str) -> list[str]:
     data = text.encode("utf-8")
-    ends = kernels.pretoken_ends(np.frombuffer(data, dtype=np.uint8), pattern == "gpt4").tolist()
-    return [data[a:b].decode("utf-8") for a, b in zip([0, *ends], ends)]
+    starts, ends = kernels.pretoken_bounds(np.frombuffer(data, dtype=np.uint8), [0, len(data)], pattern == "gpt4")
+    return [data[a:b].decode("utf-8") for a, b in zip(starts.tolist(), ends.tolist())]
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +57,33 @@ def test_scanner_equals_regex_on_corpus(pattern: str, name: str) -> None:
 @given(text=tricky_text)
 def test_scanner_equals_regex_on_any_text(pattern: str, text: str) -> None:
     assert kernel_pretokens(text, pattern) == compile_pretokenizer(PATTERNS[pattern]).findall(text)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pattern", list(PATTERNS))
+def test_scanner_equals_regex_on_all_of_the_novels(pattern: str) -> None:
+    text = shared_file("pd_novels_heldout.txt").read_text(encoding="utf-8")
+    assert kernel_pretokens(text, pattern) == compile_pretokenizer(PATTERNS[pattern]).findall(text)
+
+
+@pytest.mark.parametrize("pattern", list(PATTERNS))
+@settings(max_examples=300, deadline=None)
+@given(texts=st.lists(tricky_text, min_size=1, max_size=6))
+def test_scanner_pretokenizes_each_text_alone(pattern: str, texts: list[str]) -> None:
+    pieces = [text.encode("utf-8", "surrogatepass") for text in texts]
+    data = b"".join(pieces)
+    bounds = np.cumsum([0] + [len(p) for p in pieces])
+    starts, ends = kernels.pretoken_bounds(np.frombuffer(data, dtype=np.uint8), bounds, pattern == "gpt4")
+    found = [data[a:b].decode("utf-8", "surrogatepass") for a, b in zip(starts.tolist(), ends.tolist())]
+    assert found == [p for t in texts for p in compile_pretokenizer(PATTERNS[pattern]).findall(t)]
+
+
+def test_scanner_reads_lone_surrogates_as_other_characters() -> None:
+    text = "a\ud800 \udfffb'\ud800"
+    data = text.encode("utf-8", "surrogatepass")
+    starts, ends = kernels.pretoken_bounds(np.frombuffer(data, dtype=np.uint8), [0, len(data)], False)
+    found = [data[a:b].decode("utf-8", "surrogatepass") for a, b in zip(starts.tolist(), ends.tolist())]
+    assert found == compile_pretokenizer(GPT2_PATTERN).findall(text)
 
 
 @pytest.mark.slow
@@ -120,9 +147,9 @@ def test_kernel_merges_equal_the_python_merges(word: bytes) -> None:
     expected = merge_short(list(ids), tok.ranks.get, tok._merged_by_rank)
     assert merge_by_heap(list(ids), tok.ranks.get, tok._merged_by_rank) == expected
     out = np.array(ids, dtype=np.int64)
-    n = kernels.merge_by_heap(out, len(ids), kernel.pairs, kernel.merged)
+    n = kernels.merge_by_heap(out, 0, len(ids), kernel.pairs, kernel.merged)
     assert out[:n].tolist() == expected
     out = np.array(ids, dtype=np.int64)
     ranks = np.array([kernels.rank_of(a, b, kernel.pairs) for a, b in zip(ids, ids[1:])], dtype=np.int64)
-    n = kernels.merge_short(out, len(ids), kernel.pairs, kernel.merged, ranks)
+    n = kernels.merge_short(out, 0, len(ids), kernel.pairs, kernel.merged, ranks)
     assert out[:n].tolist() == expected

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from conftest import PACKAGE_DATA, shared_file
 from kernel_paths import kernel_path  # noqa: F401
 from naive_bpe import naive_counts
+from tinylm_hf.tokenization.jit import kernels_enabled
 from tinylm_hf.tokenization.pretokenize import GPT2_PATTERN, GPT4_PATTERN, compile_pretokenizer, split_on_special_tokens
 from tinylm_hf.tokenizer_training import pretoken_counts
 from tinylm_hf.tokenizer_training.pretoken_counts import count_gpt2_pretokens
@@ -108,3 +109,20 @@ def test_byte_arrays_hold_the_same_counts(kernel_path) -> None:
     ends = np.cumsum(lengths).tolist()
     words = [symbols[a:b].tobytes().decode("utf-8") for a, b in zip([0] + ends[:-1], ends)]
     assert dict(zip(words, counts.tolist())) == naive_counts(path.read_text(encoding="utf-8"), [EOT])
+
+
+@pytest.mark.parametrize("name", ["multilingual_samples.txt", "tinystories_valid_small.txt"])
+def test_cl100k_file_counts_equal_the_regex(kernel_path, name: str) -> None:
+    path = shared_file(name)
+    counts = pretoken_counts.count_pretokens(str(path), [EOT], GPT4_PATTERN, num_workers=2)
+    assert counts == naive_counts(path.read_text(encoding="utf-8"), [EOT], GPT4_PATTERN)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(st.sampled_from(TRICKY + ["\u017f", "S", "1", "\r"]), max_size=30) | st.text(max_size=20),
+                max_size=5))
+def test_cl100k_span_counts_equal_the_regex_on_random_texts(texts: list[str]) -> None:
+    if not kernels_enabled():
+        pytest.skip("the span counts are the kernels' (numba)")
+    counts = pretoken_counts._spans_to_counter(pretoken_counts._count_spans(texts, gpt4=True))
+    assert counts == Counter(piece for text in texts for piece in compile_pretokenizer(GPT4_PATTERN).findall(text))

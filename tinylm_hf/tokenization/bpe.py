@@ -235,9 +235,9 @@ class BPETokenizer:
         bounds = np.fromiter(accumulate(map(len, pieces), initial=0), dtype=np.int64, count=len(pieces) + 1)
         ids, counts = kernel.encode(b"".join(pieces), bounds, np.asarray(after, dtype=np.int64))
         if len(texts) == 1:
-            return [ids.tolist()]
+            return [kernel.to_list(ids)]
         ends = np.cumsum(counts)[np.asarray(firsts[1:] + [len(pieces)]) - 1].tolist()
-        ids = ids.tolist()
+        ids = kernel.to_list(ids)
         return [ids[start:end] for start, end in zip([0, *ends], ends)]
 
     def _split_special(self, text: str, special_pattern: regex.Pattern | None) -> Iterator[str | int]:

@@ -4,7 +4,7 @@ pre-token's ids by a whole-vocabulary lookup or the textbook lowest-rank merge.
 The specification is the pure-Python path of `bpe.py` (`regex` pre-tokens, `merge_short`/`merge_by_heap`);
 these kernels compute the same ids over UTF-8 bytes without a Python object per pre-token:
 
-- the scanner reads one code point at a time, classifies it with one lookup in `class_table()` (letter,
+- the scanner reads one code point at a time, classifies it with one lookup in `CLASS_TABLE` (letter,
   number, whitespace, other: the ranges of `regex_classes`) and applies the pattern's alternatives in their
   order, the way the regex engine would (`gpt2_pretoken_end`, `gpt4_pretoken_end`);
 - a pre-token that is a whole vocabulary entry (one that merges to itself) is that entry, found in an
@@ -14,7 +14,11 @@ these kernels compute the same ids over UTF-8 bytes without a Python object per 
   rescan an array of pair ranks (quadratic, fastest when short); long ones (a run without whitespace) keep
   a binary heap of (rank, position) over a linked list, so they cost O(n log n).
 
-Imported only after `jit.kernels_enabled()`; every function here is compiled at its first call and cached.
+The scanner is also BPE training's (`tokenizer_training.pretoken_counts` counts the spans `pretoken_bounds`
+finds). The per-token loops allocate nothing and are compiled without reference counting
+(`njit(refcounts=False)`); only the functions that allocate (`encode_texts`, `merge_by_heap`, table
+builders) count references. Imported only after `jit.kernels_enabled()`; every function here is compiled
+at its first call and cached.
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ from itertools import accumulate, chain, repeat
 import numpy as np
 
 from .jit import njit
-from .pretokenize_arrays import CLASS_TABLE, LETTER_CLASS, NUMBER_CLASS, OTHER, SPACE_CLASS
+from .regex_classes import LETTER, NUMBER, WHITESPACE
+
+OTHER, LETTER_CLASS, NUMBER_CLASS, SPACE_CLASS = 0, 1, 2, 3  # a code point's class, as the scanner sees it
 
 NO_RANK = np.int64(1 << 62)  # the rank of a pair never learned
 EMPTY = -1  # an empty slot of an open-addressing table
@@ -38,10 +44,17 @@ ID_BITS = 21  # pair slots pack two ids and a rank of ID_BITS bits each: ids and
 ID_MASK = np.int64((1 << ID_BITS) - 1)
 
 
-def class_table() -> np.ndarray:
-    """The class (OTHER, LETTER_CLASS, NUMBER_CLASS, SPACE_CLASS) of every code point, as uint8 (one owner: the
-    array pre-tokenizer's table)."""
-    return CLASS_TABLE
+def _class_table() -> np.ndarray:
+    """The class (OTHER, LETTER_CLASS, NUMBER_CLASS, SPACE_CLASS) of every code point, U+0000..U+10FFFF (uint8):
+    `regex`'s letters, numbers and whitespace (`regex_classes`); surrogates and unassigned code points are OTHER."""
+    table = np.full(0x110000, OTHER, dtype=np.uint8)
+    for ranges, value in ((LETTER, LETTER_CLASS), (NUMBER, NUMBER_CLASS), (WHITESPACE, SPACE_CLASS)):
+        for first, last in ranges:
+            table[first : last + 1] = value
+    return table
+
+
+CLASS_TABLE = _class_table()
 
 
 # ------------------------------------------------------------------------------------------- scanner
@@ -115,7 +128,7 @@ def whitespace_end(data, i, end, run):
     return last if last > i else run
 
 
-@njit()
+@njit(refcounts=False)
 def gpt2_pretoken_end(data, i, end, classes):
     """Where the GPT-2 pre-token starting at i ends:
     `'(?:[sdmt]|ll|ve|re)| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+`."""
@@ -129,7 +142,7 @@ def gpt2_pretoken_end(data, i, end, classes):
     return whitespace_end(data, i, end, run_end(data, i, end, classes, SPACE_CLASS))
 
 
-@njit()
+@njit(refcounts=False)
 def gpt4_pretoken_end(data, i, end, classes):
     """Where the cl100k pre-token starting at i ends: `'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}++|
     \\p{N}{1,3}+| ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*+|\\s++$|\\s*[\\r\\n]|\\s+(?!\\S)|\\s`."""
@@ -242,7 +255,7 @@ def same_bytes(x, a, y, b, n):
     return True
 
 
-@njit()
+@njit(refcounts=False)
 def find_whole(data, start, end, whole, token_bytes, token_starts):
     """The id of the vocabulary entry whose bytes are data[start:end] (among those in `whole`), or -1.
 
@@ -279,11 +292,11 @@ def make_whole_table(token_bytes, token_starts, keep, size):
 
 
 # ------------------------------------------------------------------------------------------- merging
-@njit()
-def merge_short(ids, n, pairs, merged, ranks):
-    """Merge ids[:n] in place by lowest rank (leftmost first), rescanning `ranks`; the new n.
+@njit(refcounts=False)
+def merge_short(ids, lo, n, pairs, merged, ranks):
+    """Merge ids[lo:lo + n] in place by lowest rank (leftmost first), rescanning `ranks`; the new n.
 
-    ranks[i] holds the rank of the pair (ids[i], ids[i + 1]) on entry (n - 1 of them)."""
+    ranks[i] holds the rank of the pair (ids[lo + i], ids[lo + i + 1]) on entry (n - 1 of them)."""
     while n > 1:
         best, at = NO_RANK, -1
         for i in range(n - 1):
@@ -291,20 +304,20 @@ def merge_short(ids, n, pairs, merged, ranks):
                 best, at = ranks[i], i
         if at < 0:
             break
-        ids[at] = merged[best]
+        ids[lo + at] = merged[best]
         for i in range(at + 1, n - 1):
-            ids[i] = ids[i + 1]
+            ids[lo + i] = ids[lo + i + 1]
         for i in range(at, n - 2):
             ranks[i] = ranks[i + 1]
         n -= 1
         if at > 0:
-            ranks[at - 1] = rank_of(ids[at - 1], ids[at], pairs)
+            ranks[at - 1] = rank_of(ids[lo + at - 1], ids[lo + at], pairs)
         if at < n - 1:
-            ranks[at] = rank_of(ids[at], ids[at + 1], pairs)
+            ranks[at] = rank_of(ids[lo + at], ids[lo + at + 1], pairs)
     return n
 
 
-@njit()
+@njit(refcounts=False)
 def heap_push(heap, size, key):
     heap[size] = key
     i = size
@@ -315,7 +328,7 @@ def heap_push(heap, size, key):
     return size + 1
 
 
-@njit()
+@njit(refcounts=False)
 def heap_pop(heap, size):
     """Remove the smallest key (returned) and restore the heap of size - 1."""
     top = heap[0]
@@ -336,9 +349,10 @@ def heap_pop(heap, size):
 
 
 @njit()
-def merge_by_heap(ids, n, pairs, merged):
-    """Merge ids[:n] as `merge_short` does, in O(n log n): a heap of rank << 32 | position over a linked
-    list; an entry whose pair changed since it was pushed is skipped when popped. Compacts ids; the new n."""
+def merge_by_heap(ids, lo, n, pairs, merged):
+    """Merge ids[lo:lo + n] as `merge_short` does, in O(n log n): a heap of rank << 32 | position over a linked
+    list; an entry whose pair changed since it was pushed is skipped when popped. Compacts; the new n."""
+    ids = ids[lo : lo + n]
     nxt = np.arange(1, n + 1)
     prv = np.arange(-1, n - 1)
     heap = np.empty(2 * n, dtype=np.int64)  # n - 1 pairs, then each merge pops one and pushes at most two
@@ -377,25 +391,24 @@ def merge_by_heap(ids, n, pairs, merged):
     return m
 
 
-@njit()
+@njit(refcounts=False)
 def merge_bytes(data, start, end, out, at, byte_ids, pairs, merged, byte_pair_ranks, scratch):
     """BPE of the pre-token data[start:end] written to out[at:]; the new `at`. `scratch`: HEAP_MIN_BYTES int64."""
     n = end - start
-    ids = out[at : at + n]
     for k in range(n):
-        ids[k] = byte_ids[data[start + k]]
+        out[at + k] = byte_ids[data[start + k]]
     if n >= HEAP_MIN_BYTES:
-        return at + merge_by_heap(ids, n, pairs, merged)
+        return at + merge_by_heap(out, at, n, pairs, merged)
     for k in range(n - 1):
         scratch[k] = byte_pair_ranks[(np.int64(data[start + k]) << 8) | data[start + k + 1]]
-    return at + merge_short(ids, n, pairs, merged, scratch)
+    return at + merge_short(out, at, n, pairs, merged, scratch)
 
 
 # ------------------------------------------------------------------------------------------- encoding
-@njit()
-def find_merged(data, start, end, h, slots, seen, out):
-    """Where the ids of an earlier pre-token equal to data[start:end] (hashed: `h`) sit in `out`: the index
-    k in `seen` (rows: its start and end in data, its ids' start and end in out), or -1."""
+@njit(refcounts=False)
+def find_merged(data, start, end, h, slots, seen):
+    """The row k of `seen` (an earlier pre-token: its start and end in data, its ids' start and end in the
+    output) whose bytes equal data[start:end] (hashed: `h`), or -1."""
     mask = len(slots) - 1
     s = slot_of(h, mask)
     n = end - start
@@ -418,14 +431,24 @@ def encode_texts(data, bounds, after, gpt4, classes, byte_ids, pairs, merged, by
     was merged before in this call copies the ids it got then (`find_merged`), up to MERGED_SLOTS / 2.
     """
     out = np.empty(len(data) + len(after), dtype=np.int64)
-    counts = np.zeros(len(bounds) - 1, dtype=np.int64)
+    text_ends = np.empty(len(bounds), dtype=np.int64)  # where each text's ids end in out, after a 0
+    text_ends[0] = 0
     slots = np.full(min(MERGED_SLOTS, _pow2_at_least(len(data) // 8)), EMPTY, dtype=np.int64)
     seen = np.empty((len(slots) // 2, 4), dtype=np.int64)
-    remembered = 0
     scratch = np.empty(HEAP_MIN_BYTES, dtype=np.int64)
-    at = 0
+    at = encode_into(data, bounds, after, gpt4, classes, byte_ids, pairs, merged, byte_pair_ranks, whole,
+                     token_bytes, token_starts, out, text_ends, slots, seen, scratch)
+    return out[:at], text_ends[1:] - text_ends[:-1]
+
+
+@njit(refcounts=False)
+def encode_into(data, bounds, after, gpt4, classes, byte_ids, pairs, merged, byte_pair_ranks, whole,
+                token_bytes, token_starts, out, text_ends, slots, seen, scratch):
+    """`encode_texts`' loop over the given buffers: writes the ids to out and where each text's ids end to
+    text_ends[1:]; returns the number of ids."""
+    at, remembered = 0, 0
     for t in range(len(bounds) - 1):
-        first, i, end = at, bounds[t], bounds[t + 1]
+        i, end = bounds[t], bounds[t + 1]
         while i < end:
             j = gpt4_pretoken_end(data, i, end, classes) if gpt4 else gpt2_pretoken_end(data, i, end, classes)
             if j - i == 1:
@@ -440,7 +463,7 @@ def encode_texts(data, bounds, after, gpt4, classes, byte_ids, pairs, merged, by
                 i = j
                 continue
             h = hash_bytes(data, i, j)
-            k = find_merged(data, i, j, h, slots, seen, out)
+            k = find_merged(data, i, j, h, slots, seen)
             if k >= 0:
                 for m in range(seen[k, 2], seen[k, 3]):
                     out[at] = out[m]
@@ -459,8 +482,8 @@ def encode_texts(data, bounds, after, gpt4, classes, byte_ids, pairs, merged, by
         if after[t] >= 0:
             out[at] = after[t]
             at += 1
-        counts[t] = at - first
-    return out[:at], counts
+        text_ends[t + 1] = at
+    return at
 
 
 @njit()
@@ -486,20 +509,33 @@ def merges_to_itself(token_bytes, token_starts, byte_ids, pairs, merged, byte_pa
     return keep
 
 
-def pretoken_ends(data: np.ndarray, gpt4: bool) -> np.ndarray:
-    """Byte offsets where each pre-token of the UTF-8 text `data` ends (for tests and counting)."""
-    return _pretoken_ends(data, gpt4, class_table())
+# ------------------------------------------------------------------------------------------- pre-tokens
+def pretoken_bounds(data: np.ndarray, bounds: np.ndarray, gpt4: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends): byte offsets of the pre-tokens of the UTF-8 texts data[bounds[t]:bounds[t + 1]], in
+    order (GPT-2's pattern, or cl100k's when `gpt4`); what BPE training counts."""
+    return _pretoken_bounds(data, np.asarray(bounds, dtype=np.int64), gpt4, CLASS_TABLE)
 
 
 @njit()
-def _pretoken_ends(data, gpt4, classes):
+def _pretoken_bounds(data, bounds, gpt4, classes):
+    starts = np.empty(len(data), dtype=np.int64)
     ends = np.empty(len(data), dtype=np.int64)
-    i, k, end = 0, 0, len(data)
-    while i < end:
-        i = gpt4_pretoken_end(data, i, end, classes) if gpt4 else gpt2_pretoken_end(data, i, end, classes)
-        ends[k] = i
-        k += 1
-    return ends[:k]
+    n = scan_into(data, bounds, gpt4, classes, starts, ends)
+    return starts[:n], ends[:n]
+
+
+@njit(refcounts=False)
+def scan_into(data, bounds, gpt4, classes, starts, ends):
+    """`pretoken_bounds`' loop: writes the pre-tokens' starts and ends; returns their number."""
+    n = 0
+    for t in range(len(bounds) - 1):
+        i, end = bounds[t], bounds[t + 1]
+        while i < end:
+            starts[n] = i
+            i = gpt4_pretoken_end(data, i, end, classes) if gpt4 else gpt2_pretoken_end(data, i, end, classes)
+            ends[n] = i
+            n += 1
+    return n
 
 
 class BPEKernel:
@@ -509,7 +545,7 @@ class BPEKernel:
                  byte_ids: list[int], pattern: str) -> None:
         """`ranks`: (left id, right id) -> rank; `merged_by_rank`: rank -> merged id; `pattern`: "gpt2"/"gpt4"."""
         self.gpt4 = pattern == "gpt4"
-        self.classes = class_table()
+        self.classes = CLASS_TABLE
         self.byte_ids = np.asarray(byte_ids, dtype=np.int64)
         self.merged = np.asarray(merged_by_rank, dtype=np.int64)
         ends = np.fromiter(chain.from_iterable(ranks), dtype=np.int64, count=2 * len(ranks)).reshape(-1, 2)
@@ -522,6 +558,8 @@ class BPEKernel:
         keep = merges_to_itself(self.token_bytes, self.token_starts, self.byte_ids, self.pairs, self.merged,
                                 self.byte_pair_ranks)
         self.whole = make_whole_table(self.token_bytes, self.token_starts, keep, _table_size(int(keep.sum())))
+        # id -> its Python int: lists of ids share these objects instead of making one per id
+        self.id_objects = np.arange(len(tokens)).astype(object)
 
     def encode(self, data: bytes, bounds: np.ndarray, after: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(ids of the UTF-8 texts data[bounds[t]:bounds[t + 1]], each followed by the special id after[t]
@@ -530,6 +568,10 @@ class BPEKernel:
         return encode_texts(np.frombuffer(data, dtype=np.uint8), bounds, after, self.gpt4, self.classes,
                             self.byte_ids, self.pairs, self.merged, self.byte_pair_ranks, self.whole,
                             self.token_bytes, self.token_starts)
+
+    def to_list(self, ids: np.ndarray) -> list[int]:
+        """`ids.tolist()`, about twice as fast: the ints come from `id_objects`, none is made per id."""
+        return self.id_objects.take(ids).tolist()
 
 
 def _table_size(count: int) -> int:

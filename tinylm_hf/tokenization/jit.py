@@ -63,15 +63,22 @@ def resolve_workers(num_workers: int | None) -> int:
     return num_workers
 
 
-def njit(*, parallel: bool = False, inline: bool = False) -> Callable[[Callable[..., Any]], Any]:
+def njit(*, parallel: bool = False, inline: bool = False,
+         refcounts: bool = True) -> Callable[[Callable[..., Any]], Any]:
     """`numba.njit` with the package's options: cached on disk, releasing the GIL (threads run kernels at once).
 
     `inline=True` inlines a small helper into its callers (numba's `inline="always"`): for the helpers of
     a per-character or per-token loop, where a call costs more than the work.
+
+    `refcounts=False` compiles without numba's reference counting (its `_nrt=False`): for a kernel that
+    allocates nothing and only reads and writes the arrays it is given. Elsewhere numba may update the
+    arrays' reference counts (atomic operations) at every call of a helper, which in a per-token loop
+    costs more than the work (two thirds of the GPT-2 scanner's time).
 
     Only kernel modules call this, at their import, and they are imported only once `kernels_enabled()`
     is true (`from .x_kernels import ...` inside the function that dispatches), so numba loads on first use.
     """
     import numba
 
-    return numba.njit(cache=True, nogil=True, parallel=parallel, inline="always" if inline else "never")
+    return numba.njit(cache=True, nogil=True, parallel=parallel, inline="always" if inline else "never",
+                      _nrt=refcounts)

@@ -34,7 +34,6 @@ from .jit import KERNELS_ENV  # noqa: F401
 from .regex_classes import LETTER  # noqa: F401
 if TYPE_CHECKING:  # named, not imported: bpe.py imports the kernels only once numba is there to run them
     from .bpe_kernels import BPEKernel  # noqa: F401
-    from .pretokenize_arrays import CLASS_TABLE  # noqa: F401
 
 def _read_vocab(vocab: dict[str, int] | str) -> dict[str, int]:
     return vocab if isinstance(vocab, dict) else read_vocab_json(vocab)

@@ -2,10 +2,10 @@
 
 The file is cut into chunks where no cut changes its pre-tokens (at a special token, or after a newline
 between two plain bytes); threads count the chunks (read, drop special tokens, count) and the chunk counts
-are summed, so memory stays bounded by the chunks in flight. GPT-2's pattern is counted by
-`count_gpt2_pretokens`: kernels (`pretoken_counts_kernels`) find the pre-tokens in one scan over the code
-points and count equal spans in a hash table keyed by their code points, releasing the GIL; without numba,
-and for other patterns, `regex` and `Counter` count them (the reference).
+are summed, so memory stays bounded by the chunks in flight. GPT-2's and cl100k's patterns are counted by
+kernels that release the GIL: the encoder's scanner (`bpe_kernels.pretoken_bounds`) finds the pre-tokens in
+one pass over the UTF-8 bytes, and `pretoken_counts_kernels.count_spans` counts equal spans in a hash table
+keyed by their bytes; without numba, and for other patterns, `regex` and `Counter` count them (the reference).
 """
 
 from __future__ import annotations
@@ -19,13 +19,11 @@ from typing import BinaryIO, TypeVar
 
 import numpy as np
 
-from ..tokenization.jit import kernels_enabled
+from ..tokenization.jit import kernels_enabled, resolve_workers
 from ..tokenization.pretokenize import GPT2_PATTERN, GPT4_PATTERN, compile_pretokenizer, split_on_special_tokens
-from ..tokenization.pretokenize_arrays import CLASS_TABLE, code_points
-from ..tokenization.process_pool import resolve_workers
 
-# Target chunk size: bounds a thread's memory (the chunk's text, its code points and pre-token bounds, some 12
-# bytes a character).
+# Target chunk size: bounds a thread's memory (the chunk's text, its UTF-8 bytes and pre-token bounds, some 20
+# bytes a byte).
 CHUNK_BYTES = 1 << 20
 # Chunk counts wait until they hold this many distinct spans (and as many as the running total) to be summed.
 MERGE_MIN_SPANS = 1 << 18
@@ -33,7 +31,7 @@ MERGE_MIN_SPANS = 1 << 18
 SEARCH_BLOCK_BYTES = 1 << 12
 
 T = TypeVar("T")
-# Distinct pre-tokens as spans: (their code points back to back, their lengths, their counts).
+# Distinct pre-tokens as spans: (their UTF-8 bytes back to back, their lengths in bytes, their counts).
 SpanCounts = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
@@ -59,27 +57,23 @@ def count_pretoken_bytes(
     """`count_pretokens` as arrays, for the BPE trainer: (the distinct pre-tokens' UTF-8 bytes back to back,
     their lengths in bytes, their counts); no string per pre-token is made on the kernel path."""
     counts = _count_file(path, special_tokens, pattern, num_workers)
-    if isinstance(counts, Counter):
-        words = [word.encode("utf-8") for word in counts]
-        lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
-        return np.frombuffer(b"".join(words), dtype=np.uint8), lengths, np.array(list(counts.values()), dtype=np.int64)
-    points, lengths, totals = counts
-    utf8 = np.frombuffer(points.tobytes().decode("utf-32-le").encode("utf-8"), dtype=np.uint8)
-    sizes = 1 + (points >= 0x80).astype(np.int64) + (points >= 0x800) + (points >= 0x10000)  # UTF-8 bytes
-    starts = np.cumsum(lengths) - lengths
-    byte_lengths = np.add.reduceat(sizes, starts) if len(starts) else starts
-    return utf8, byte_lengths, totals
+    if not isinstance(counts, Counter):
+        return counts
+    words = [word.encode("utf-8") for word in counts]
+    lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
+    return np.frombuffer(b"".join(words), dtype=np.uint8), lengths, np.array(list(counts.values()), dtype=np.int64)
 
 
 def _count_file(path: str, special_tokens: Sequence[str], pattern: str,
                 num_workers: int | None) -> Counter[str] | SpanCounts:
-    """A file's pre-token counts: a `Counter` by the reference, `SpanCounts` by the kernels (GPT-2's pattern)."""
+    """A file's pre-token counts: a `Counter` by the reference, `SpanCounts` by the kernels (GPT-2's, cl100k's
+    pattern)."""
     num_workers = resolve_workers(num_workers)
     size = os.path.getsize(path)
     bounds = find_chunk_boundaries(path, max(1, -(-size // CHUNK_BYTES)), special_tokens, pattern)
     ranges = list(zip(bounds, bounds[1:]))
     read = partial(_read_range, path, list(special_tokens))
-    if pattern != GPT2_PATTERN or not kernels_enabled():
+    if pattern not in (GPT2_PATTERN, GPT4_PATTERN) or not kernels_enabled():
         finder = compile_pretokenizer(pattern).findall
         count = lambda r: Counter(piece for part in read(r) for piece in finder(part, concurrent=True))  # noqa: E731
         totals: Counter[str] = Counter()
@@ -87,10 +81,11 @@ def _count_file(path: str, special_tokens: Sequence[str], pattern: str,
             totals.update(counts)
         return totals
     # Chunk counts are summed in batches (once they hold as many spans as the running total, so that
-    # memory stays about twice the distinct pre-tokens), as spans of code points: no strings.
-    merged: list[SpanCounts] = [_count_gpt2_spans([])]
+    # memory stays about twice the distinct pre-tokens), as spans of bytes: no strings.
+    gpt4 = pattern == GPT4_PATTERN
+    merged: list[SpanCounts] = [_count_spans([], gpt4)]
     pending = 0
-    for spans in _map_in_threads(lambda r: _count_gpt2_spans(read(r)), ranges, num_workers):
+    for spans in _map_in_threads(lambda r: _count_spans(read(r), gpt4), ranges, num_workers):
         merged.append(spans)
         pending += len(spans[1])
         if pending > max(MERGE_MIN_SPANS, len(merged[0][1])):
@@ -121,19 +116,20 @@ def count_gpt2_pretokens(texts: list[str]) -> Counter[str]:
     """
     if not kernels_enabled():
         return Counter(piece for text in texts for piece in compile_pretokenizer(GPT2_PATTERN).findall(text))
-    return _spans_to_counter(_count_gpt2_spans(texts))
+    return _spans_to_counter(_count_spans(texts, gpt4=False))
 
 
-def _count_gpt2_spans(texts: list[str]) -> SpanCounts:
-    """The distinct GPT-2 pre-tokens of the texts, as spans, with their counts."""
-    from .pretoken_counts_kernels import count_spans, gpt2_bounds
+def _count_spans(texts: list[str], gpt4: bool) -> SpanCounts:
+    """The distinct GPT-2 (cl100k when `gpt4`) pre-tokens of the texts, as spans of bytes, with their counts."""
+    from ..tokenization.bpe_kernels import pretoken_bounds
+    from .pretoken_counts_kernels import count_spans
 
-    joined = "".join(texts)
-    cuts = np.zeros(len(texts) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), out=cuts[1:])
-    points = code_points(joined)
-    starts, ends = gpt2_bounds(points, cuts, CLASS_TABLE)
-    return count_spans(points, starts, ends, np.ones(len(starts), dtype=np.int64))
+    pieces = [text.encode("utf-8", "surrogatepass") for text in texts]  # a lone surrogate stays one character
+    bounds = np.zeros(len(pieces) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)), out=bounds[1:])
+    data = np.frombuffer(b"".join(pieces), dtype=np.uint8)
+    starts, ends = pretoken_bounds(data, bounds, gpt4)
+    return count_spans(data, starts, ends, np.ones(len(starts), dtype=np.int64))
 
 
 def _sum_spans(parts: list[SpanCounts]) -> SpanCounts:
@@ -147,11 +143,11 @@ def _sum_spans(parts: list[SpanCounts]) -> SpanCounts:
 
 
 def _spans_to_counter(spans: SpanCounts) -> Counter[str]:
-    points, lengths, counts = spans
-    text = points.tobytes().decode("utf-32-le", "surrogatepass")
+    data, lengths, counts = spans
+    raw = data.tobytes()
     ends = np.cumsum(lengths).tolist()
-    starts = [0] + ends[:-1]
-    return Counter(dict(zip(map(text.__getitem__, map(slice, starts, ends)), counts.tolist())))
+    words = (raw[a:b].decode("utf-8", "surrogatepass") for a, b in zip([0, *ends[:-1]], ends))
+    return Counter(dict(zip(words, counts.tolist())))
 
 
 def find_chunk_boundaries(
