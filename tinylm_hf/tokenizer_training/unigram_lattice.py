@@ -21,9 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..tokenization.jit import kernels_enabled
+from .unigram_paths import TINY, best_paths, log_add
 
-# A string whose total probability is below this is redone in log space (its paths could have underflowed).
-TINY = 1e-200
 
 
 @dataclass
@@ -160,17 +159,6 @@ def _expected_in_logs(size: int, nodes: range, start: list[int], end: list[int],
         expected[piece[k]] += freq * math.exp(alpha[start[k]] + scores[piece[k]] + beta[end[k]] - z)
 
 
-def log_add(a: float, b: float) -> float:
-    """log(exp(a) + exp(b)), exact where either is -inf (the kernels compile this very function)."""
-    if a == -math.inf:
-        return b
-    if b == -math.inf:
-        return a
-    if a < b:
-        a, b = b, a
-    return a + math.log1p(math.exp(b - a))
-
-
 def viterbi_pieces_reference(lengths: list[int], offsets: list[int], start: list[int], end: list[int],
                              piece: list[int], scores: list[float]) -> tuple[list[int], list[int]]:
     """`viterbi_pieces` in plain Python: (owners, pieces) lists, each string's path from its end."""
@@ -185,16 +173,3 @@ def viterbi_pieces_reference(lengths: list[int], offsets: list[int], start: list
             owners.append(s), used.append(piece[k])
             position = start[k]
     return owners, used
-
-
-def best_paths(lo: int, hi: int, start, end, piece, scores, best, back) -> None:
-    """Viterbi over nodes lo:hi of one string: back[j] = the last node of the best path ending at j, best[j]
-    its score (back must hold -1, best[0] 0). The kernels compile this very function."""
-    for k in range(lo, hi):
-        i, j = start[k], end[k]
-        if i > 0 and back[i] < 0:
-            continue
-        candidate = best[i] + scores[piece[k]]
-        if back[j] < 0 or candidate > best[j]:
-            best[j] = candidate
-            back[j] = k

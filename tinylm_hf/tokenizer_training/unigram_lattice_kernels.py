@@ -1,9 +1,9 @@
 """The Unigram lattices' loops as numba kernels: `unigram_lattice`'s references over flat arrays.
 
-The pieces live in a trie whose edges are one open-addressing table, (parent node, code point) -> child, so
-finding the pieces that start at a position is one walk down from the root that stops where no piece
-continues. Forward-backward and Viterbi are the references' loops, in the same order. Imported only after
-`kernels_enabled()`.
+The pieces live in a trie (each node's edges sorted by code point, searched by bisection), so finding the pieces
+that start at a position is one walk down from the root that stops where no piece continues. Forward-backward
+and Viterbi are the references' loops, in the same order, and the per-string steps are `unigram_paths`'
+functions compiled as they are. Imported only after `kernels_enabled()`.
 """
 
 from __future__ import annotations
@@ -13,13 +13,12 @@ import math
 import numpy as np
 
 from ..tokenization.jit import njit
-from . import unigram_lattice
 from .bpe_merges_kernels import grow
+from .unigram_paths import TINY, best_paths, log_add
 
 _EMPTY = -1  # key of a free slot in the trie's edge table
 _CODE_BITS = 21  # code points are below 2**21
 _HASH = np.uint64(0x9E3779B97F4A7C15)
-TINY = unigram_lattice.TINY
 
 
 @njit(inline=True)
@@ -135,8 +134,8 @@ def keep_nodes(offsets, start, end, piece, alive, strings):
     return kept, new_start[:count].copy(), new_end[:count].copy(), new_piece[:count].copy()
 
 
-_log_add = njit(inline=True)(unigram_lattice.log_add)
-_best_paths = njit(inline=True)(unigram_lattice.best_paths)
+_log_add = njit(inline=True)(log_add)
+_best_paths = njit(inline=True)(best_paths)
 
 
 @njit()
