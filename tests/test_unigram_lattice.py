@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import PACKAGE_DATA, shared_file
-from kernel_paths import kernel_path  # noqa: F401
+from kernel_paths import kernel_path, loads_numba  # noqa: F401
 from tinylm_hf.tokenization.jit import numba_installed
 from tinylm_hf.tokenizer_training.metaspace_train import count_characters, count_metaspace_words
 from tinylm_hf.tokenizer_training import unigram_lattice
@@ -52,7 +52,8 @@ def naive_best(string: str, pieces: list[str], scores: list[float]) -> list[int]
 
 
 def run_both(monkeypatch, fn):
-    """fn() on the kernels, then on the references."""
+    """fn() on the kernels (for inputs of every size), then on the references."""
+    monkeypatch.setattr(unigram_lattice, "KERNEL_MIN_CHARS", 0)
     monkeypatch.setenv("TINYLM_KERNELS", "1")
     fast = fn()
     monkeypatch.setenv("TINYLM_KERNELS", "0")
@@ -190,3 +191,10 @@ def test_training_on_kernels_equals_training_on_references(monkeypatch, source, 
     fast, slow = run_both(monkeypatch, lambda: train_unigram_from_counts(words, vocab_size))
     assert [p for p, _ in fast] == [p for p, _ in slow]
     np.testing.assert_allclose([s for _, s in fast], [s for _, s in slow], rtol=1e-9, atol=1e-12)
+
+
+def test_a_small_training_run_does_not_load_numba() -> None:
+    # Below KERNEL_MIN_CHARS the reference finishes before numba would have loaded.
+    assert not loads_numba("from tinylm_hf.tokenizer_training.unigram_train import train_unigram_from_counts\n"
+                           "words = {'\u2581the': 5, '\u2581then': 3, '\u2581than': 2, '\u2581hen': 2}\n"
+                           "train_unigram_from_counts(words, 12)")

@@ -15,6 +15,7 @@ runs these loops compiled by numba, in the same order, so both give the same num
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -22,6 +23,12 @@ import numpy as np
 
 from ..tokenization.jit import kernels_enabled
 from .unigram_paths import TINY, best_paths, log_add
+
+# Below this many characters of strings, and while numba is not yet loaded, the reference runs instead of the
+# kernels (equal results): loading numba and the kernels costs about 0.9 s of CPU and 110 MB, as much time as the
+# whole reference run on TinyStories (115k characters of distinct words: 0.7 s of CPU either way, 70 MB vs 184 MB
+# at the peak; 2-core machine).
+KERNEL_MIN_CHARS = 150_000
 
 
 
@@ -40,7 +47,7 @@ class Lattice:
         strings where it is False: those strings keep no node)."""
         if strings is None:
             strings = np.ones(len(self.lengths), dtype=bool)
-        if kernels_enabled():
+        if _use_kernels(self.lengths):
             from .unigram_lattice_kernels import keep_nodes
 
             return Lattice(self.lengths, *keep_nodes(self.offsets, self.start, self.end, self.piece, alive, strings))
@@ -53,7 +60,7 @@ def build_lattice(strings: Sequence[str], pieces: Sequence[str], *, whole: bool)
     """Every piece (ids: indices into `pieces`) inside every string; with `whole=False` a node never spans its
     whole string (the strings are pieces: their lattices hold their other segmentations)."""
     lengths = np.array([len(s) for s in strings], dtype=np.int64)
-    if not kernels_enabled():
+    if not _use_kernels(lengths):
         return _as_lattice(lengths, *build_lattice_reference(strings, pieces, whole=whole))
     from .unigram_lattice_kernels import build_trie, find_nodes
 
@@ -66,7 +73,7 @@ def expected_counts(lattice: Lattice, scores: np.ndarray, freqs: np.ndarray) -> 
     """E step: each piece's expected count, the sum over strings of count x its posterior (forward-backward).
 
     `scores` are the pieces' log-probabilities by id (ids without nodes are ignored)."""
-    if not kernels_enabled():
+    if not _use_kernels(lattice.lengths):
         return np.array(expected_counts_reference(*_as_lists(lattice), scores.tolist(), freqs.tolist()))
     from .unigram_lattice_kernels import expected_counts_kernel
 
@@ -76,7 +83,7 @@ def expected_counts(lattice: Lattice, scores: np.ndarray, freqs: np.ndarray) -> 
 
 def viterbi_pieces(lattice: Lattice, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(string, piece) of every node on each string's best path; strings without a path give none."""
-    if not kernels_enabled():
+    if not _use_kernels(lattice.lengths):
         owners, used = viterbi_pieces_reference(*_as_lists(lattice), scores.tolist())
         return np.array(owners, dtype=np.int64), np.array(used, dtype=np.int64)
     from .unigram_lattice_kernels import viterbi_pieces_kernel
@@ -85,7 +92,9 @@ def viterbi_pieces(lattice: Lattice, scores: np.ndarray) -> tuple[np.ndarray, np
 
 
 def _use_kernels(lengths: np.ndarray) -> bool:
-    return kernels_enabled()
+    """Whether the kernels run for strings of these `lengths` (see `KERNEL_MIN_CHARS`)."""
+    small = "numba" not in sys.modules and int(lengths.sum()) < KERNEL_MIN_CHARS
+    return not small and kernels_enabled()
 
 
 def _code_points(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -96,7 +105,8 @@ def _code_points(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     return codes, starts
 
 
-def _as_lattice(lengths: np.ndarray, offsets: list[int], start: list[int], end: list[int], piece: list[int]) -> Lattice:
+def _as_lattice(lengths: np.ndarray, offsets: list[int], start: list[int], end: list[int],
+                piece: list[int]) -> Lattice:
     return Lattice(lengths, np.array(offsets, dtype=np.int64), np.array(start, dtype=np.int32),
                    np.array(end, dtype=np.int32), np.array(piece, dtype=np.int32))
 
@@ -105,7 +115,8 @@ def _as_lists(lattice: Lattice) -> tuple[list[int], ...]:
     return tuple(a.tolist() for a in (lattice.lengths, lattice.offsets, lattice.start, lattice.end, lattice.piece))
 
 
-def build_lattice_reference(strings: Sequence[str], pieces: Sequence[str], *, whole: bool) -> tuple[list[int], list[int], list[int], list[int]]:
+def build_lattice_reference(strings: Sequence[str], pieces: Sequence[str], *,
+                            whole: bool) -> tuple[list[int], list[int], list[int], list[int]]:
     """`build_lattice` in plain Python: (offsets, start, end, piece) lists."""
     ids = {p: i for i, p in enumerate(pieces)}
     longest = max(map(len, ids), default=0)
