@@ -31,7 +31,6 @@ from .unigram_paths import TINY, best_paths, log_add
 KERNEL_MIN_CHARS = 150_000
 
 
-
 @dataclass
 class Lattice:
     """The nodes of many strings: string s owns nodes offsets[s]:offsets[s + 1], ordered by (start, end)."""
@@ -42,16 +41,13 @@ class Lattice:
     end: np.ndarray  # int32, node -> one past its last character
     piece: np.ndarray  # int32, node -> piece id (index into the pieces it was built from)
 
-    def keep(self, alive: np.ndarray, strings: np.ndarray | None = None) -> Lattice:
-        """The lattice without the nodes of pieces where `alive` is False (nor, with `strings`, the nodes of
-        strings where it is False: those strings keep no node)."""
-        if strings is None:
-            strings = np.ones(len(self.lengths), dtype=bool)
+    def keep(self, alive: np.ndarray) -> Lattice:
+        """The lattice without the nodes of pieces where `alive` is False."""
         if _use_kernels(self.lengths):
             from .unigram_lattice_kernels import keep_nodes
 
-            return Lattice(self.lengths, *keep_nodes(self.offsets, self.start, self.end, self.piece, alive, strings))
-        kept = np.flatnonzero(alive[self.piece] & np.repeat(strings, np.diff(self.offsets)))
+            return Lattice(self.lengths, *keep_nodes(self.offsets, self.start, self.end, self.piece, alive))
+        kept = np.flatnonzero(alive[self.piece])
         return Lattice(self.lengths, np.searchsorted(kept, self.offsets), self.start[kept], self.end[kept],
                        self.piece[kept])
 

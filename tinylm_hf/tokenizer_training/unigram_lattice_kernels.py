@@ -119,17 +119,16 @@ def find_nodes(codes, starts, first_edge, edge_code, edge_child, node_piece, lon
 
 
 @njit()
-def keep_nodes(offsets, start, end, piece, alive, strings):
-    """`Lattice.keep` in one pass: the nodes of live pieces in live strings, (offsets, start, end, piece)."""
+def keep_nodes(offsets, start, end, piece, alive):
+    """`Lattice.keep` in one pass: (offsets, start, end, piece) of the nodes of live pieces."""
     kept = np.zeros(len(offsets), dtype=np.int64)
     new_start, new_end, new_piece = np.empty_like(start), np.empty_like(end), np.empty_like(piece)
     count = 0
     for s in range(len(offsets) - 1):
-        if strings[s]:
-            for k in range(offsets[s], offsets[s + 1]):
-                if alive[piece[k]]:
-                    new_start[count], new_end[count], new_piece[count] = start[k], end[k], piece[k]
-                    count += 1
+        for k in range(offsets[s], offsets[s + 1]):
+            if alive[piece[k]]:
+                new_start[count], new_end[count], new_piece[count] = start[k], end[k], piece[k]
+                count += 1
         kept[s + 1] = count
     return kept, new_start[:count].copy(), new_end[:count].copy(), new_piece[:count].copy()
 

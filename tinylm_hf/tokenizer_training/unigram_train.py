@@ -155,14 +155,12 @@ def _train(
     pieces, scores, is_char = seed_pieces(words, chars, max_piece_length, SEED_SIZE)
     freqs = np.array(list(words.values()), dtype=np.float64)
     lattice = build_lattice(list(words), pieces, whole=True)
-    own = build_lattice(pieces, pieces, whole=False)  # each piece's segmentations without itself
-    return _train_em(lattice, own, freqs, pieces, scores, is_char, fixed, vocab_size, shrinking_factor,
+    return _train_em(lattice, freqs, pieces, scores, is_char, fixed, vocab_size, shrinking_factor,
                      num_sub_iterations, progress)
 
 
 def _train_em(
     lattice: Lattice,
-    own: Lattice,
     freqs: np.ndarray,
     pieces: list[str],
     scores: np.ndarray,
@@ -175,7 +173,7 @@ def _train_em(
 ) -> list[tuple[str, float]]:
     """EM rounds and pruning from the seeds until the size fits, then the final pieces (steps 3-5).
 
-    The lattices (the words', and the pieces' own) name pieces by seed index; `alive` lists the survivors.
+    The words' lattice names pieces by seed index; `alive` lists the survivors.
     """
     target = vocab_size - len(fixed)
     desired = int(vocab_size * OVERSIZE)
@@ -193,7 +191,7 @@ def _train_em(
             print(f"unigram EM round {round_number}: {len(alive)} pieces")
         if len(alive) <= desired:
             break
-        keep = _prune(lattice, own, freqs, alive, scores, is_char[alive], desired, shrinking_factor)
+        keep = _prune(lattice, freqs, [pieces[i] for i in alive], alive, scores, is_char[alive], desired, shrinking_factor)
         scores, alive = scores[keep], alive[keep]
         lattice = lattice.keep(_by_seed(True, alive, len(pieces)))
     final = _finalize([pieces[i] for i in alive], scores, is_char[alive], target)
@@ -251,28 +249,24 @@ def _digamma(x: np.ndarray) -> np.ndarray:
 
 def _prune(
     lattice: Lattice,
-    own: Lattice,
     freqs: np.ndarray,
+    survivors: list[str],
     alive: np.ndarray,
     scores: np.ndarray,
     is_char: np.ndarray,
     desired: int,
     shrinking_factor: float,
 ) -> np.ndarray:
-    """Boolean mask of the surviving pieces to keep (sentencepiece's PruneSentencePieces)."""
+    """Boolean mask of the `survivors` (seeds `alive`) to keep (sentencepiece's PruneSentencePieces)."""
     size = len(scores)
-    seeds = len(own.lengths)
-    index = np.full(seeds, -1, dtype=np.int64)  # seed index -> index among the survivors
+    index = np.zeros(int(alive.max(initial=0)) + 1, dtype=np.int64)  # seed index -> index among the survivors
     index[alive] = np.arange(size)
-    by_seed = _by_seed(scores, alive, seeds)
     # Viterbi counts on the corpus.
-    owners, used = viterbi_pieces(lattice, by_seed)
+    owners, used = viterbi_pieces(lattice, _by_seed(scores, alive, len(index)))
     freq = np.bincount(index[used], weights=freqs[owners], minlength=size)
     total = freq.sum()
     # Each piece's best segmentation without itself (its alternative).
-    survivors = _by_seed(True, alive, seeds)
-    alt_owner, alt_piece = viterbi_pieces(own.keep(survivors, survivors), by_seed)
-    alt_owner, alt_piece = index[alt_owner], index[alt_piece]
+    alt_owner, alt_piece = viterbi_pieces(build_lattice(survivors, survivors, whole=False), scores)
     alt_score = np.bincount(alt_owner, weights=scores[alt_piece], minlength=size)
     alt_len = np.bincount(alt_owner, minlength=size)
     has_alt = alt_len > 0
