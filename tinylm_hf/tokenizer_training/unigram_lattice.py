@@ -2,7 +2,7 @@
 its kernels.
 
 A lattice holds, for each of many strings (the distinct words, or the pieces themselves), every occurrence of
-a live piece inside it as a node (start, end, piece), ordered by start then end: then a node leaving position
+a piece inside it as a node (start, end, piece), ordered by start then end: then a node leaving position
 p always comes after every node arriving at p, so forward passes are one loop over the nodes and backward
 passes the same loop run backwards.
 
@@ -25,9 +25,9 @@ from ..tokenization.jit import kernels_enabled
 from .unigram_paths import TINY, best_paths, log_add
 
 # Below this many characters of strings, and while numba is not yet loaded, the reference runs instead of the
-# kernels (equal results): loading numba and the kernels costs about 0.9 s of CPU and 110 MB, as much time as the
-# whole reference run on TinyStories (115k characters of distinct words: 0.7 s of CPU either way, 70 MB vs 184 MB
-# at the peak; 2-core machine).
+# kernels (equal results): loading numba and the kernels costs about 0.5-0.9 s of CPU and 110 MB, more than the
+# whole reference run on TinyStories (115k characters of distinct words: 0.6 s of CPU and 63 MB at the peak,
+# against 0.7 s and 184 MB on the kernels; 2-core machine).
 KERNEL_MIN_CHARS = 150_000
 
 
