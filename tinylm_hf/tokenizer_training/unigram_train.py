@@ -151,7 +151,9 @@ def _train(
     fixed = meta_pieces(special_tokens, byte_fallback=byte_fallback)
     chars = count_characters(counts)
     check_vocab_size(vocab_size, len(fixed), len(chars))
-    words = _clean_words(counts)
+    # In one fixed order: the E step's sums then do not depend on how the counts were gathered (pieces whose
+    # expected counts are equal in exact arithmetic keep one order, shards or not).
+    words = dict(sorted(_clean_words(counts).items()))
     pieces, scores, is_char = seed_pieces(words, chars, max_piece_length, SEED_SIZE)
     freqs = np.array(list(words.values()), dtype=np.float64)
     lattice = build_lattice(list(words), pieces, whole=True)
