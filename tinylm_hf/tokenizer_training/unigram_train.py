@@ -193,7 +193,8 @@ def _train_em(
             print(f"unigram EM round {round_number}: {len(alive)} pieces")
         if len(alive) <= desired:
             break
-        keep = _prune(lattice, freqs, [pieces[i] for i in alive], alive, scores, is_char[alive], desired, shrinking_factor)
+        keep = _prune(lattice, freqs, [pieces[i] for i in alive], alive, scores, is_char[alive], desired,
+                      shrinking_factor)
         scores, alive = scores[keep], alive[keep]
         lattice = lattice.keep(_by_seed(True, alive, len(pieces)))
     final = _finalize([pieces[i] for i in alive], scores, is_char[alive], target)
