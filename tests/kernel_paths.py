@@ -6,10 +6,14 @@ Import it into a test module (`from kernel_paths import kernel_path  # noqa: F40
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from tinylm_hf.tokenization.jit import KERNELS_ENV, numba_installed
-from tinylm_hf.tokenizer_training import bpe_merges
+from tinylm_hf.tokenizer_training import bpe_merges, unigram_lattice
 
 
 @pytest.fixture(params=["kernels", "reference"])
@@ -20,4 +24,13 @@ def kernel_path(request, monkeypatch) -> str:
         pytest.skip("numba is not installed")
     monkeypatch.setenv(KERNELS_ENV, "1" if request.param == "kernels" else "0")
     monkeypatch.setattr(bpe_merges, "KERNEL_MIN_SYMBOLS", 0)
+    monkeypatch.setattr(unigram_lattice, "KERNEL_MIN_CHARS", 0)
     return request.param
+
+
+def loads_numba(code: str) -> bool:
+    """Whether running `code` in a fresh interpreter (from the repository root) leaves numba imported."""
+    code += "\nimport sys\nprint('numba' in sys.modules)\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1])
+    return out.stdout.strip() == "True"

@@ -1,4 +1,4 @@
-"""Every substring a Unigram piece may be, named with numpy: the seeds and the nodes of the lattices.
+"""Every substring a Unigram piece may be, named with numpy: the seed pieces.
 
 The words are joined into one array of code points. A substring may be a piece when it lies in one
 segment of its word (segments end before a `▁` that is not first and where the Unicode script
@@ -90,27 +90,22 @@ class Substrings:
         self.num_names += int(first.sum())
         return positions, local, order, np.flatnonzero(first)
 
-    def gids_at(self, size: int, positions: np.ndarray) -> np.ndarray:
-        """Names of the substrings of `size` characters starting at `positions` (all valid)."""
-        level_positions, gids = self.levels[size - 1]
-        return gids[np.searchsorted(level_positions, positions)]
-
 
 def seed_pieces(
     words: Mapping[str, int], chars: list[tuple[str, int]], max_length: int, seed_size: int
-) -> tuple[list[str], np.ndarray, Substrings, np.ndarray, np.ndarray]:
+) -> tuple[list[str], np.ndarray, np.ndarray]:
     """Characters (by count) then substrings seen at least twice in the corpus (by count x length).
 
     sentencepiece counts seeds on the whole sentences, so counts are corpus counts: each distinct
     word's substrings weigh its count. Like its suffix-array seeds, only substrings followed by two
     different characters somewhere are kept (the others always extend to a longer seed); a word's
     end is followed by `▁` (the next word's start).
-    Returns (pieces, log-probabilities, substrings, each piece's position, each piece's length).
+    Returns (pieces, log-probabilities, whether each piece is one character).
     """
     subs = Substrings(list(words), max_length)
     weights = np.array(list(words.values()), dtype=np.int64)[subs.word_of]  # position -> word count
     word_end = subs.word_start[subs.word_of + 1]
-    found = []  # (gids, positions, counts, size) of the seed candidates of each length
+    found = []  # (positions, counts, size) of the seed candidates of each length
     while (level := subs.next_level()) is not None:
         positions, local, order, starts = level
         size = len(subs.levels)
@@ -120,61 +115,14 @@ def seed_pieces(
         counts = np.add.reduceat(weights[positions][order], starts)
         branching = np.minimum.reduceat(after, starts) != np.maximum.reduceat(after, starts)
         chosen = np.flatnonzero(branching & (counts >= 2))
-        gids = subs.levels[-1][1][order[starts[chosen]]]
-        found.append((gids, positions[order[starts[chosen]]], counts[chosen], size))
-    gids = np.concatenate([f[0] for f in found] + [np.zeros(0, np.int64)])
-    where = np.concatenate([f[1] for f in found] + [np.zeros(0, np.int64)])
-    sizes = np.concatenate([np.full(len(f[0]), f[3]) for f in found] + [np.zeros(0, np.int64)])
-    scores = (np.concatenate([f[2] for f in found] + [np.zeros(0, np.int64)]) * sizes).tolist()
+        found.append((positions[order[starts[chosen]]], counts[chosen], size))
+    where = np.concatenate([f[0] for f in found] + [np.zeros(0, np.int64)])
+    sizes = np.concatenate([np.full(len(f[0]), f[2]) for f in found] + [np.zeros(0, np.int64)])
+    scores = (np.concatenate([f[1] for f in found] + [np.zeros(0, np.int64)]) * sizes).tolist()
     text = subs.text
     strings = [text[p : p + n] for p, n in zip(where.tolist(), sizes.tolist())]
     best = sorted(range(len(strings)), key=lambda i: (-scores[i], strings[i]))[:seed_size]
-    char_gids = np.searchsorted(subs.chars, [ord(c) for c, _ in chars])
     pieces = [c for c, _ in chars] + [strings[i] for i in best]
     all_scores = [n for _, n in chars] + [scores[i] for i in best]
     log_probs = np.log(np.array(all_scores, dtype=np.float64)) - math.log(sum(all_scores))
-    piece_gids = np.concatenate([char_gids, gids[best]]).astype(np.int64)
-    piece_where = np.concatenate([np.zeros(len(chars), np.int64), where[best]])
-    piece_sizes = np.concatenate([np.ones(len(chars), np.int64), sizes[best]])
-    subs.piece_of = np.full(subs.num_names, -1, dtype=np.int64)  # gid -> piece index, -1 if none
-    subs.piece_of[piece_gids] = np.arange(len(pieces))
-    return pieces, log_probs, subs, piece_where, piece_sizes
-
-
-def word_nodes(subs: Substrings) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(start, end, piece, owner) of every piece inside every word (positions from the word's start)."""
-    starts, sizes, pieces = [], [], []
-    for size, (positions, gids) in enumerate(subs.levels, start=1):
-        piece = subs.piece_of[gids]
-        hit = piece >= 0
-        starts.append(positions[hit])
-        sizes.append(np.full(int(hit.sum()), size, dtype=np.int64))
-        pieces.append(piece[hit])
-    start, size = np.concatenate(starts), np.concatenate(sizes)
-    owner = subs.word_of[start]
-    start -= subs.word_start[owner]
-    return start, start + size, np.concatenate(pieces), owner
-
-
-def piece_nodes(
-    subs: Substrings, piece_where: np.ndarray, piece_sizes: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(start, end, piece, owner) of every piece inside every other piece (never the piece itself).
-
-    Positions count from the piece's own start (owner = the containing piece).
-    """
-    starts, sizes, pieces, owners = [], [], [], []
-    for size in range(1, int(piece_sizes.max())):
-        longer = np.flatnonzero(piece_sizes > size)
-        fits = piece_sizes[longer] - size + 1  # start offsets of a `size` substring in each
-        owner = np.repeat(longer, fits)
-        offset = np.arange(len(owner)) - np.repeat(np.cumsum(fits) - fits, fits)
-        piece = subs.piece_of[subs.gids_at(size, piece_where[owner] + offset)]
-        hit = piece >= 0
-        starts.append(offset[hit])
-        sizes.append(np.full(int(hit.sum()), size, dtype=np.int64))
-        pieces.append(piece[hit])
-        owners.append(owner[hit])
-    empty = [np.zeros(0, np.int64)]
-    start = np.concatenate(starts + empty)
-    return start, start + np.concatenate(sizes + empty), np.concatenate(pieces + empty), np.concatenate(owners + empty)
+    return pieces, log_probs, np.arange(len(pieces)) < len(chars)

@@ -1,0 +1,206 @@
+"""The Unigram lattices' loops as numba kernels: `unigram_lattice`'s references over flat arrays.
+
+The pieces live in a trie (each node's edges sorted by code point, searched by bisection), so finding the pieces
+that start at a position is one walk down from the root that stops where no piece continues. Forward-backward
+and Viterbi are the references' loops, in the same order, and the per-string steps are `unigram_paths`'
+functions compiled as they are. Imported only after `kernels_enabled()`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..tokenization.jit import njit
+from .bpe_merges_kernels import grow
+from .unigram_paths import TINY, best_paths, log_add
+
+_EMPTY = -1  # key of a free slot in the trie's edge table
+_CODE_BITS = 21  # code points are below 2**21
+_HASH = np.uint64(0x9E3779B97F4A7C15)
+
+
+@njit(inline=True)
+def _slot(keys, key):
+    """The slot holding `key`, or the free slot where it goes (the table is never full)."""
+    mask = len(keys) - 1
+    h = np.uint64(key) * _HASH
+    slot = int(h >> np.uint64(32)) & mask
+    while keys[slot] != key and keys[slot] != _EMPTY:
+        slot = (slot + 1) & mask
+    return slot
+
+
+@njit()
+def build_trie(codes, starts):
+    """The trie of the strings codes[starts[i]:starts[i + 1]]: (first edge of each node and one past its last,
+    edge code points, edge children, node -> string id). Node 0 is the root; a node ending no string has id -1.
+
+    Built through an open-addressing table (parent, code point) -> child, then laid out as sorted edge lists:
+    a walk then reads a few small arrays that stay in the cache.
+    """
+    capacity = 1
+    while capacity < 2 * len(codes) + 2:
+        capacity *= 2
+    keys = np.full(capacity, _EMPTY, dtype=np.int64)
+    children = np.zeros(capacity, dtype=np.int32)
+    node_piece = np.full(len(codes) + 1, -1, dtype=np.int32)
+    nodes = 1
+    for i in range(len(starts) - 1):
+        node = 0
+        for k in range(starts[i], starts[i + 1]):
+            key = (np.int64(node) << _CODE_BITS) | codes[k]
+            slot = _slot(keys, key)
+            if keys[slot] == _EMPTY:
+                keys[slot] = key
+                children[slot] = nodes
+                nodes += 1
+            node = children[slot]
+        node_piece[node] = i
+    used = np.flatnonzero(keys != _EMPTY)
+    order = used[np.argsort(keys[used])]  # edges by (parent, code)
+    first_edge = np.zeros(nodes + 1, dtype=np.int64)
+    for slot in order:
+        first_edge[(keys[slot] >> _CODE_BITS) + 1] += 1
+    first_edge = np.cumsum(first_edge)
+    return first_edge, (keys[order] & ((1 << _CODE_BITS) - 1)).astype(np.int32), children[order], node_piece[:nodes]
+
+
+@njit(inline=True)
+def _child(first_edge, edge_code, edge_child, node, code):
+    """The child of `node` along `code`, or -1: a binary search of its edges, which are sorted by code."""
+    lo, hi = first_edge[node], first_edge[node + 1]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if edge_code[mid] < code:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < first_edge[node + 1] and edge_code[lo] == code:
+        return edge_child[lo]
+    return -1
+
+
+@njit()
+def _string_nodes(codes, first, last, first_edge, edge_code, edge_child, node_piece, whole, start, end, piece, count):
+    """Write the nodes of codes[first:last] from `count` on (the arrays have room); return the new count."""
+    for i in range(first, last):
+        node = 0
+        for j in range(i, last):
+            node = _child(first_edge, edge_code, edge_child, node, codes[j])
+            if node < 0:
+                break
+            found = node_piece[node]
+            if found >= 0 and (whole or i > first or j < last - 1):
+                start[count], end[count], piece[count] = i - first, j + 1 - first, found
+                count += 1
+    return count
+
+
+@njit()
+def find_nodes(codes, starts, first_edge, edge_code, edge_child, node_piece, longest, whole):
+    """`build_lattice_reference` over the trie: (offsets, start, end, piece) of the strings' lattices.
+
+    `longest`: the most characters of a piece (a position starts at most that many nodes).
+    """
+    strings = len(starts) - 1
+    offsets = np.zeros(strings + 1, dtype=np.int64)
+    start = np.empty(4 * len(codes) + 16, dtype=np.int32)
+    end, piece = np.empty_like(start), np.empty_like(start)
+    for s in range(strings):
+        room = offsets[s] + (starts[s + 1] - starts[s]) * longest
+        if room > len(start):
+            start, end, piece = grow(start, room), grow(end, room), grow(piece, room)
+        offsets[s + 1] = _string_nodes(codes, starts[s], starts[s + 1], first_edge, edge_code, edge_child,
+                                       node_piece, whole, start, end, piece, offsets[s])
+    count = offsets[-1]
+    return offsets, start[:count].copy(), end[:count].copy(), piece[:count].copy()
+
+
+@njit()
+def keep_nodes(offsets, start, end, piece, alive):
+    """`Lattice.keep` in one pass: (offsets, start, end, piece) of the nodes of live pieces."""
+    kept = np.zeros(len(offsets), dtype=np.int64)
+    new_start, new_end, new_piece = np.empty_like(start), np.empty_like(end), np.empty_like(piece)
+    count = 0
+    for s in range(len(offsets) - 1):
+        for k in range(offsets[s], offsets[s + 1]):
+            if alive[piece[k]]:
+                new_start[count], new_end[count], new_piece[count] = start[k], end[k], piece[k]
+                count += 1
+        kept[s + 1] = count
+    return kept, new_start[:count].copy(), new_end[:count].copy(), new_piece[:count].copy()
+
+
+_log_add = njit(inline=True)(log_add)
+_best_paths = njit(inline=True)(best_paths)
+
+
+@njit()
+def _expected_in_logs(size, lo, hi, start, end, piece, scores, freq, expected, alpha, beta):
+    alpha[0] = 0.0
+    alpha[1 : size + 1] = -np.inf
+    for k in range(lo, hi):
+        alpha[end[k]] = _log_add(alpha[end[k]], alpha[start[k]] + scores[piece[k]])
+    beta[:size] = -np.inf
+    beta[size] = 0.0
+    for k in range(hi - 1, lo - 1, -1):
+        beta[start[k]] = _log_add(beta[start[k]], scores[piece[k]] + beta[end[k]])
+    z = alpha[size]
+    if z == -np.inf:
+        return
+    for k in range(lo, hi):
+        expected[piece[k]] += freq * math.exp(alpha[start[k]] + scores[piece[k]] + beta[end[k]] - z)
+
+
+@njit()
+def expected_counts_kernel(lengths, offsets, start, end, piece, scores, freqs):
+    """`expected_counts_reference` over the arrays."""
+    expected = np.zeros(len(scores))
+    probs = np.empty(len(scores))
+    for i in range(len(scores)):
+        probs[i] = math.exp(scores[i])  # libm's exp, as the reference's (numpy's own can differ in the last bit)
+    longest = lengths.max() if len(lengths) else 0
+    alpha = np.empty(longest + 1)
+    beta = np.empty(longest + 1)
+    for s in range(len(lengths)):
+        size, lo, hi = lengths[s], offsets[s], offsets[s + 1]
+        alpha[0] = 1.0
+        alpha[1 : size + 1] = 0.0
+        for k in range(lo, hi):
+            alpha[end[k]] += alpha[start[k]] * probs[piece[k]]
+        if alpha[size] < TINY:
+            _expected_in_logs(size, lo, hi, start, end, piece, scores, freqs[s], expected, alpha, beta)
+            continue
+        beta[:size] = 0.0
+        beta[size] = 1.0
+        for k in range(hi - 1, lo - 1, -1):
+            beta[start[k]] += probs[piece[k]] * beta[end[k]]
+        weight = freqs[s] / alpha[size]
+        for k in range(lo, hi):
+            expected[piece[k]] += weight * (alpha[start[k]] * probs[piece[k]] * beta[end[k]])
+    return expected
+
+
+@njit()
+def viterbi_pieces_kernel(lengths, offsets, start, end, piece, scores):
+    """`viterbi_pieces_reference` over the arrays: (owners, pieces)."""
+    longest = lengths.max() if len(lengths) else 0
+    best = np.empty(longest + 1)
+    back = np.empty(longest + 1, dtype=np.int64)
+    owners = np.empty(lengths.sum(), dtype=np.int64)  # a path has at most one node per character
+    used = np.empty(lengths.sum(), dtype=np.int64)
+    count = 0
+    for s in range(len(lengths)):
+        size = lengths[s]
+        best[0] = 0.0
+        back[: size + 1] = -1
+        _best_paths(offsets[s], offsets[s + 1], start, end, piece, scores, best, back)
+        position = size
+        while position > 0 and back[position] >= 0:
+            k = back[position]
+            owners[count], used[count] = s, piece[k]
+            count += 1
+            position = start[k]
+    return owners[:count], used[:count]
