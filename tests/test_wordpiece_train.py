@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from conftest import PACKAGE_DATA, shared_file
@@ -309,3 +313,14 @@ def test_default_score_compresses_held_out_text_as_well_as_tokenizers(tmp_path, 
     path = write(tmp_path, "train.txt", train)
     ours = {token: i for i, token in enumerate(train_wordpiece(path, 4096, progress=False))}
     assert held_out_tokens(ours, held) <= 1.001 * held_out_tokens(tokenizers_wordpiece_vocab(path, 4096), held)
+
+
+def test_a_small_training_run_loads_neither_numba_nor_numpy():
+    # Below KERNEL_MIN_SYMBOLS the reference merges word lists: numpy alone would add ~20 MB to a 26 MB run.
+    code = ("import sys\n"
+            "from tinylm_hf.tokenizer_training.wordpiece_train import train_wordpiece_from_counts\n"
+            "train_wordpiece_from_counts({'hug': 2, 'hugs': 1, 'pug': 1}, 10, ['[UNK]'])\n"
+            "print(sorted(m for m in ('numba', 'numpy') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.stdout.strip() == "[]"

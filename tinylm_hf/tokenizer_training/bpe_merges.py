@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import heapq
 import sys
+from array import array
 from collections import defaultdict
 from collections.abc import Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ..tokenization.jit import kernels_enabled
 from .piece_rules import PieceShape, join_shapes
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # Below this many symbols, and while numba is not yet loaded, the reference runs instead of the kernel
 # (equal results): loading numba costs about 0.4 s of CPU and 130 MB the first time, more than the whole
@@ -50,8 +53,9 @@ def learn_merges(symbols: np.ndarray, lengths: np.ndarray, freqs: Sequence[int],
     exists (no new bytes appended) is listed too. Runs the compiled kernel where numba is installed (see
     `KERNEL_MIN_SYMBOLS`), else `learn_merges_reference`.
     """
-    small = len(symbols) < KERNEL_MIN_SYMBOLS and "numba" not in sys.modules
-    if small or not kernels_enabled():
+    import numpy as np  # here, not above: WordPiece's small runs use the reference without it (20 MB)
+
+    if not runs_kernel(len(symbols)):
         words = np.split(np.asarray(symbols), np.cumsum(lengths)[:-1]) if len(lengths) else []
         return learn_merges_reference([w.tolist() for w in words], freqs, token_bytes, num_merges, shapes,
                                       prefix_length=prefix_length)
@@ -79,9 +83,17 @@ def learn_merges(symbols: np.ndarray, lengths: np.ndarray, freqs: Sequence[int],
     return pairs
 
 
+def runs_kernel(num_symbols: int) -> bool:
+    """Whether `learn_merges` runs the compiled kernel on words of `num_symbols` symbols in all."""
+    small = num_symbols < KERNEL_MIN_SYMBOLS and "numba" not in sys.modules
+    return not small and kernels_enabled()
+
+
 def _shape_rows(shapes: list[PieceShape | None] | None, num_merges: int) -> np.ndarray:
     """The kernel's shapes: (characters, starts with "▁", first script, last script), scripts numbered, -1 for
     none; a row of -1 for a token that never joins; room for the merged tokens. Empty for byte-level BPE."""
+    import numpy as np
+
     if shapes is None:
         return np.zeros((0, 4), dtype=np.int64)
     scripts: dict[str | None, int] = {None: -1}
@@ -100,7 +112,7 @@ def learn_merges_reference(words: Sequence[Sequence[int]], freqs: Sequence[int],
     symbol, weight, nxt, prv = _link_words(words, freqs)
     # Pair counts and positions.
     counts: defaultdict[tuple[int, int], int] = defaultdict(int)  # (left, right) -> weighted count
-    where: defaultdict[tuple[int, int], list[int]] = defaultdict(list)  # pair -> left positions
+    where: defaultdict[tuple[int, int], array] = defaultdict(_positions)  # pair -> left positions
     for p, q in enumerate(nxt):
         if q >= 0:
             pair = (symbol[p], symbol[q])
@@ -122,7 +134,7 @@ def learn_merges_reference(words: Sequence[Sequence[int]], freqs: Sequence[int],
             continue
         joined = token_bytes[pair[0]] + token_bytes[pair[1]][prefix_length or 0:]
         if shapes is not None and joined in existing:
-            counts[pair] = 0  # sentencepiece drops a pair whose piece already exists
+            del counts[pair], where[pair]  # sentencepiece drops a pair whose piece already exists
             continue
         new_id = existing.get(joined) if prefix_length is not None else None
         if new_id is None:  # WordPiece keeps the id of a joined token that exists
@@ -134,21 +146,24 @@ def learn_merges_reference(words: Sequence[Sequence[int]], freqs: Sequence[int],
             made_tokens += 1
         merges.append(pair)
         made = _merge_pair(pair, new_id, sorted(set(where.pop(pair))), symbol, weight, nxt, prv, counts, where)
-        counts[pair] = 0
+        counts.pop(pair, None)
         for new_pair in made:
             # A new pair can net to zero: (Y, X) in "Y X" -> "Y Y" is counted and then uncounted.
-            if counts[new_pair] > 0 and (k := key(new_pair, token_bytes, inverted, shapes)):
+            if counts.get(new_pair, 0) > 0 and (k := key(new_pair, token_bytes, inverted, shapes)):
                 heapq.heappush(heap, (-counts[new_pair], k, new_pair))
     return merges
 
 
-def _link_words(words: Sequence[Sequence[int]], freqs: Sequence[int]) -> tuple[list[int], ...]:
+def _positions() -> array:
+    """A list of positions as 8-byte integers: a third of the memory of a list of ints."""
+    return array("q")
+
+
+def _link_words(words: Sequence[Sequence[int]], freqs: Sequence[int]) -> tuple[array | list[int], ...]:
     """All words back to back: position -> symbol id (-1: merged away), its word's count, and its
     live neighbours (-1: none, at a word's edge)."""
-    symbol: list[int] = []
-    weight: list[int] = []
-    nxt: list[int] = []
-    prv: list[int] = []
+    symbol, nxt, prv = _positions(), _positions(), _positions()
+    weight: list[int] = []  # counts may pass 64 bits
     for word, freq in zip(words, freqs):
         start, size = len(symbol), len(word)
         symbol.extend(word)
@@ -184,19 +199,27 @@ def _merge_pair(pair: tuple[int, int], new_id: int, positions: list[int], symbol
         w, before, after = weight[p], prv[p], nxt[q]
         if before >= 0:
             s = symbol[before]
-            counts[(s, left)] -= w
+            _uncount((s, left), w, counts, where)
             counts[(s, new_id)] += w
             where[(s, new_id)].append(before)
             made.add((s, new_id))
         if after >= 0:
             s = symbol[after]
-            counts[(right, s)] -= w
+            _uncount((right, s), w, counts, where)
             counts[(new_id, s)] += w
             where[(new_id, s)].append(p)
             made.add((new_id, s))
             prv[after] = p
         symbol[p], symbol[q], nxt[p] = new_id, -1, after
     return made
+
+
+def _uncount(pair: tuple[int, int], w: int, counts: defaultdict, where: defaultdict) -> None:
+    """Count `w` fewer of `pair`; forget a pair left with none (its listed positions are all stale)."""
+    counts[pair] -= w
+    if counts[pair] == 0:
+        del counts[pair]
+        where.pop(pair, None)
 
 
 def _invert(token: bytes) -> str:

@@ -41,12 +41,11 @@ import math
 import os
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-
-import numpy as np
+from itertools import chain
 
 from ..tokenization.pretokenize import check_special_tokens
 from ..tokenization.wordpiece import BERT_SPECIAL_TOKENS, CONTINUING_SUBWORD_PREFIX, WordPieceTokenizer
-from .bpe_merges import learn_merges
+from .bpe_merges import learn_merges, learn_merges_reference, runs_kernel
 from .pair_merges import PAIR_MASK, PAIR_SHIFT, merge_words, progress_bar
 from .word_splitting import BERT_WORDS, WordCounts, count_split_words, iter_texts
 
@@ -231,17 +230,22 @@ def _train(counts: Mapping[str, int], vocab_size: int, specials: list[str], pref
 def _merge_by_frequency(counts: Mapping[str, int], tokens: list[str], ids: dict[str, int], vocab_size: int,
                         prefix: str, progress: bool) -> list[str]:
     """`tokens` followed by the tokens that merging the most frequent pair makes (`bpe_merges.learn_merges`)."""
-    # 2. Words of two or more symbols, back to back as ids: the first character, then prefixed ones.
-    words = [word for word in counts if len(word) > 1]
-    symbols = np.fromiter((ids[prefix + c] if i else ids[c] for word in words for i, c in enumerate(word)),
-                          dtype=np.int32, count=sum(map(len, words)))
-    lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
-    freqs = np.fromiter((counts[word] for word in words), dtype=np.int64, count=len(words))
+    # 2. Words of two or more symbols as ids: the first character, then prefixed ones.
+    words = [[ids[word[0]]] + [ids[prefix + c] for c in word[1:]] for word in counts if len(word) > 1]
+    freqs = [counts[word] for word in counts if len(word) > 1]
     # 3. Merges; UTF-8 order is code point order, so the kernel's tie-break is the greatest (a, b) too.
     token_bytes = [t.encode("utf-8", "surrogatepass") for t in tokens]
     num_merges = vocab_size - len(tokens)
+    prefix_length = len(prefix.encode("utf-8", "surrogatepass"))
     bar = progress_bar(num_merges, progress, "WordPiece merges")
-    learn_merges(symbols, lengths, freqs, token_bytes, num_merges, prefix_length=len(prefix.encode("utf-8", "surrogatepass")))
+    if runs_kernel(sum(map(len, words))):
+        import numpy as np  # only here: small runs need neither numpy nor numba (20 MB and 90 MB)
+
+        symbols = np.fromiter(chain.from_iterable(words), dtype=np.int32)
+        lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
+        learn_merges(symbols, lengths, freqs, token_bytes, num_merges, prefix_length=prefix_length)
+    else:
+        learn_merges_reference(words, freqs, token_bytes, num_merges, prefix_length=prefix_length)
     new_tokens = [t.decode("utf-8", "surrogatepass") for t in token_bytes[len(tokens):]]
     if bar is not None:
         bar.update(len(new_tokens))
