@@ -200,15 +200,17 @@ def _merge_pair(pair: tuple[int, int], new_id: int, positions: list[int], symbol
         if before >= 0:
             s = symbol[before]
             _uncount((s, left), w, counts, where)
-            counts[(s, new_id)] += w
-            where[(s, new_id)].append(before)
-            made.add((s, new_id))
+            new = (s, new_id)
+            counts[new] += w
+            where[new].append(before)
+            made.add(new)
         if after >= 0:
             s = symbol[after]
             _uncount((right, s), w, counts, where)
-            counts[(new_id, s)] += w
-            where[(new_id, s)].append(p)
-            made.add((new_id, s))
+            new = (new_id, s)
+            counts[new] += w
+            where[new].append(p)
+            made.add(new)
             prv[after] = p
         symbol[p], symbol[q], nxt[p] = new_id, -1, after
     return made
@@ -216,8 +218,10 @@ def _merge_pair(pair: tuple[int, int], new_id: int, positions: list[int], symbol
 
 def _uncount(pair: tuple[int, int], w: int, counts: defaultdict, where: defaultdict) -> None:
     """Count `w` fewer of `pair`; forget a pair left with none (its listed positions are all stale)."""
-    counts[pair] -= w
-    if counts[pair] == 0:
+    count = counts[pair] - w
+    if count:
+        counts[pair] = count
+    else:  # none left: forget it
         del counts[pair]
         where.pop(pair, None)
 
