@@ -162,7 +162,8 @@ def _positions() -> array:
 def _link_words(words: Sequence[Sequence[int]], freqs: Sequence[int]) -> tuple[array | list[int], ...]:
     """All words back to back: position -> symbol id (-1: merged away), its word's count, and its
     live neighbours (-1: none, at a word's edge)."""
-    symbol, nxt, prv = _positions(), _positions(), _positions()
+    nxt, prv = _positions(), _positions()
+    symbol: list[int] = []  # a list: its items are the words' own id objects, and reading one makes none
     weight: list[int] = []  # counts may pass 64 bits
     for word, freq in zip(words, freqs):
         start, size = len(symbol), len(word)
