@@ -40,12 +40,12 @@ def _punctuation_table() -> np.ndarray:
 PUNCTUATION_TABLE = _punctuation_table()
 
 
-@njit(inline=True)
+@njit()
 def _seed(continuation):
     return np.uint64(continuation + 1) * _MIX
 
 
-@njit(inline=True)
+@njit()
 def _step(h, cp):
     return (h ^ np.uint64(cp)) * _MIX
 
@@ -66,7 +66,7 @@ def _build_table(chars, offsets, flags, bits):
     return table
 
 
-@njit(inline=True)
+@njit()
 def _find(table, shift, h, cps, start, size, flag, chars, offsets, flags):
     """The entry equal to (flag, cps[start:start + size]) whose hash is h, or EMPTY."""
     mask = len(table) - 1
@@ -84,51 +84,47 @@ def _find(table, shift, h, cps, start, size, flag, chars, offsets, flags):
 
 
 @njit()
-def _encode_word(cps, start, end, vocab, out, n, hashes):
-    """Append the ids of the word cps[start:end] to out[n:]; return the new length."""
-    table, shift, chars, offsets, flags, ids, longest, unk_id, max_chars = vocab
-    if end - start > max_chars:
-        out[n] = unk_id
-        return n + 1
-    first, pos = n, start
-    while pos < end:
-        flag = 0 if pos == start else 1
-        limit = min(end - pos, longest[flag])
-        h = _seed(flag)
-        for k in range(limit):  # hashes[k + 1]: the candidate of k + 1 characters
-            h = _step(h, cps[pos + k])
-            hashes[k + 1] = h
-        size, found = limit, EMPTY
-        while size > 0:
-            found = _find(table, shift, hashes[size], cps, pos, size, flag, chars, offsets, flags)
-            if found != EMPTY:
-                break
-            size -= 1
-        if found == EMPTY:
-            out[first] = unk_id  # a position no entry covers: the whole word is unknown
-            return first + 1
-        out[n] = ids[found]
-        n += 1
-        pos += size
-    return n
+def _longest_entry(cps, pos, end, flag, table, shift, chars, offsets, flags, longest, hashes):
+    """(entry, its characters) of the longest entry of this flag that starts cps[pos:end], or (EMPTY, 0)."""
+    limit = min(end - pos, longest[flag])
+    h = _seed(flag)
+    for k in range(limit):  # hashes[k + 1]: the candidate of k + 1 characters
+        h = _step(h, cps[pos + k])
+        hashes[k + 1] = h
+    for size in range(limit, 0, -1):
+        found = _find(table, shift, hashes[size], cps, pos, size, flag, chars, offsets, flags)
+        if found != EMPTY:
+            return found, size
+    return EMPTY, 0
 
 
 @njit()
 def encode_kernel(cps, punctuation, vocab):
     """The ids of normalised text given as code points (see the module docstring)."""
+    table, shift, chars, offsets, flags, ids, longest, unk_id, max_chars = vocab
     out = np.empty(len(cps), dtype=np.int64)  # at most one id per character
-    longest = vocab[6]
     hashes = np.empty(max(longest[0], longest[1]) + 1, dtype=np.uint64)
     n, i, size = 0, 0, len(cps)
     while i < size:
         if cps[i] == SPACE:
             i += 1
             continue
-        end = i + 1
+        end = i + 1  # the word is cps[i:end]
         if not punctuation[cps[i]]:
             while end < size and cps[end] != SPACE and not punctuation[cps[end]]:
                 end += 1
-        n = _encode_word(cps, i, end, vocab, out, n, hashes)
+        first, pos = n, i
+        while pos < end and end - i <= max_chars:
+            found, length = _longest_entry(cps, pos, end, 0 if pos == i else 1, table, shift, chars, offsets,
+                                           flags, longest, hashes)
+            if found == EMPTY:
+                break
+            out[n] = ids[found]
+            n += 1
+            pos += length
+        if pos < end:  # a position no entry covers, or a word over max_chars: the whole word is unknown
+            out[first] = unk_id
+            n = first + 1
         i = end
     return out[:n]
 
