@@ -15,6 +15,7 @@ from tinylm_hf.tokenization.wordpiece import WordPieceTokenizer, normalize_bert
 from tinylm_hf.tokenizer_training.wordpiece_train import train_wordpiece_from_iterator
 
 pytestmark = pytest.mark.skipif(not numba_installed(), reason="numba is not installed")
+ANY_CHARACTER = st.characters(exclude_categories=())  # every code point, lone surrogates included
 CORPORA = ["tinystories_train_small.txt", "tinystories_valid_small.txt", "pd_novels_heldout.txt",
            "multilingual_samples.txt", "tiny_shakespeare.txt", "corpus.en", "tinystories_sample.txt"]
 
@@ -62,7 +63,8 @@ def test_kernel_equals_reference_on_corpora(monkeypatch, tokenizer, name):
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(text=st.text(max_size=80), pieces=st.lists(st.text(min_size=1, max_size=4), max_size=12),
+@given(text=st.text(ANY_CHARACTER, max_size=80),
+       pieces=st.lists(st.text(ANY_CHARACTER, min_size=1, max_size=4), max_size=12),
        prefix=st.sampled_from(["##", "", "@@"]), max_chars=st.sampled_from([3, 100]), lowercase=st.booleans())
 def test_kernel_equals_reference_on_any_text(monkeypatch, text, pieces, prefix, max_chars, lowercase):
     # A vocabulary of the text's own characters and pieces of it, so that matches, fallbacks and unknown
@@ -71,7 +73,8 @@ def test_kernel_equals_reference_on_any_text(monkeypatch, text, pieces, prefix, 
     tokens = {c for w in words for c in w[:1]} | {prefix + c for w in words for c in w[1:]}
     tokens |= {p for p in pieces if not p.isspace()} | {prefix + p for p in pieces if not p.isspace()}
     vocab = ["[UNK]"] + sorted(t for t in tokens if t and t != "[UNK]" and not any(c.isspace() for c in t))
-    tok = WordPieceTokenizer(vocab, lowercase=lowercase, continuing_subword_prefix=prefix, max_input_chars_per_word=max_chars)
+    tok = WordPieceTokenizer(vocab, lowercase=lowercase, continuing_subword_prefix=prefix,
+                             max_input_chars_per_word=max_chars)
     assert kernel_ids(tok, text) == reference_ids(monkeypatch, tok, text)
 
 

@@ -1,4 +1,5 @@
-"""The BPE merge loop (byte-level BPE, SentencePiece BPE, WordPiece): the readable reference, and the dispatch to its kernel.
+"""The BPE merge loop (byte-level BPE, SentencePiece BPE, WordPiece): the readable reference, and the dispatch
+to its kernel.
 
 Every word (a distinct pre-token, with its count) lies in one flat list of symbol ids with doubly linked
 neighbours, so a merge touches only the positions where its pair occurs, whatever the word's length.
