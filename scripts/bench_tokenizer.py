@@ -86,7 +86,8 @@ print(json.dumps({"wall": wall, "vocab": tokenizer.get_vocab_size(),
 """
 
 
-WP_TRAIN_ROWS = [("tinystories_train_small.txt", 8_000, None), ("pd_novels_heldout.txt", 16_000, 10_000_000)]
+WP_TRAIN_ROWS = [("tinystories_train_small.txt", 8_000, None), ("pd_novels_heldout.txt", 16_000, 10_000_000),
+                 ("pd_novels_heldout.txt", 16_000, None)]
 QUICK_WP_TRAIN_ROWS = [("tinystories_train_small.txt", 2_000, None)]
 
 # Rows: (file, vocab size, characters or None for the whole file).
@@ -318,11 +319,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="size of the whitespace-free row (0: none; tokenizers takes over 12 minutes on 5 MB)")
     parser.add_argument("--hostile-vocab", type=int, default=1000, help="vocab size of the whitespace-free row")
     parser.add_argument("--scale-mb", type=float, default=0,
-                        help="add a row on this many MB of the installed Python sources (e.g. 200; minutes)")
+                        help="add a row on this many MB of the installed Python sources to the BPE and "
+                             "WordPiece training tables (e.g. 200; minutes)")
     args = parser.parse_args(argv)
     if not args.skip_train and not args.only_bpe_train:
         rows = QUICK_WP_TRAIN_ROWS if args.quick else WP_TRAIN_ROWS
         results = bench_train(args.data, rows, WP_OURS_CHILD, WP_HF_CHILD)
+        if args.scale_mb > 0 and not args.quick:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = write_python_sources(Path(tmp) / f"python_sources_{args.scale_mb:g}mb.txt", args.scale_mb)
+                results += bench_train(path.parent, [(path.name, 32_000)], WP_OURS_CHILD, WP_HF_CHILD)
         print_train_table(results, "(3a) WordPiece training: tinylm_hf.train_wordpiece vs tokenizers WordPieceTrainer "
                           f"(uncased BERT normaliser, 5 BERT specials, {psutil.cpu_count()} CPUs)",
                           "wall and cpu ratio = ours / tokenizers; mem ratio = peak memory ours / tokenizers; both merge "

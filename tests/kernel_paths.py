@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tinylm_hf.tokenization.jit import KERNELS_ENV, numba_installed
-from tinylm_hf.tokenizer_training import bpe_merges
+from tinylm_hf.tokenizer_training import bpe_merges, wordpiece_train
 
 
 @pytest.fixture(params=["kernels", "reference"])
@@ -26,6 +26,7 @@ def kernel_path(request, monkeypatch) -> str:
         pytest.skip("numba is not installed")
     monkeypatch.setenv(KERNELS_ENV, "1" if request.param == "kernels" else "0")
     monkeypatch.setattr(bpe_merges, "KERNEL_MIN_SYMBOLS", 0)
+    monkeypatch.setattr(wordpiece_train, "KERNEL_MIN_SYMBOLS", 0)
     return request.param
 
 

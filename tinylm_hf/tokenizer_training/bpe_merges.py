@@ -84,9 +84,10 @@ def learn_merges(symbols: np.ndarray, lengths: np.ndarray, freqs: Sequence[int],
     return pairs
 
 
-def runs_kernel(num_symbols: int) -> bool:
-    """Whether `learn_merges` runs the compiled kernel on words of `num_symbols` symbols in all."""
-    small = num_symbols < KERNEL_MIN_SYMBOLS and "numba" not in sys.modules
+def runs_kernel(num_symbols: int, min_symbols: int | None = None) -> bool:
+    """Whether the compiled kernel runs on words of `num_symbols` symbols in all: kernels are enabled, and
+    there are at least `min_symbols` (default `KERNEL_MIN_SYMBOLS`, what `learn_merges` uses) or numba is loaded."""
+    small = num_symbols < (KERNEL_MIN_SYMBOLS if min_symbols is None else min_symbols) and "numba" not in sys.modules
     return not small and kernels_enabled()
 
 

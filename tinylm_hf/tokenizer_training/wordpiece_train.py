@@ -22,9 +22,9 @@ Vocabulary ids: the special tokens in the given order, the alphabet (first chara
 point, then "##" characters sorted), then one id per new token in merge order.
 
 "frequency" is the BPE trainers' merge loop (`bpe_merges.learn_merges` with WordPiece's joins: a compiled
-kernel where numba is installed and the corpus is large). The other rules keep their own loop here
-(`pair_merges.merge_words`: words as id lists, a pair -> words index, a max-heap with stale entries
-skipped). One difference from BPE: merging (a, b) lowers freq(a) and freq(b),
+kernel where numba is installed and the words hold `KERNEL_MIN_SYMBOLS` characters or more). The other
+rules keep their own loop here (`pair_merges.merge_words`: words as id lists, a pair -> words index, a
+max-heap with stale entries skipped). One difference from BPE: merging (a, b) lowers freq(a) and freq(b),
 which *raises* the pmi and likelihood scores of every other pair holding a or b. Rather than re-score
 those pairs at once, the merge pushes one entry per token holding an upper bound on the scores of all
 its pairs (`_Scores.bound_entry`); only when that bound reaches the top are the token's pairs (a token
@@ -57,6 +57,10 @@ WORDPIECE_SCORES = ("frequency", "likelihood", "pmi")  # the merge rules, by nam
 DEFAULT_WORDPIECE_SCORE = "frequency"
 # The heap is rebuilt from live pairs once it holds 4x their number plus this many entries.
 COMPACT_SLACK = 100_000
+# Below this many symbols (and while numba is not loaded) the frequency rule merges in pure Python: numba and
+# its compiled code cost ~120 MB more than the reference's objects at 0.5M and 1.5M symbols (40 and 100 MB
+# of text), for 5-15% less CPU, and `tokenizers` needs 76-192 MB there (docs/benchmarks/tokenizers.md).
+KERNEL_MIN_SYMBOLS = 4_000_000
 
 
 def train_wordpiece(
@@ -238,7 +242,7 @@ def _merge_by_frequency(counts: Mapping[str, int], tokens: list[str], ids: dict[
     num_merges = vocab_size - len(tokens)
     prefix_length = len(prefix.encode("utf-8", "surrogatepass"))
     bar = progress_bar(num_merges, progress, "WordPiece merges")
-    if runs_kernel(sum(map(len, words))):
+    if runs_kernel(sum(map(len, words)), KERNEL_MIN_SYMBOLS):
         import numpy as np  # only here: small runs need neither numpy nor numba (20 MB and 90 MB)
 
         symbols = np.fromiter(chain.from_iterable(words), dtype=np.int32)
