@@ -2,8 +2,8 @@
 
 (3) WordPiece: `train_wordpiece` vs `tokenizers`' WordPieceTrainer (BERT normaliser and pre-tokenizer,
 same specials and vocab size; its trainer is BPE with another score, so the vocabularies differ and
-only time and memory compare), run like (1); then `WordPieceTokenizer.encode` vs `tokenizers`'
-BERT WordPiece `encode` on the same vocab.txt (ids checked equal).
+only time and memory compare), run like (1); then `WordPieceTokenizer.encode` and our HF class vs
+`tokenizers`' BERT WordPiece `encode` / `encode_batch` and the fast twin on the same vocab.txt (ids checked equal).
 
 (1) Training: `train_bpe` vs `tokenizers`' BpeTrainer (ByteLevel pre-tokenizer with the GPT-2
 regex, same special token, same vocab size). Each trainer runs in a fresh subprocess; wall time is
@@ -86,7 +86,8 @@ print(json.dumps({"wall": wall, "vocab": tokenizer.get_vocab_size(),
 """
 
 
-WP_TRAIN_ROWS = [("tinystories_train_small.txt", 8_000, None), ("pd_novels_heldout.txt", 16_000, 10_000_000)]
+WP_TRAIN_ROWS = [("tinystories_train_small.txt", 8_000, None), ("pd_novels_heldout.txt", 16_000, 10_000_000),
+                 ("pd_novels_heldout.txt", 16_000, None)]
 QUICK_WP_TRAIN_ROWS = [("tinystories_train_small.txt", 2_000, None)]
 
 # Rows: (file, vocab size, characters or None for the whole file).
@@ -245,43 +246,58 @@ def print_train_table(results: list[dict], title: str | None = None, note: str |
 
 
 def bench_wordpiece_encode(data: Path, *, repeats: int, novels_mb: float, vocab_size: int) -> None:
-    """(3b) WordPieceTokenizer.encode vs tokenizers' BERT WordPiece on one vocab trained here, ids checked equal."""
+    """(3b) WordPiece encoding vs tokenizers' BERT WordPiece on one vocab trained here, ids checked equal: the core
+    `WordPieceTokenizer` and our HF class beside `tokenizers` and the fast twin (an HF class over `tokenizers`)."""
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
-    from tinylm_hf.tokenization.wordpiece import WordPieceTokenizer
+    from tinylm_hf.tokenization.tokenization_tinylm_wordpiece import TinyLMWordPieceTokenizer
+    from tinylm_hf.tokenization.tokenization_tinylm_wordpiece_fast import TinyLMWordPieceTokenizerFast
+    from tinylm_hf.tokenization.wordpiece import WordPieceTokenizer, write_vocab_txt
     from tinylm_hf.tokenizer_training.wordpiece_train import train_wordpiece
 
     vocab = train_wordpiece(data / "tinystories_train_small.txt", vocab_size, lowercase=True, progress=False)
     reference = Tokenizer(models.WordPiece({t: i for i, t in enumerate(vocab)}, unk_token="[UNK]"))
     reference.normalizer = normalizers.BertNormalizer(lowercase=True)
     reference.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    with tempfile.TemporaryDirectory() as tmp:
+        vocab_file = str(write_vocab_txt(vocab, Path(tmp) / "vocab.txt"))
+        slow = TinyLMWordPieceTokenizer(vocab_file, do_lower_case=True)
+        fast = TinyLMWordPieceTokenizerFast(vocab_file=vocab_file, do_lower_case=True)
     with open(data / "pd_novels_heldout.txt", encoding="utf-8") as f:
         novels = f.read(int(novels_mb * 1e6))
     corpora = {"tinystories_train_small.txt": (data / "tinystories_train_small.txt").read_text(encoding="utf-8"),
                f"pd_novels_heldout.txt (first {novels_mb:g} MB)": novels}
     print(f"(3b) WordPiece encoding, uncased, vocab {vocab_size} trained on TinyStories; best of {repeats}; "
-          "tokenizers runs with its default threads (TOKENIZERS_PARALLELISM unset)")
-    print("| corpus | encoder | wall s | MB/s | vs tokenizers |")
-    print("|---|---|---:|---:|---:|")
+          "tokenizers runs with its default threads (TOKENIZERS_PARALLELISM unset); CPU s counts every thread")
+    print("| corpus | encoder | wall s | CPU s | MB/s | wall vs tokenizers | CPU vs tokenizers |")
+    print("|---|---|---:|---:|---:|---:|---:|")
     for title, text in corpora.items():
         megabytes = len(text.encode("utf-8")) / 1e6
+        lines = text.split("\n")
         runners = {
             "tokenizers encode": lambda: reference.encode(text).ids,
-            "tokenizers encode_batch (lines)": lambda: reference.encode_batch(text.split("\n")),
+            "tokenizers encode_batch (lines)": lambda: reference.encode_batch(lines),
+            "TinyLMWordPieceTokenizerFast (the fast twin)": lambda: fast(text, add_special_tokens=False)["input_ids"],
             "WordPieceTokenizer.encode (cold)": lambda: WordPieceTokenizer(vocab, lowercase=True).encode(text),
+            "TinyLMWordPieceTokenizer (ours, HF class)": lambda: slow(text, add_special_tokens=False)["input_ids"],
         }
-        if WordPieceTokenizer(vocab, lowercase=True).encode(text) != reference.encode(text).ids:
-            raise RuntimeError(f"ids differ from tokenizers on {title}")
-        best = {name: min(_timed(fn) for _ in range(repeats)) for name, fn in runners.items()}
-        for name, wall in best.items():
-            print(f"| {title} | {name} | {wall:.3f} | {megabytes / wall:.2f} | "
-                  f"{best['tokenizers encode'] / wall:.2f}x |")
+        expected = reference.encode(text).ids
+        for name in ("TinyLMWordPieceTokenizerFast (the fast twin)", "WordPieceTokenizer.encode (cold)",
+                     "TinyLMWordPieceTokenizer (ours, HF class)"):
+            if runners[name]() != expected:
+                raise RuntimeError(f"{name}: ids differ from tokenizers on {title}")
+        best = {name: min((_timed_cpu(fn) for _ in range(repeats)), key=lambda t: t[0]) for name, fn in runners.items()}
+        wall0, cpu0 = best["tokenizers encode"]
+        for name, (wall, cpu) in best.items():
+            print(f"| {title} | {name} | {wall:.3f} | {cpu:.3f} | {megabytes / wall:.2f} | "
+                  f"{wall0 / wall:.2f}x | {cpu0 / cpu:.2f}x |")
 
 
-def _timed(fn) -> float:
-    start = time.perf_counter()
+def _timed_cpu(fn) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process, every thread) of one call."""
+    start, cpu = time.perf_counter(), time.process_time()
     fn()
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
 def _default_data_dir() -> Path:
@@ -303,11 +319,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="size of the whitespace-free row (0: none; tokenizers takes over 12 minutes on 5 MB)")
     parser.add_argument("--hostile-vocab", type=int, default=1000, help="vocab size of the whitespace-free row")
     parser.add_argument("--scale-mb", type=float, default=0,
-                        help="add a row on this many MB of the installed Python sources (e.g. 200; minutes)")
+                        help="add a row on this many MB of the installed Python sources to the BPE and "
+                             "WordPiece training tables (e.g. 200; minutes)")
     args = parser.parse_args(argv)
     if not args.skip_train and not args.only_bpe_train:
         rows = QUICK_WP_TRAIN_ROWS if args.quick else WP_TRAIN_ROWS
         results = bench_train(args.data, rows, WP_OURS_CHILD, WP_HF_CHILD)
+        if args.scale_mb > 0 and not args.quick:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = write_python_sources(Path(tmp) / f"python_sources_{args.scale_mb:g}mb.txt", args.scale_mb)
+                results += bench_train(path.parent, [(path.name, 32_000)], WP_OURS_CHILD, WP_HF_CHILD)
         print_train_table(results, "(3a) WordPiece training: tinylm_hf.train_wordpiece vs tokenizers WordPieceTrainer "
                           f"(uncased BERT normaliser, 5 BERT specials, {psutil.cpu_count()} CPUs)",
                           "wall and cpu ratio = ours / tokenizers; mem ratio = peak memory ours / tokenizers; both merge "

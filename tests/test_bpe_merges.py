@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import PACKAGE_DATA, shared_file
-from kernel_paths import kernel_path, loads_numba  # noqa: F401
+from kernel_paths import kernel_path, modules_loaded_by  # noqa: F401
 from naive_bpe import naive_counts, naive_train
 from tinylm_hf.tokenization.jit import numba_installed
 from tinylm_hf.tokenization.pretokenize import GPT2_PATTERN
@@ -126,8 +126,8 @@ def test_counts_beyond_32_bits_merge_like_the_oracle(kernel_path) -> None:
 
 def test_a_small_training_run_does_not_load_numba() -> None:
     # Below KERNEL_MIN_SYMBOLS the reference finishes before numba would have loaded.
-    assert not loads_numba(
-        "from tinylm_hf.tokenizer_training.sentencepiece_bpe_train import train_sentencepiece_bpe_from_counts\n"
-        "from tinylm_hf.tokenizer_training.bpe_train import train_bpe_from_counts\n"
-        "train_sentencepiece_bpe_from_counts({'\u2581aab': 2, '\u2581ab': 1}, 7, byte_fallback=False)\n"
-        "train_bpe_from_counts({'hello': 3, 'world': 2}, 262, [])")
+    code = ("from tinylm_hf.tokenizer_training.sentencepiece_bpe_train import train_sentencepiece_bpe_from_counts\n"
+            "from tinylm_hf.tokenizer_training.bpe_train import train_bpe_from_counts\n"
+            "train_sentencepiece_bpe_from_counts({'\u2581aab': 2, '\u2581ab': 1}, 7, byte_fallback=False)\n"
+            "train_bpe_from_counts({'hello': 3, 'world': 2}, 262, [])")
+    assert modules_loaded_by(code, ("numba",)) == []

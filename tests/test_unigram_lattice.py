@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import PACKAGE_DATA, shared_file
-from kernel_paths import kernel_path, loads_numba  # noqa: F401
+from kernel_paths import kernel_path, modules_loaded_by  # noqa: F401
 from tinylm_hf.tokenization.jit import numba_installed
 from tinylm_hf.tokenizer_training.metaspace_train import count_characters, count_metaspace_words
 from tinylm_hf.tokenizer_training import unigram_lattice
@@ -194,6 +194,7 @@ def test_training_on_kernels_equals_training_on_references(monkeypatch, source, 
 
 def test_a_small_training_run_does_not_load_numba() -> None:
     # Below KERNEL_MIN_CHARS the reference finishes before numba would have loaded.
-    assert not loads_numba("from tinylm_hf.tokenizer_training.unigram_train import train_unigram_from_counts\n"
-                           "words = {'\u2581the': 5, '\u2581then': 3, '\u2581than': 2, '\u2581hen': 2}\n"
-                           "train_unigram_from_counts(words, 12)")
+    code = ("from tinylm_hf.tokenizer_training.unigram_train import train_unigram_from_counts\n"
+            "words = {'\u2581the': 5, '\u2581then': 3, '\u2581than': 2, '\u2581hen': 2}\n"
+            "train_unigram_from_counts(words, 12)")
+    assert modules_loaded_by(code, ("numba",)) == []

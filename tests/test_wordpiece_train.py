@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from conftest import PACKAGE_DATA, shared_file
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kernel_paths import kernel_path, modules_loaded_by  # noqa: F401
 from naive_wordpiece import naive_train_wordpiece
+
+from tinylm_hf.tokenization.jit import KERNELS_ENV, numba_installed
+from tinylm_hf.tokenizer_training import bpe_merges
+from tinylm_hf.tokenizer_training.bpe_merges import learn_merges, learn_merges_reference
 
 from tinylm_hf.tokenizer_training.word_counts import count_words
 from tinylm_hf.tokenization.wordpiece import WordPieceTokenizer
@@ -104,6 +110,69 @@ def test_each_score_matches_oracle_on_a_bundled_slice(tmp_path, score):
     counts = count_words(path, algorithm="wordpiece", special_tokens=SPECIALS)
     ours = train_wordpiece(path, 400, score=score, progress=False)
     assert ours == naive_train_wordpiece(dict(counts), 400, SPECIALS, score=score)
+
+
+# ------------------------------------------------------------- merge loop: the kernel and the reference
+needs_numba = pytest.mark.skipif(not numba_installed(), reason="numba is not installed")
+
+
+def both_paths(monkeypatch, counts: dict[str, int], num_merges: int, prefix: str = "##") -> list[tuple]:
+    """(merges, token bytes) of WordPiece's merge loop, compiled and pure Python, from the first vocabulary."""
+    monkeypatch.setenv(KERNELS_ENV, "1")
+    monkeypatch.setattr(bpe_merges, "KERNEL_MIN_SYMBOLS", 0)
+    tokens = sorted({w[0] for w in counts}) + sorted({prefix + c for w in counts for c in w[1:]})
+    ids = {t: i for i, t in enumerate(tokens)}
+    words = [[ids[w[0]]] + [ids[prefix + c] for c in w[1:]] for w in counts if len(w) > 1]
+    freqs = [counts[w] for w in counts if len(w) > 1]
+    symbols = np.array([s for w in words for s in w], dtype=np.int32)
+    lengths = np.array([len(w) for w in words], dtype=np.int64)
+    prefix_length = len(prefix.encode("utf-8"))
+    fast_bytes, slow_bytes = [t.encode("utf-8") for t in tokens], [t.encode("utf-8") for t in tokens]
+    fast = learn_merges(symbols, lengths, freqs, fast_bytes, num_merges, prefix_length=prefix_length)
+    slow = learn_merges_reference(words, freqs, slow_bytes, num_merges, prefix_length=prefix_length)
+    return [(fast, fast_bytes), (slow, slow_bytes)]
+
+
+@needs_numba
+@pytest.mark.parametrize(("source", "chars", "num_merges", "lowercase"), [
+    ("tinystories_train_small.txt", None, 6000, True),
+    ("tinystories_valid_small.txt", None, 3000, False),
+    ("pd_novels_heldout.txt", 3_000_000, 12_000, False),
+    ("multilingual_samples.txt", None, 2000, False),
+    ("tiny_shakespeare.txt", None, 5000, True),
+    ("corpus.en", None, 3000, False),
+])
+def test_kernel_equals_reference_on_corpora(monkeypatch, tmp_path, source, chars, num_merges, lowercase):
+    path = PACKAGE_DATA / source if (PACKAGE_DATA / source).is_file() else shared_file(source)
+    with open(path, encoding="utf-8") as f:
+        path = write(tmp_path, "t.txt", f.read(chars))
+    counts = dict(count_words(path, algorithm="wordpiece", special_tokens=SPECIALS, lowercase=lowercase))
+    fast, slow = both_paths(monkeypatch, counts, num_merges)
+    assert fast == slow
+    first = len({w[0] for w in counts}) + len({c for w in counts for c in w[1:]})
+    assert len(fast[1]) == first + num_merges  # the merges made that many new tokens
+
+
+@needs_numba
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(counts=st.dictionaries(st.text(min_size=1, max_size=8) | st.text(alphabet="ab#", min_size=1, max_size=6),
+                              st.integers(1, 5), min_size=1, max_size=10),
+       prefix=st.sampled_from(["##", "", "\u2581"]), extra=st.integers(0, 30))
+def test_kernel_equals_reference_and_oracle_on_any_text(monkeypatch, counts, prefix, extra):
+    # Text over all of Unicode (UTF-8 order is code point order: the tie-break holds for every character);
+    # "ab#" words make joins that already exist ("#" + "###b" -> "##b").
+    fast, slow = both_paths(monkeypatch, counts, extra, prefix)
+    assert fast == slow
+    size = 1 + len({w[0] for w in counts}) + len({prefix + c for w in counts for c in w[1:]}) + extra
+    vocab = train_wordpiece_from_counts(counts, size, ["[UNK]"], continuing_subword_prefix=prefix)
+    assert vocab == naive_train_wordpiece(counts, size, ["[UNK]"], prefix=prefix)
+
+
+def test_a_join_that_exists_keeps_its_id(kernel_path):
+    # (###, ##b) ties (#, ###) at 2 and is greater: ###b. Then # + ###b joins to ##b, already a token:
+    # the merge is made, no token is added, and no pair is left.
+    vocab = train_wordpiece_from_counts({"##b": 2}, 10, [])
+    assert vocab == ["#", "###", "##b", "###b"] == naive_train_wordpiece({"##b": 2}, 10, [])
 
 
 # --------------------------------------------------------------------------------- vocabulary layout
@@ -240,3 +309,10 @@ def test_default_score_compresses_held_out_text_as_well_as_tokenizers(tmp_path, 
     path = write(tmp_path, "train.txt", train)
     ours = {token: i for i, token in enumerate(train_wordpiece(path, 4096, progress=False))}
     assert held_out_tokens(ours, held) <= 1.001 * held_out_tokens(tokenizers_wordpiece_vocab(path, 4096), held)
+
+
+def test_a_small_training_run_loads_neither_numba_nor_numpy():
+    # Below KERNEL_MIN_SYMBOLS the reference merges word lists: numpy alone would add ~20 MB to a 26 MB run.
+    code = ("from tinylm_hf.tokenizer_training.wordpiece_train import train_wordpiece_from_counts\n"
+            "train_wordpiece_from_counts({'hug': 2, 'hugs': 1, 'pug': 1}, 10, ['[UNK]'])")
+    assert modules_loaded_by(code) == []

@@ -13,7 +13,7 @@ from .compat import require_supported_transformers  # noqa: F401
 
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokenizers import models
 
@@ -26,7 +26,10 @@ from .atomic_files import FILE_MODE  # noqa: F401
 from .bert_unicode import REMOVED  # noqa: F401
 from .encode_cache import CACHE_LIMIT  # noqa: F401
 from .pretokenize import GPT2_PATTERN  # noqa: F401
+from .jit import KERNELS_ENV  # noqa: F401
 from .regex_classes import LETTER  # noqa: F401
+if TYPE_CHECKING:  # named, not imported: wordpiece.py imports the kernel only once numba is there to run it
+    from .wordpiece_kernels import WordPieceKernel  # noqa: F401
 
 
 class TinyLMWordPieceTokenizerFast(TinyLMCoreTokenizerFast):

@@ -12,6 +12,8 @@ The pipeline is BERT's, step for step as `tokenizers` runs it (`BertNormalizer`,
    becomes the unknown token.
 
 Character classes come from `bert_unicode.py` (the tables `tokenizers` uses), not `unicodedata`.
+Steps 4-5 run as a numba kernel where numba is installed (`wordpiece_kernels`, `jit.kernels_enabled`); the
+pure-Python path here (`split_bert_words`, `WordPieceTokenizer._encode_word`) is its specification.
 This file imports only same-folder siblings: transformers copies it flat for `trust_remote_code`.
 """
 
@@ -27,6 +29,7 @@ from pathlib import Path
 from .encode_cache import EncodeCache
 from .atomic_files import write_text_atomic
 from .bert_unicode import LOWERCASE_EXTRA, NFD_KEPT, NONSPACING_MARKS, PUNCTUATION, REMOVED, WHITESPACE
+from .jit import kernels_enabled
 from .pretokenize import check_special_tokens, split_on_special_tokens
 
 CONTINUING_SUBWORD_PREFIX = "##"
@@ -213,7 +216,13 @@ class WordPieceTokenizer:
         if missing:
             raise ValueError(f"special tokens {missing} are not in the vocabulary")
         self._longest = max(map(len, self.token_to_id))
-        self._cache = EncodeCache(self._encode_word)
+        self._cache = EncodeCache(self._encode_word)  # word -> ids, for the pure-Python path
+        self._kernel = None  # wordpiece_kernels.WordPieceKernel, built at the first kernel encode
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_kernel"] = None  # derived from the vocabulary: built again where it runs
+        return state
 
     def _encode_word(self, word: str) -> list[int]:
         """Greedy longest-match-first over one word; [unk] if any part cannot be matched."""
@@ -234,10 +243,25 @@ class WordPieceTokenizer:
             start = end
         return ids
 
+    def _encode_reference(self, normalized: str) -> list[int]:
+        """The pure-Python path: BERT's words, each longest-match-first (the kernel's specification)."""
+        return list(chain.from_iterable(map(self._cache.__getitem__, split_bert_words(normalized))))
+
+    def _use_kernel(self):
+        """The kernel encoder (`wordpiece_kernels.WordPieceKernel`) where numba runs, else None."""
+        if not kernels_enabled():
+            return None
+        if self._kernel is None:
+            from .wordpiece_kernels import WordPieceKernel
+
+            self._kernel = WordPieceKernel(self.token_to_id, self.prefix, self.unk_id, self.max_input_chars_per_word)
+        return self._kernel
+
     def encode_ordinary(self, text: str) -> list[int]:
         """Ids of `text`, special-token text included as plain text."""
-        words = split_bert_words(normalize_bert(text, lowercase=self.lowercase))
-        return list(chain.from_iterable(map(self._cache.__getitem__, words)))
+        normalized = normalize_bert(text, lowercase=self.lowercase)
+        kernel = self._use_kernel()
+        return self._encode_reference(normalized) if kernel is None else kernel.encode(normalized)
 
     def encode(self, text: str) -> list[int]:
         """Ids of `text`; special tokens (if any were given) map to their own ids."""

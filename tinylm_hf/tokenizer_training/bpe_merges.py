@@ -1,4 +1,5 @@
-"""The BPE merge loop (byte-level and SentencePiece BPE): the readable reference, and the dispatch to its kernel.
+"""The BPE merge loop (byte-level BPE, SentencePiece BPE, WordPiece): the readable reference, and the dispatch
+to its kernel.
 
 Every word (a distinct pre-token, with its count) lies in one flat list of symbol ids with doubly linked
 neighbours, so a merge touches only the positions where its pair occurs, whatever the word's length.
@@ -8,21 +9,26 @@ left symbol (entries go stale as neighbours merge: they are checked when used). 
 pushed back with its current count (lazy update). Ties: byte-level BPE takes the greatest (left bytes,
 right bytes); SentencePiece BPE the shortest joined piece (in characters), then the smallest joined UTF-8,
 and lets only pairs that pass its piece rules join (`piece_rules.join_shapes`), dropping a pair whose
-piece already exists. Then the smaller ids. `bpe_merges_kernels.learn_merges_kernel` is this loop over
-arrays, compiled by numba.
+piece already exists. Then the smaller ids. WordPiece (`prefix_length`) joins a continuation without its
+"##" prefix, and a joined token already in the vocabulary keeps its id: the merge then makes no new token
+and its pairs, counted before, grow (so they are pushed again, and their position lists are sorted).
+`bpe_merges_kernels.learn_merges_kernel` is this loop over arrays, compiled by numba.
 """
 
 from __future__ import annotations
 
 import heapq
 import sys
+from array import array
 from collections import defaultdict
 from collections.abc import Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ..tokenization.jit import kernels_enabled
 from .piece_rules import PieceShape, join_shapes
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # Below this many symbols, and while numba is not yet loaded, the reference runs instead of the kernel
 # (equal results): loading numba costs about 0.4 s of CPU and 130 MB the first time, more than the whole
@@ -36,19 +42,24 @@ INVERT_END = chr(256)
 
 
 def learn_merges(symbols: np.ndarray, lengths: np.ndarray, freqs: Sequence[int], token_bytes: list[bytes],
-                 num_merges: int, shapes: list[PieceShape | None] | None = None) -> list[tuple[int, int]]:
+                 num_merges: int, shapes: list[PieceShape | None] | None = None, *,
+                 prefix_length: int | None = None) -> list[tuple[int, int]]:
     """Merge the most frequent pair `num_merges` times (fewer if pairs run out): the merged id pairs.
 
     Words are `symbols` (ids, back to back) cut by `lengths`, each counted `freqs`. `token_bytes` (id ->
     bytes: for byte-level BPE the 256 bytes then the specials) is extended with each merged token.
     `shapes` (id -> `piece_rules.piece_shape`, None: never joins) selects SentencePiece BPE's rules and is
-    extended too. Runs the compiled kernel where numba is installed (see `KERNEL_MIN_SYMBOLS`), else
-    `learn_merges_reference`.
+    extended too. `prefix_length` (bytes of WordPiece's continuing-subword prefix, which every right token
+    starts with) selects WordPiece's joins: `num_merges` then counts new tokens, and a merge whose token
+    exists (no new bytes appended) is listed too. Runs the compiled kernel where numba is installed (see
+    `KERNEL_MIN_SYMBOLS`), else `learn_merges_reference`.
     """
-    small = len(symbols) < KERNEL_MIN_SYMBOLS and "numba" not in sys.modules
-    if small or not kernels_enabled():
+    import numpy as np  # here, not above: WordPiece's small runs use the reference without it (20 MB)
+
+    if not runs_kernel(len(symbols)):
         words = np.split(np.asarray(symbols), np.cumsum(lengths)[:-1]) if len(lengths) else []
-        return learn_merges_reference([w.tolist() for w in words], freqs, token_bytes, num_merges, shapes)
+        return learn_merges_reference([w.tolist() for w in words], freqs, token_bytes, num_merges, shapes,
+                                      prefix_length=prefix_length)
     from .bpe_merges_kernels import learn_merges_kernel
 
     offsets = np.zeros(len(token_bytes) + 1, dtype=np.int64)
@@ -58,18 +69,33 @@ def learn_merges(symbols: np.ndarray, lengths: np.ndarray, freqs: Sequence[int],
     small = 3 * len(symbols) < 2**31 and (not len(freqs) or freqs.max() < 2**31)
     merged = learn_merges_kernel(np.asarray(symbols), np.asarray(lengths, dtype=np.int64), freqs, first, offsets,
                                  _shape_rows(shapes, num_merges), num_merges,
-                                 np.zeros(0, dtype=np.int32 if small else np.int64))
+                                 np.zeros(0, dtype=np.int32 if small else np.int64),
+                                 -1 if prefix_length is None else prefix_length)
     pairs = [(int(a), int(b)) for a, b in merged.tolist()]
+    existing = set(token_bytes)
     for left, right in pairs:
-        token_bytes.append(token_bytes[left] + token_bytes[right])
+        joined = token_bytes[left] + token_bytes[right][prefix_length or 0:]
+        if prefix_length is not None and joined in existing:
+            continue  # WordPiece: the token exists and keeps its id
+        existing.add(joined)
+        token_bytes.append(joined)
         if shapes is not None:
             shapes.append(join_shapes(shapes[left], shapes[right]))
     return pairs
 
 
+def runs_kernel(num_symbols: int, min_symbols: int | None = None) -> bool:
+    """Whether the compiled kernel runs on words of `num_symbols` symbols in all: kernels are enabled, and
+    there are at least `min_symbols` (default `KERNEL_MIN_SYMBOLS`, what `learn_merges` uses) or numba is loaded."""
+    small = num_symbols < (KERNEL_MIN_SYMBOLS if min_symbols is None else min_symbols) and "numba" not in sys.modules
+    return not small and kernels_enabled()
+
+
 def _shape_rows(shapes: list[PieceShape | None] | None, num_merges: int) -> np.ndarray:
     """The kernel's shapes: (characters, starts with "▁", first script, last script), scripts numbered, -1 for
     none; a row of -1 for a token that never joins; room for the merged tokens. Empty for byte-level BPE."""
+    import numpy as np
+
     if shapes is None:
         return np.zeros((0, 4), dtype=np.int64)
     scripts: dict[str | None, int] = {None: -1}
@@ -82,12 +108,13 @@ def _shape_rows(shapes: list[PieceShape | None] | None, num_merges: int) -> np.n
 
 
 def learn_merges_reference(words: Sequence[Sequence[int]], freqs: Sequence[int], token_bytes: list[bytes],
-                           num_merges: int, shapes: list[PieceShape | None] | None = None) -> list[tuple[int, int]]:
+                           num_merges: int, shapes: list[PieceShape | None] | None = None, *,
+                           prefix_length: int | None = None) -> list[tuple[int, int]]:
     """`learn_merges` in plain Python over words as id lists: the specification the kernel is tested equal to."""
     symbol, weight, nxt, prv = _link_words(words, freqs)
     # Pair counts and positions.
     counts: defaultdict[tuple[int, int], int] = defaultdict(int)  # (left, right) -> weighted count
-    where: defaultdict[tuple[int, int], list[int]] = defaultdict(list)  # pair -> left positions
+    where: defaultdict[tuple[int, int], array] = defaultdict(_positions)  # pair -> left positions
     for p, q in enumerate(nxt):
         if q >= 0:
             pair = (symbol[p], symbol[q])
@@ -97,42 +124,49 @@ def learn_merges_reference(words: Sequence[Sequence[int]], freqs: Sequence[int],
     inverted = [_invert(b) for b in token_bytes]  # byte-level BPE's order
     heap = [(-count, k, pair) for pair, count in counts.items() if (k := key(pair, token_bytes, inverted, shapes))]
     heapq.heapify(heap)
-    existing = set(token_bytes)
+    existing = {b: i for i, b in enumerate(token_bytes)}  # bytes -> id
     merges: list[tuple[int, int]] = []
-    while len(merges) < num_merges and heap:
+    made_tokens = 0
+    while made_tokens < num_merges and heap:
         neg_count, k, pair = heapq.heappop(heap)
         count = counts.get(pair, 0)
         if count != -neg_count:
             if count > 0:
                 heapq.heappush(heap, (-count, k, pair))
             continue
-        joined = token_bytes[pair[0]] + token_bytes[pair[1]]
-        if shapes is not None:
-            if joined in existing:
-                counts[pair] = 0  # sentencepiece drops a pair whose piece already exists
-                continue
-            existing.add(joined)
-            shapes.append(join_shapes(shapes[pair[0]], shapes[pair[1]]))
-        new_id = len(token_bytes)
-        token_bytes.append(joined)
-        inverted.append(_invert(joined))
+        joined = token_bytes[pair[0]] + token_bytes[pair[1]][prefix_length or 0:]
+        if shapes is not None and joined in existing:
+            del counts[pair], where[pair]  # sentencepiece drops a pair whose piece already exists
+            continue
+        new_id = existing.get(joined) if prefix_length is not None else None
+        if new_id is None:  # WordPiece keeps the id of a joined token that exists
+            new_id = existing[joined] = len(token_bytes)
+            token_bytes.append(joined)
+            inverted.append(_invert(joined))
+            if shapes is not None:
+                shapes.append(join_shapes(shapes[pair[0]], shapes[pair[1]]))
+            made_tokens += 1
         merges.append(pair)
         made = _merge_pair(pair, new_id, sorted(set(where.pop(pair))), symbol, weight, nxt, prv, counts, where)
-        counts[pair] = 0
+        counts.pop(pair, None)
         for new_pair in made:
             # A new pair can net to zero: (Y, X) in "Y X" -> "Y Y" is counted and then uncounted.
-            if counts[new_pair] > 0 and (k := key(new_pair, token_bytes, inverted, shapes)):
+            if counts.get(new_pair, 0) > 0 and (k := key(new_pair, token_bytes, inverted, shapes)):
                 heapq.heappush(heap, (-counts[new_pair], k, new_pair))
     return merges
 
 
-def _link_words(words: Sequence[Sequence[int]], freqs: Sequence[int]) -> tuple[list[int], ...]:
+def _positions() -> array:
+    """A list of positions as 8-byte integers: a third of the memory of a list of ints."""
+    return array("q")
+
+
+def _link_words(words: Sequence[Sequence[int]], freqs: Sequence[int]) -> tuple[array | list[int], ...]:
     """All words back to back: position -> symbol id (-1: merged away), its word's count, and its
     live neighbours (-1: none, at a word's edge)."""
-    symbol: list[int] = []
-    weight: list[int] = []
-    nxt: list[int] = []
-    prv: list[int] = []
+    nxt, prv = _positions(), _positions()
+    symbol: list[int] = []  # a list: its items are the words' own id objects, and reading one makes none
+    weight: list[int] = []  # counts may pass 64 bits
     for word, freq in zip(words, freqs):
         start, size = len(symbol), len(word)
         symbol.extend(word)
@@ -168,19 +202,31 @@ def _merge_pair(pair: tuple[int, int], new_id: int, positions: list[int], symbol
         w, before, after = weight[p], prv[p], nxt[q]
         if before >= 0:
             s = symbol[before]
-            counts[(s, left)] -= w
-            counts[(s, new_id)] += w
-            where[(s, new_id)].append(before)
-            made.add((s, new_id))
+            _uncount((s, left), w, counts, where)
+            new = (s, new_id)
+            counts[new] += w
+            where[new].append(before)
+            made.add(new)
         if after >= 0:
             s = symbol[after]
-            counts[(right, s)] -= w
-            counts[(new_id, s)] += w
-            where[(new_id, s)].append(p)
-            made.add((new_id, s))
+            _uncount((right, s), w, counts, where)
+            new = (new_id, s)
+            counts[new] += w
+            where[new].append(p)
+            made.add(new)
             prv[after] = p
         symbol[p], symbol[q], nxt[p] = new_id, -1, after
     return made
+
+
+def _uncount(pair: tuple[int, int], w: int, counts: defaultdict, where: defaultdict) -> None:
+    """Count `w` fewer of `pair`; forget a pair left with none (its listed positions are all stale)."""
+    count = counts[pair] - w
+    if count:
+        counts[pair] = count
+    else:  # none left: forget it
+        del counts[pair]
+        where.pop(pair, None)
 
 
 def _invert(token: bytes) -> str:

@@ -1,7 +1,7 @@
-"""The byte-level BPE merge loop as a numba kernel: `bpe_merges.learn_merges_reference` over arrays.
+"""The BPE merge loop as a numba kernel: `bpe_merges.learn_merges_reference` over arrays.
 
-Its parts also run the SentencePiece BPE kernel (`sentencepiece_bpe_kernels`), which differs only in the
-heap's tie-break and in which pairs may join (`shapes`).
+It runs byte-level BPE, SentencePiece BPE (another tie-break in the heap, and `shapes`: which pairs may
+join) and WordPiece (`prefix_length`: a continuation joins without its prefix, an existing token keeps its id).
 
 The same algorithm: words back to back in one linked array of symbols, a pair table (open addressing,
 pair -> weighted count and a list of the positions of its left symbol), and a max-heap of (count, pair)
@@ -186,12 +186,14 @@ USED, NUM_OCC, HEAP_SIZE = 0, 1, 2
 
 
 @njit()
-def learn_merges_kernel(symbols, lengths, freqs, first_tok, first_off, shapes, num_merges, like):
+def learn_merges_kernel(symbols, lengths, freqs, first_tok, first_off, shapes, num_merges, like, prefix_length):
     """Merged (left, right) id pairs, in order: the words are `symbols` cut by `lengths`, counted `freqs`;
     tokens 0.. have the bytes `first_tok[first_off[i]:first_off[i + 1]]`.
 
     `shapes` empty: byte-level BPE. Else sentencepiece BPE: rows for the first tokens and room for the
     merged ones (see `join_shape`); a pair whose joined piece already exists is dropped, not merged.
+    `prefix_length` >= 0: WordPiece, where the right token's first `prefix_length` bytes are not joined and
+    a joined token that exists keeps its id (the merge is listed; `num_merges` counts new tokens).
     The word links and position lists take the integer type of `like` (int32 where it holds them: half the memory).
     """
     links = _link_words(symbols, lengths, freqs, like)
@@ -199,30 +201,37 @@ def learn_merges_kernel(symbols, lengths, freqs, first_tok, first_off, shapes, n
     tok = grow(first_tok.copy(), len(first_tok) + 16)
     off = np.zeros(num_tokens + num_merges + 1, dtype=np.int64)
     off[: num_tokens + 1] = first_off
-    pieces = _piece_table(tok, off, num_tokens, num_tokens + num_merges if len(shapes) else 0)
+    wordpiece = prefix_length >= 0
+    pieces = _piece_table(tok, off, num_tokens, num_tokens + num_merges if len(shapes) or wordpiece else 0)
     state = np.zeros(3, dtype=np.int64)
     table, occ = _count_pairs(links, state, like)
     hc, ha, hb = _heap_of(table, tok, off, shapes, state)
     merges = np.empty((num_merges, 2), dtype=np.int32)
-    done = 0
+    done = listed = 0  # new tokens, merges listed
     while done < num_merges and state[HEAP_SIZE] > 0:
         left, right = _pop_current(table, hc, ha, hb, tok, off, shapes, state)
         if left < 0:
             continue
         new_id = num_tokens + done
         pair = (np.int64(left) << 32) | right
-        tok = _append_token(tok, off, left, right, new_id)
-        if len(shapes) and not _add_piece(pieces, tok, off, new_id):
+        tok = _append_token(tok, off, left, right, new_id, max(prefix_length, 0))
+        existing = _add_piece(pieces, tok, off, new_id) if len(pieces) else _EMPTY
+        if existing != _EMPTY and not wordpiece:
             table[_slot(table, pair), COUNT] = 0  # sentencepiece drops a pair whose piece already exists
             continue
-        join_shape(shapes, left, right, new_id)
-        merges[done, 0], merges[done, 1] = left, right
-        done += 1
-        positions = _take_positions(table, occ, pair)
+        if existing == _EMPTY:
+            join_shape(shapes, left, right, new_id)
+            done += 1
+        else:
+            new_id = existing  # WordPiece: the joined token exists and keeps its id
+        merges = _grow_rows(merges, listed + 1)
+        merges[listed, 0], merges[listed, 1] = left, right
+        listed += 1
+        positions = _take_positions(table, occ, pair, wordpiece)
         occ = _grow_rows(occ, state[NUM_OCC] + 2 * len(positions))  # two entries per occurrence at most
-        made, table = _merge_positions(positions, left, right, new_id, links, table, occ, state)
+        made, table = _merge_positions(positions, left, right, new_id, links, table, occ, state, existing != _EMPTY)
         hc, ha, hb = _push_made(made, table, hc, ha, hb, tok, off, shapes, state)
-    return merges[:done]
+    return merges[:listed]
 
 
 @njit()
@@ -240,7 +249,7 @@ def _piece_table(tok, off, num_tokens, room):
 
 @njit()
 def _add_piece(table, tok, off, token):
-    """Add token's bytes to the set; False (nothing added) when an equal piece is there."""
+    """Add token's bytes to the set: `_EMPTY`, or the id of an equal piece already there (nothing added)."""
     h = _HASH
     for k in range(off[token], off[token + 1]):
         h = (h ^ np.uint64(tok[k])) * _HASH
@@ -248,10 +257,10 @@ def _add_piece(table, tok, off, token):
     slot = int(h ^ (h >> np.uint64(32))) & mask
     while table[slot] != _EMPTY:
         if _compare(tok, off, table[slot], token) == 0:
-            return False
+            return table[slot]
         slot = (slot + 1) & mask
     table[slot] = token
-    return True
+    return _EMPTY
 
 
 @njit()
@@ -348,23 +357,24 @@ def _pop_current(table, hc, ha, hb, tok, off, shapes, state):
 
 
 @njit()
-def _append_token(tok, off, left, right, new_id):
-    """Store the bytes of token `new_id` = left + right."""
-    a_len, b_len = off[left + 1] - off[left], off[right + 1] - off[right]
+def _append_token(tok, off, left, right, new_id, skip):
+    """Store the bytes of token `new_id` = left + right without its first `skip` bytes."""
+    a_len, b_len = off[left + 1] - off[left], off[right + 1] - off[right] - skip
     start = off[new_id]
     tok = grow(tok, start + a_len + b_len)
     tok[start: start + a_len] = tok[off[left]: off[left + 1]]
-    tok[start + a_len: start + a_len + b_len] = tok[off[right]: off[right + 1]]
+    tok[start + a_len: start + a_len + b_len] = tok[off[right] + skip: off[right + 1]]
     off[new_id + 1] = start + a_len + b_len
     return tok
 
 
 @njit()
-def _take_positions(table, occ, key):
+def _take_positions(table, occ, key, unsorted):
     """The listed positions of pair `key`, left to right; the pair's count and list are cleared.
 
     A list is newest first, and its positions were added left to right (the first pairs by position; a
     pair holding a merged token during that one merge, which runs left to right): so it reads right to left.
+    Not so where a merge can reuse an existing token (`unsorted`, WordPiece): that list is sorted.
     """
     slot = _slot(table, key)
     found = 0
@@ -379,14 +389,15 @@ def _take_positions(table, occ, key):
         node = occ[node, 1]
     table[slot, HEAD] = _EMPTY
     table[slot, COUNT] = 0
-    return positions
+    return np.unique(positions) if unsorted else positions
 
 
 @njit()
-def _merge_positions(positions, left, right, new_id, links, table, occ, state):
+def _merge_positions(positions, left, right, new_id, links, table, occ, state, reused):
     """Replace the live occurrences of (left, right) at `positions` by `new_id`: (the pairs made, the table).
 
-    Each pair made holds `new_id`, so each is new: listed once, when first counted.
+    Each pair made holds `new_id`, so each is new: listed once, when first counted. Where `new_id` is a
+    `reused` token, its pairs may exist already and grow: each is listed at every occurrence.
     """
     made = np.empty(2 * len(positions), dtype=np.int64)
     num_made = 0
@@ -399,14 +410,14 @@ def _merge_positions(positions, left, right, new_id, links, table, occ, state):
             s = np.int64(links[before, SYM]) << 32
             table[_slot(table, s | left), COUNT] -= w
             new, table = _add(table, occ, state, s | new_id, w, before)
-            if new:
+            if new or reused:
                 made[num_made] = s | new_id
                 num_made += 1
         if after >= 0:
             s = np.int64(links[after, SYM])
             table[_slot(table, (np.int64(right) << 32) | s), COUNT] -= w
             new, table = _add(table, occ, state, (np.int64(new_id) << 32) | s, w, p)
-            if new:
+            if new or reused:
                 made[num_made] = (np.int64(new_id) << 32) | s
                 num_made += 1
             links[after, PREV] = p

@@ -21,8 +21,10 @@ Ties break to the lexicographically greatest (a, b) (Python string order); a + b
 Vocabulary ids: the special tokens in the given order, the alphabet (first characters sorted by code
 point, then "##" characters sorted), then one id per new token in merge order.
 
-Bookkeeping is the BPE trainer's (`pair_merges.merge_words`: words as id lists, a pair -> words index,
-a max-heap with stale entries skipped). One difference: merging (a, b) lowers freq(a) and freq(b),
+"frequency" is the BPE trainers' merge loop (`bpe_merges.learn_merges` with WordPiece's joins: a compiled
+kernel where numba is installed and the words hold `KERNEL_MIN_SYMBOLS` characters or more). The other
+rules keep their own loop here (`pair_merges.merge_words`: words as id lists, a pair -> words index, a
+max-heap with stale entries skipped). One difference from BPE: merging (a, b) lowers freq(a) and freq(b),
 which *raises* the pmi and likelihood scores of every other pair holding a or b. Rather than re-score
 those pairs at once, the merge pushes one entry per token holding an upper bound on the scores of all
 its pairs (`_Scores.bound_entry`); only when that bound reaches the top are the token's pairs (a token
@@ -39,9 +41,11 @@ import math
 import os
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import chain
 
 from ..tokenization.pretokenize import check_special_tokens
 from ..tokenization.wordpiece import BERT_SPECIAL_TOKENS, CONTINUING_SUBWORD_PREFIX, WordPieceTokenizer
+from .bpe_merges import learn_merges, learn_merges_reference, runs_kernel
 from .pair_merges import PAIR_MASK, PAIR_SHIFT, merge_words, progress_bar
 from .word_splitting import BERT_WORDS, WordCounts, count_split_words, iter_texts
 
@@ -53,6 +57,10 @@ WORDPIECE_SCORES = ("frequency", "likelihood", "pmi")  # the merge rules, by nam
 DEFAULT_WORDPIECE_SCORE = "frequency"
 # The heap is rebuilt from live pairs once it holds 4x their number plus this many entries.
 COMPACT_SLACK = 100_000
+# Below this many symbols (and while numba is not loaded) the frequency rule merges in pure Python: numba and
+# its compiled code cost ~120 MB more than the reference's objects at 0.5M and 1.5M symbols (40 and 100 MB
+# of text), for 5-15% less CPU, and `tokenizers` needs 76-192 MB there (docs/benchmarks/tokenizers.md).
+KERNEL_MIN_SYMBOLS = 4_000_000
 
 
 def train_wordpiece(
@@ -206,6 +214,8 @@ def _train(counts: Mapping[str, int], vocab_size: int, specials: list[str], pref
             f"tokens (first characters and {prefix!r}-characters) plus {len(specials)} special tokens = {len(tokens)}"
         )
     ids = {token: i for i, token in enumerate(tokens)}
+    if score == "frequency":
+        return _merge_by_frequency(counts, tokens, ids, vocab_size, prefix, progress)
     # 2. Words as id lists, deduplicated with counts; token frequencies over the corpus.
     words: list[list[int]] = []
     freqs: list[int] = []
@@ -221,8 +231,35 @@ def _train(counts: Mapping[str, int], vocab_size: int, specials: list[str], pref
     return tokens
 
 
+def _merge_by_frequency(counts: Mapping[str, int], tokens: list[str], ids: dict[str, int], vocab_size: int,
+                        prefix: str, progress: bool) -> list[str]:
+    """`tokens` followed by the tokens that merging the most frequent pair makes (`bpe_merges.learn_merges`)."""
+    # 2. Words of two or more symbols as ids: the first character, then prefixed ones.
+    words = [[ids[word[0]]] + [ids[prefix + c] for c in word[1:]] for word in counts if len(word) > 1]
+    freqs = [counts[word] for word in counts if len(word) > 1]
+    # 3. Merges; UTF-8 order is code point order, so the kernel's tie-break is the greatest (a, b) too.
+    token_bytes = [t.encode("utf-8", "surrogatepass") for t in tokens]
+    num_merges = vocab_size - len(tokens)
+    prefix_length = len(prefix.encode("utf-8", "surrogatepass"))
+    bar = progress_bar(num_merges, progress, "WordPiece merges")
+    if runs_kernel(sum(map(len, words)), KERNEL_MIN_SYMBOLS):
+        import numpy as np  # only here: small runs need neither numpy nor numba (20 MB and 90 MB)
+
+        symbols = np.fromiter(chain.from_iterable(words), dtype=np.int32)
+        lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
+        learn_merges(symbols, lengths, freqs, token_bytes, num_merges, prefix_length=prefix_length)
+    else:
+        learn_merges_reference(words, freqs, token_bytes, num_merges, prefix_length=prefix_length)
+    new_tokens = [t.decode("utf-8", "surrogatepass") for t in token_bytes[len(tokens):]]
+    if bar is not None:
+        bar.update(len(new_tokens))
+        bar.close()
+    return tokens + new_tokens
+
+
 class _Scores:
-    """The merge rule `score` over the token frequencies it reads (`freq`, kept up to date by the merge loop).
+    """The merge rule `score` ("pmi" or "likelihood") over the token frequencies it reads (`freq`, kept up to
+    date by the merge loop).
 
     A heap entry is (order, inverted pair, pair, state): `order` sorts the greatest score first, `state`
     holds what the score was computed from, so an entry is current while `state(pair)` still equals it.
@@ -232,11 +269,8 @@ class _Scores:
         self.score = score
         self.freq = token_freq  # token id -> occurrences in the current segmentation
         self.total = sum(token_freq.values())  # N, for "likelihood"
-        self.reads_freq = score != "frequency"  # a falling freq(a) raises the score of a's other pairs
 
     def state(self, count: int, left: int, right: int) -> tuple[int, int, int]:
-        if self.score == "frequency":
-            return (count, 0, 0)
         return (count, self.freq[left] * self.freq[right], self.total if self.score == "likelihood" else 0)
 
     def bound_entry(self, token: int) -> tuple:
@@ -254,14 +288,10 @@ class _Scores:
     def entries(self, pairs: Iterable[int], pair_counts: Mapping[int, int], inverted: list[bytes]) -> list[tuple]:
         """Heap entries of the live pairs among `pairs`, each `(order, inverted pair, pair, state(pair))`.
 
-        One loop per rule with the score written out: this is the trainer's hottest code for "pmi" and
-        "likelihood" (every live pair of both merged tokens, at every merge).
+        This is the trainer's hottest code (every live pair of both merged tokens, at every merge).
         """
         shift, mask, freq, total = PAIR_SHIFT, PAIR_MASK, self.freq, self.total
         live = [(pair, count) for pair in pairs if (count := pair_counts.get(pair, 0)) > 0]
-        if self.score == "frequency":
-            return [(-count, inverted[pair >> shift] + inverted[pair & mask], pair, (count, 0, 0))
-                    for pair, count in live]
         out = []
         for pair, count in live:
             left, right = pair >> shift, pair & mask
@@ -298,7 +328,7 @@ def _merge(
             pair = (left << shift) | right
             pair_counts[pair] += freqs[index]
             where[pair].append(index)
-    _index_pairs(pairs_of, pair_counts if scores.reads_freq else ())
+    _index_pairs(pairs_of, pair_counts)
     inverted = [_invert(t) for t in tokens]
 
     # 4. Max-heap by (score, greatest pair). An entry is current if its state still holds; a stale
@@ -339,12 +369,11 @@ def _merge(
         scores.total -= replaced
         for item in scores.entries(new_pairs, pair_counts, inverted):
             heapq.heappush(heap, item)
-        if scores.reads_freq:
-            _index_pairs(pairs_of, new_pairs)
-            for token in {left, right}:  # a lower frequency moves the bound: push it again
-                if token_freq[token] > 0:
-                    risen.add(token)
-                    heapq.heappush(heap, scores.bound_entry(token))
+        _index_pairs(pairs_of, new_pairs)
+        for token in {left, right}:  # a lower frequency moves the bound: push it again
+            if token_freq[token] > 0:
+                risen.add(token)
+                heapq.heappush(heap, scores.bound_entry(token))
         if len(heap) > 4 * len(pair_counts) + COMPACT_SLACK:
             # Most entries are stale duplicates: rebuild from the live pairs to bound memory.
             heap = scores.entries(pair_counts, pair_counts, inverted)
