@@ -5,40 +5,15 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
 
 from conftest import REPO_ROOT
-from tiny_runs import losses, tiny_config, write_byte_dataset
+from tiny_runs import losses, run_two_gloo_ranks, tiny_config, write_byte_dataset
 from tinylm_hf.training.distributed import DataParallel
 from tinylm_hf.training.loop import train
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-
-def run_two_gloo_ranks(tmp_path, *args: str) -> subprocess.CompletedProcess:
-    """`torchrun --nproc_per_node 2 ARGS` (gloo, one thread a rank); fails the test if it fails."""
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
-             "--master_addr", "127.0.0.1", "--master_port", str(_free_port()), *args],
-            cwd=REPO_ROOT, env=env, capture_output=True, stdin=subprocess.DEVNULL, text=True, timeout=300,
-        )
-    except subprocess.TimeoutExpired as err:
-        pytest.fail(f"torchrun timed out:\n{err.stdout}\n{err.stderr}")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc
 
 
 @pytest.mark.parametrize(("grad_accum_steps", "optimizer"), [(1, "adamw"), (2, "adamw"), (2, "muon")])

@@ -7,11 +7,12 @@ import json
 import math
 import re
 
+import numpy as np
 import pytest
 import torch
 
 from tiny_chats import make_chat_folder
-from tiny_runs import losses
+from tiny_runs import losses, run_two_gloo_ranks
 from tinylm_hf.cli import main
 from tinylm_hf.corpus.conversations import load_story_chats
 
@@ -161,6 +162,19 @@ def test_each_rank_draws_its_share_of_the_one_process_pairs(base, pairs, tmp_pat
     chosen = [row for rows, _ in halves for row in rows[:2]]
     assert chosen == whole[0][:4] and [row for rows, _ in halves for row in rows[2:]] == whole[0][4:]
     assert torch.equal(torch.cat([ref[:2] for _, ref in halves]), whole[1][:4])
+
+
+def test_two_gloo_ranks_train_as_one_process(base, pairs, tuned, tmp_path):
+    train, valid = pairs
+    proc = run_two_gloo_ranks(tmp_path, "-m", "tinylm_hf.cli", "dpo", "--data", str(train), "--valid-data", str(valid),
+                              "--init-from", str(base), "--out-dir", str(tmp_path / "ddp"), *RUN)
+    assert '"world_size": 2' in proc.stdout
+    ddp, single = losses(tmp_path / "ddp"), losses(tuned)
+    assert ddp.keys() == single.keys() == set(range(1, 7))
+    np.testing.assert_allclose(list(ddp.values()), list(single.values()), rtol=1e-5)
+    for ranks, one in zip(evaluations(tmp_path / "ddp"), evaluations(tuned), strict=True):
+        assert ranks["val_loss"] == pytest.approx(one["val_loss"], rel=1e-5)
+        assert ranks["val_reward_margin"] == pytest.approx(one["val_reward_margin"], rel=1e-4, abs=1e-6)
 
 
 def test_the_published_folder_is_a_chat_model(tuned):
