@@ -206,6 +206,14 @@ def test_the_published_folder_is_a_chat_model(tuned):
     assert "Preference-tuned from `chat` with `tinylm dpo`" in card and re.search(r"on \d+ preference pairs of pairs.jsonl", card)
 
 
+def test_the_card_states_the_last_evaluations_rewards(tuned):
+    last = evaluations(tuned)[-1]
+    card = (tuned / "hf" / "README.md").read_text()
+    assert f"- validation reward accuracy: {last['val_reward_accuracy']:.4g}" in card
+    assert f"- validation reward margin: {last['val_reward_margin']:.4g}" in card
+    assert re.search(r"type: reward_accuracy\n\s+value: [0-9.]+\n\s+name: reward accuracy", card)  # the model-index result
+
+
 def test_a_bad_row_is_one_line_naming_file_and_line(base, tmp_path, capsys):
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"prompt": "a", "chosen": "b", "rejected": "c"}) + "\n" + '{"prompt": "a"}\n')

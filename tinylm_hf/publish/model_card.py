@@ -27,7 +27,7 @@ TEMPLATE_PATH = Path(__file__).resolve().parent.parent / "templates" / "model_ca
 EVAL_RESULTS_FILE = "eval_results.json"
 # metric -> its name on the card, in the card's order: a language model's, then a classifier's
 EVAL_METRICS = {"perplexity": "perplexity", "bits_per_byte": "bits per byte", "cross_entropy": "cross entropy",
-                "accuracy": "accuracy", "f1": "macro-F1"}
+                "accuracy": "accuracy", "f1": "macro-F1", "reward_accuracy": "reward accuracy"}
 
 
 # Data whose origin and licence we know, recognised by dataset name or file name.

@@ -286,6 +286,7 @@ def summarize(config: TrainConfig, run: RunDirectory, run_id: str | None, state:
         val_loss=last_eval.get("val_loss"), val_perplexity=last_eval.get("val_perplexity"),
         val_bpb=last_eval.get("val_bpb"), val_accuracy=last_eval.get("val_accuracy"),
         val_macro_f1=last_eval.get("val_macro_f1"),
+        val_metrics={k: v for k, v in last_eval.items() if k.startswith("val_") and isinstance(v, (int, float))},
         best_val_loss=state.best_val_loss if state.best_val_loss < math.inf else None,
         checkpoint=str(find_latest_checkpoint(run.checkpoints)) if ddp.main else None,
         best_checkpoint=str(best_path) if best_path.is_file() else None,

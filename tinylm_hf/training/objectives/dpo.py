@@ -41,6 +41,9 @@ if TYPE_CHECKING:
     from ..run.summary import RunSummary
 
 DEFAULT_BETA = PreferenceFields.dpo_beta
+REWARD_LINES = (("val_reward_accuracy", "reward accuracy"), ("val_reward_margin", "reward margin"),
+                ("val_rewards_chosen", "reward of the chosen completions"),
+                ("val_rewards_rejected", "reward of the rejected completions"))  # the card's lines, in order
 REFERENCE_BATCH_PAIRS = 8  # pairs per forward pass of the reference model
 
 
@@ -284,8 +287,13 @@ class DirectPreferenceOptimization(Objective):
         head = (f"Preference-tuned{f' from `{base}`' if base else ''} "
                 f"with `tinylm dpo` (DPO's sigmoid loss, beta {beta}, against the frozen starting model; {optimizer}, "
                 f"cosine schedule with warm-up) on {summary.data.documents:,} preference pairs of {summary.data.name}.")
-        return head + "\n\n" + "\n".join(lines)
+        rewards = [f"- validation {words}: {summary.val_metrics[name]:.4g}" for name, words in REWARD_LINES
+                   if name in summary.val_metrics]
+        return head + "\n\n" + "\n".join([*lines, *rewards])
 
     @classmethod
     def card_results(cls, summary: RunSummary) -> dict[str, Any] | None:
-        return {}
+        """The reward accuracy of the last evaluation: the share of validation pairs whose chosen completion the
+        tuned model rewards above the rejected one (a DPO loss is no language-modelling metric)."""
+        accuracy = summary.val_metrics.get("val_reward_accuracy")
+        return {} if accuracy is None else {"reward_accuracy": accuracy, "dataset": summary.data.validation_name}
