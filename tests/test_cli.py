@@ -182,3 +182,25 @@ def test_a_full_disk_says_no_space_left_on_the_folder(folder, full_disk, tmp_pat
     err = run_cli_error([a.format(dir=folder, disk=full_disk, text=text) for a in argv], capsys)
     assert "no space left on" in err and str(full_disk) in err and "requested" not in err
     assert sorted(p.name for p in full_disk.iterdir()) == ["keep.txt"] and (full_disk / "keep.txt").read_text() == "kept"
+
+
+def test_a_sigterm_that_arrives_inside_a_finalizer_is_raised_after_it() -> None:
+    """Python drops an exception raised in `__del__`: the command would run on as if no SIGTERM had come."""
+    import os
+    import signal
+    import time
+
+    from tinylm_hf.cli import Terminated, raise_on_sigterm
+
+    class Finalized:
+        def __del__(self) -> None:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.2)  # the handler runs in here
+
+    previous = raise_on_sigterm()
+    try:
+        with pytest.raises(Terminated):
+            Finalized()
+            time.sleep(5)
+    finally:
+        signal.signal(signal.SIGTERM, previous)

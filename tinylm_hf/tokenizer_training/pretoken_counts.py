@@ -22,7 +22,7 @@ import numpy as np
 from ..tokenization.jit import kernels_enabled
 from ..tokenization.pretokenize import GPT2_PATTERN, GPT4_PATTERN, compile_pretokenizer, split_on_special_tokens
 from ..tokenization.pretokenize_arrays import CLASS_TABLE, code_points
-from ..tokenization.process_pool import resolve_workers
+from ..tokenization.jit import resolve_workers
 
 # Target chunk size: bounds a thread's memory (the chunk's text, its code points and pre-token bounds, some 12
 # bytes a character).

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..tokenization.process_pool import resolve_workers
+from ..tokenization.jit import resolve_workers
 from ..tokenization.unigram import UnigramTokenizer
 from .metaspace_train import (
     check_vocab_size,
