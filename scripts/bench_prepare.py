@@ -13,9 +13,11 @@ vocabulary and merges:
   num_proc=W)`, then the ids concatenated into one uint16 file. The fast tokenizer is the folder's
   `tokenizer.json` (`tokenizers`' Rust BPE, the twin of ours: the same ids).
 
-Each side runs in a fresh subprocess that imports its libraries first (untimed); the timed work starts at
-the tokenizer's loading. CPU time is the process's own plus that of the worker processes it waited for
-(`datasets`' pool). Sides alternate over `--repeats` rounds; the best round of each counts, and the ratio
+Each side runs in a fresh subprocess that imports its libraries first, untimed (transformers' AutoTokenizer, which
+imports torch, datasets, numba); the timed work starts at the tokenizer's loading and includes loading the
+JIT-compiled kernels from numba's cache. CPU time is the process's own plus that of the worker processes it waited for
+(`datasets`' pool); peak MB is the largest resident size of the process or of one worker (VmHWM, ru_maxrss),
+library imports included. Sides alternate over `--repeats` rounds; the best round of each counts, and the ratio
 is ours / peer (below 1: ours is faster). numba's on-disk cache is warmed by an untimed first run.
 """
 
@@ -38,11 +40,17 @@ import json, os, resource, sys, time
 def cpu():
     own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+def peak_mb():  # this process's peak RSS (VmHWM), and that of the largest worker process it waited for
+    with open("/proc/self/status") as status:
+        own = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    return max(own, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
 tok_dir, text, work, workers = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 """
 
 OURS = CHILD_PRELUDE + """
 import hashlib
+import numba  # libraries, imported untimed as the peer's are
+from transformers import AutoTokenizer  # (torch with it)
 from tinylm_hf.corpus import prepare_dataset
 t0, c0 = time.perf_counter(), cpu()
 headers = prepare_dataset(tok_dir, work + "/out", input_files=[text], num_workers=workers)
@@ -50,7 +58,8 @@ wall, cpu_s = time.perf_counter() - t0, cpu() - c0
 tokens = headers["train"]["count"] + headers["val"]["count"]
 docs = headers["train"]["documents"] + headers["val"]["documents"]
 digest = hashlib.sha256(b"".join(open(f"{work}/out/{s}.bin", "rb").read() for s in ("train", "val")))
-print(json.dumps({"wall": wall, "cpu": cpu_s, "tokens": tokens, "documents": docs, "digest": digest.hexdigest()}))
+print(json.dumps({"wall": wall, "cpu": cpu_s, "tokens": tokens, "documents": docs, "digest": digest.hexdigest(),
+                  "peak": peak_mb()}))
 """
 
 PEER = CHILD_PRELUDE + """
@@ -79,7 +88,8 @@ with open(work + "/train.bin", "wb") as out:
         digest.update(ids.tobytes())
         count += ids.size
 wall, cpu_s = time.perf_counter() - t0, cpu() - c0
-print(json.dumps({"wall": wall, "cpu": cpu_s, "tokens": count, "documents": len(ds), "digest": digest.hexdigest()}))
+print(json.dumps({"wall": wall, "cpu": cpu_s, "tokens": count, "documents": len(ds), "digest": digest.hexdigest(),
+                  "peak": peak_mb()}))
 """
 
 
@@ -148,12 +158,12 @@ def main(argv: list[str] | None = None) -> int:
     shape = f"documents of ~{args.doc_kb:g} KB" if args.doc_kb else "the novels as documents"
     print(f"{args.mb:g} MB of pd_novels_heldout.txt ({shape}), {args.workers} workers, best of {args.repeats}, "
           f"load average {os.getloadavg()[0]:.1f}")
-    print(f"| {'side':<30} | wall s | CPU s | tokens | documents | wall ratio | CPU ratio | same ids |")
-    print(f"|{'-' * 32}|-------:|------:|-------:|----------:|-----------:|----------:|----------|")
+    print(f"| {'side':<30} | wall s | CPU s | peak MB | tokens | documents | wall ratio | CPU ratio | same ids |")
+    print(f"|{'-' * 32}|-------:|------:|--------:|-------:|----------:|-----------:|----------:|----------|")
     for name, r in best.items():
         same = "yes" if r["digest"] == peer["digest"] else "NO"
-        print(f"| {name:<30} | {r['wall']:6.2f} | {r['cpu']:5.2f} | {r['tokens']:,} | {r['documents']:,} | "
-              f"{r['wall'] / peer['wall']:9.2f}x | {r['cpu'] / peer['cpu']:8.2f}x | {same:<8} |")
+        print(f"| {name:<30} | {r['wall']:6.2f} | {r['cpu']:5.2f} | {r['peak']:7.0f} | {r['tokens']:,} | "
+              f"{r['documents']:,} | {r['wall'] / peer['wall']:9.2f}x | {r['cpu'] / peer['cpu']:8.2f}x | {same:<8} |")
     return 0
 
 
