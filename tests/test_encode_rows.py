@@ -91,3 +91,18 @@ def test_row_blocks_hold_at_least_the_block_size_and_cover_every_row() -> None:
 def test_with_end_ids_puts_the_end_after_every_text_including_empty_ones() -> None:
     assert with_end_ids([[5, 6], [], [7]], 0).tolist() == [5, 6, 0, 0, 7, 0]
     assert with_end_ids([], 0).tolist() == []
+
+
+def test_rows_are_read_only_a_few_blocks_ahead_of_the_writer() -> None:
+    """Memory is bounded by the block size: a block of rows is read when a thread is free to take it."""
+    reads = []
+
+    class Rows:  # a table that counts the blocks read from it
+        def __getitem__(self, rows: slice) -> dict[str, list[str]]:
+            reads.append(rows.start)
+            return {"text": ["ab"] * (rows.stop - rows.start)}
+
+    blocks = [(first, first + 1) for first in range(100)]
+    ids = encode_rows(Rows(), "text", blocks, lambda texts: [[1]] * len(texts), END, workers=2)
+    assert next(ids).tolist() == [1, END] and len(reads) <= 5
+    assert len(list(ids)) == 99 and len(reads) == 100
