@@ -34,6 +34,7 @@ def plain_encoder(tokenizer: Any) -> Encoder:
     if (isinstance(tokenizer, TinyLMTokenizer) and not tokenizer.add_prefix_space and not core.special_tokens
             and all(token.special for token in tokenizer.added_tokens_decoder.values())):
         # What `tokenize` does with split_special_tokens=True: no added token matches, the whole text is encoded.
+        core.encode_ordinary("")  # builds the kernel's tables here, once, before threads would race to
         def encode_core(texts: list[str]) -> list[list[int]]:
             refuse_forged_text(tokenizer, texts)
             return core.encode_batch(texts, num_workers=1)
