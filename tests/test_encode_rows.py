@@ -48,6 +48,19 @@ def test_every_family_gives_encode_plain_ids_with_an_end_after_each_row(tokenize
     assert ids.tolist() == _expected(tokenizer, stories)
 
 
+def test_a_rust_tokenizer_encodes_through_encode_plain_on_the_threads(tokenizers, stories, tmp_path):
+    """A foreign or fast tokenizer (here the `tokenizers` twin) runs `encode_plain` from several threads at once."""
+    from transformers import AutoTokenizer
+
+    tokenizers["bpe"].save_pretrained(tmp_path)
+    fast = AutoTokenizer.from_pretrained(tmp_path)
+    assert fast.is_fast
+    rows = Dataset.from_dict({"text": stories * 4})
+    blocks = row_blocks(text_lengths(rows, "text")[0], 2000)
+    ids = np.concatenate(list(encode_rows(rows, "text", blocks, plain_encoder(fast), END, workers=3)))
+    assert ids.tolist() == _expected(tokenizers["bpe"], stories * 4)
+
+
 def test_byte_level_bpe_encodes_through_its_core_on_the_worker_threads(tokenizers, stories, monkeypatch):
     tokenizer = tokenizers["bpe"]
     threads, encode_batch = set(), tokenizer.core.encode_batch
