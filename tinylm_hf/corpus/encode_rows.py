@@ -13,7 +13,6 @@ so threads encode at once): the Hugging Face layer would hand the core each text
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -72,12 +71,11 @@ def row_blocks(chars: np.ndarray, block_chars: int = BLOCK_CHARS) -> list[tuple[
 
 def with_end_ids(ids: list[list[int]], end_id: int) -> np.ndarray:
     """The ids of each text, `end_id` after each, as one int64 array."""
-    counts = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-    out = np.full(int(counts.sum()) + len(ids), end_id, dtype=np.int64)
-    is_text = np.ones(len(out), dtype=bool)
-    is_text[np.cumsum(counts + 1) - 1] = False
-    out[is_text] = np.fromiter(chain.from_iterable(ids), dtype=np.int64, count=int(counts.sum()))
-    return out
+    flat: list[int] = []
+    for text_ids in ids:
+        flat += text_ids
+        flat.append(end_id)
+    return np.array(flat, dtype=np.int64)
 
 
 def encode_rows(ds: Any, column: str, blocks: Iterable[tuple[int, int]], encode: Encoder, end_id: int, *,
