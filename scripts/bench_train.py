@@ -136,7 +136,7 @@ def prepare_corpus(work: Path, vocab_size: int = 1024) -> Path:
     val_file = REPO / "tinylm_hf" / "data" / "tinystories_valid_small.txt"
     tok_dir = work / "tokenizer"
     train_tokenizer([train_file], vocab_size, progress=False).save_pretrained(tok_dir)
-    prepare_dataset(tok_dir, work / "data", input_files=[train_file], val_files=[val_file], num_proc=1)
+    prepare_dataset(tok_dir, work / "data", input_files=[train_file], val_files=[val_file], num_workers=1)
     return work / "data"
 
 

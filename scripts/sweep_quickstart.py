@@ -81,7 +81,7 @@ def prepare(work: Path, vocab_size: int) -> Path:
                                 progress=False)
     tokenizer.save_pretrained(folder / "tokenizer")
     prepare_dataset(folder / "tokenizer", folder / "data", input_files=[PACKAGE_DATA / "tinystories_train_small.txt"],
-                    val_files=[PACKAGE_DATA / "tinystories_valid_small.txt"], num_proc=1)
+                    val_files=[PACKAGE_DATA / "tinystories_valid_small.txt"], num_workers=1)
     return folder
 
 

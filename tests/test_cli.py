@@ -196,3 +196,25 @@ def test_a_training_command_shows_its_objectives_fields_as_their_own_group(capsy
         main([command, "--help"])
     groups = [line for line in capsys.readouterr().out.splitlines() if line.endswith(":") and "(objective" in line]
     assert groups == [OBJECTIVE_GROUPS[name] for name in objectives if OBJECTIVE_GROUPS[name]]
+
+
+def test_a_sigterm_that_arrives_inside_a_finalizer_is_raised_after_it() -> None:
+    """Python drops an exception raised in `__del__`: the command would run on as if no SIGTERM had come."""
+    import os
+    import signal
+    import time
+
+    from tinylm_hf.cli import Terminated, raise_on_sigterm
+
+    class Finalized:
+        def __del__(self) -> None:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.2)  # the handler runs in here
+
+    previous = raise_on_sigterm()
+    try:
+        with pytest.raises(Terminated):
+            Finalized()
+            time.sleep(5)
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -75,3 +75,10 @@ def test_resolve_workers_rejects_non_positive_ints(bad) -> None:
 
     with pytest.raises(ValueError, match="num_workers"):
         resolve_workers(bad)
+
+
+def test_resolve_workers_defaults_to_usable_cpus() -> None:
+    from tinylm_hf.tokenization.jit import resolve_workers
+
+    assert resolve_workers(None) >= 1
+    assert resolve_workers(3) == 3

@@ -113,38 +113,46 @@ def test_full_disk_keeps_earlier_outputs_and_leaves_no_partial_files(tmp_path, t
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
 
-def test_a_killed_worker_is_a_clear_error_within_seconds(tmp_path, tok_dir):
-    import os
-    import signal
+def test_a_failing_tokenizing_thread_is_one_line_exit_2_and_earlier_outputs_stay(tmp_path, tok_dir, capsys,
+                                                                                    monkeypatch):
+    """Out of memory in a tokenizing thread (once, on a later block): one line naming it, nothing written lost."""
     import threading
-    import time
 
-    psutil = pytest.importorskip("psutil")
-    text = "\n\n".join(f"Story {i}: the cat sat on the mat and looked at the moon." * 40 for i in range(6000))
+    from conftest import run_cli_error
+    from tinylm_hf.corpus import prepare
+
+    out = tmp_path / "out"
+    prepare_dataset(tok_dir, out, input_files=[_small_corpus(tmp_path)], num_workers=1)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    text = "\n\n".join(f"Story {i}: the cat sat on the mat and looked at the moon." * 40 for i in range(2000))
     (tmp_path / "big.txt").write_text(text, encoding="utf-8")
-    killed = []
+    calls, threads, real = [], set(), prepare.plain_encoder
 
-    def kill_the_workers():
-        deadline = time.time() + 60
-        while time.time() < deadline and not killed:
-            children = psutil.Process().children(recursive=True)
-            if len(children) >= 2:  # the pool is up: kill it mid-map
-                time.sleep(0.5)
-                for child in psutil.Process().children(recursive=True):
-                    os.kill(child.pid, signal.SIGKILL)
-                    killed.append(child.pid)
-            time.sleep(0.05)
+    def failing_encoder(tokenizer):
+        encode = real(tokenizer)
 
-    threading.Thread(target=kill_the_workers, daemon=True).start()
-    start = time.time()
-    with pytest.raises(ChildProcessError, match="worker process died"):
-        prepare_dataset(tok_dir, tmp_path / "out", input_files=[tmp_path / "big.txt"], num_proc=2)
-    assert killed and time.time() - start < 60
-    assert not (tmp_path / "out" / "train.bin").exists()
+        def encode_or_fail(texts):
+            calls.append(len(texts))
+            threads.add(threading.get_ident())
+            if len(calls) == 3:
+                raise MemoryError
+            return encode(texts)
+        return encode_or_fail
+
+    monkeypatch.setattr(prepare, "plain_encoder", failing_encoder)
+    err = run_cli_error(["prepare", "--tokenizer", str(tok_dir), "--input", str(tmp_path / "big.txt"), "--out",
+                         str(out), "--workers", "2"], capsys)
+    assert "out of memory while tokenizing the train split; nothing was written" in err and err.count("\n") == 1
+    assert threading.get_ident() not in threads  # the blocks were encoded on the worker threads
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
 
-def start_prepare_with_workers(tmp_path: Path, tok_dir: Path, num_proc: int) -> tuple[Any, list[Any], Path]:
-    """(`tinylm prepare` in a subprocess, its `num_proc` tokenizing workers once they run, its out folder)."""
+STAGES = {"loading": ".prepare-*/datasets", "tokenizing": ".prepare-*/.train.bin-*"}  # what is in the stage folder
+
+
+def start_prepare(tmp_path: Path, tok_dir: Path, workers: int, stage: str = "tokenizing") -> tuple[Any, Path]:
+    """(`tinylm prepare --workers N` in a subprocess, once it is at `stage`, checked to start no process; its out
+    folder)."""
     import subprocess
     import sys
     import time
@@ -156,33 +164,28 @@ def start_prepare_with_workers(tmp_path: Path, tok_dir: Path, num_proc: int) -> 
     (tmp_path / "big.txt").write_text(text, encoding="utf-8")
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-m", "tinylm_hf.cli", "prepare", "--tokenizer", str(tok_dir), "--input",
-                             str(tmp_path / "big.txt"), "--out", str(out), "--num-proc", str(num_proc)], env=cli_env(),
+                             str(tmp_path / "big.txt"), "--out", str(out), "--workers", str(workers)], env=cli_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    parent, workers = psutil.Process(proc.pid), []
+    parent = psutil.Process(proc.pid)
     deadline = time.time() + 120
-    while time.time() < deadline and proc.poll() is None:
-        workers = parent.children(recursive=True)
-        if len(workers) >= num_proc and list(out.glob(".prepare-*")):
-            break
-        time.sleep(0.05)
-    assert len(workers) >= num_proc, proc.stdout.read().decode() if proc.poll() is not None else "no workers started"
-    time.sleep(0.5)
-    return proc, workers, out
+    while time.time() < deadline and proc.poll() is None and not list(out.glob(STAGES[stage])):
+        time.sleep(0.02)
+    assert parent.children(recursive=True) == []  # threads, not processes: nothing to outlive a kill
+    assert proc.poll() is None, proc.stdout.read().decode()
+    return proc, out
 
 
-def test_a_terminated_prepare_leaves_no_worker_and_no_stage(tmp_path, tok_dir):
-    """SIGTERM to `tinylm prepare` mid-tokenizing: exit 143, its worker processes gone, no stage folder left."""
+@pytest.mark.parametrize("stage", list(STAGES))
+def test_a_terminated_prepare_leaves_no_stage(tmp_path, tok_dir, stage):
+    """SIGTERM to `tinylm prepare` mid-run (loading its sources, or tokenizing): exit 143, no stage folder left, no
+    output."""
     import os
     import signal
 
-    import psutil
-
-    proc, workers, out = start_prepare_with_workers(tmp_path, tok_dir, 2)
+    proc, out = start_prepare(tmp_path, tok_dir, 2, stage)
     os.kill(proc.pid, signal.SIGTERM)
     output = proc.communicate(timeout=60)[0].decode()
     assert proc.returncode == 143, output
-    gone, alive = psutil.wait_procs(workers, timeout=10)
-    assert not alive, f"workers left alive: {alive}"
     assert not list(out.glob(".prepare-*")) and not (out / "train.bin").exists()
 
 
@@ -272,16 +275,6 @@ def test_a_refused_prepare_leaves_no_output_folder_behind(tmp_path, tok_dir):
     assert not (tmp_path / "new").exists()
 
 
-def test_a_worker_refuses_a_tokenizer_that_changed_while_prepare_ran(tok_dir):
-    from tinylm_hf.corpus.prepare import _tokenize
-    from tinylm_hf.tokenizer_loading import load_tokenizer
-
-    fingerprint = token_files.tokenizer_fingerprint(load_tokenizer(tok_dir))
-    assert _tokenize({"text": ["a cat"]}, str(tok_dir), "text", 0, fingerprint)["n_tokens"][0] > 1
-    with pytest.raises(ValueError, match="changed while prepare ran"):
-        _tokenize({"text": ["a cat"]}, str(tok_dir), "text", 0, "0123456789abcdef")
-
-
 def test_a_leading_byte_order_mark_is_no_token(tmp_path, tok_dir):
     text = "One story.\n\nAnother story.\n\nA third one, longer than the rest of them.\n"
     (tmp_path / "bom.txt").write_bytes("\ufeff".encode() + text.encode())
@@ -352,22 +345,74 @@ def test_a_bad_masking_probability_is_refused_before_train_and_val_are_rewritten
     assert (out / "train.bin").read_bytes() == b"earlier" and sorted(p.name for p in out.iterdir()) == ["train.bin", "train.json"]
 
 
-def test_a_sigkilled_prepare_takes_its_workers_and_the_next_run_removes_its_stage(tmp_path, tok_dir):
-    """SIGKILL runs no cleanup: the workers die with their parent (within seconds, not waiting for work forever), and
-    the stage folder left behind is removed by the next prepare into the same folder."""
+def test_a_sigkilled_prepare_leaves_its_stage_and_the_next_run_removes_it(tmp_path, tok_dir):
+    """SIGKILL runs no cleanup: the stage folder left behind is removed by the next prepare into the same folder."""
     import os
     import signal
 
-    import psutil
-
-    proc, workers, out = start_prepare_with_workers(tmp_path, tok_dir, 3)
+    proc, out = start_prepare(tmp_path, tok_dir, 3)
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=60)
-    gone, alive = psutil.wait_procs(workers, timeout=10)
-    for worker in alive:
-        worker.kill()
-    assert not alive, f"workers left alive 10 s after their parent was killed: {alive}"
     assert list(out.glob(".prepare-*"))  # a kill leaves its stage
     (tmp_path / "small.txt").write_text("One.\n\nTwo.\n\nThree.\n", encoding="utf-8")
-    prepare_dataset(tok_dir, out, input_files=[tmp_path / "small.txt"], num_proc=1)
+    prepare_dataset(tok_dir, out, input_files=[tmp_path / "small.txt"], num_workers=1)
     assert sorted(p.name for p in out.iterdir()) == ["train.bin", "train.json", "val.bin", "val.json"]
+
+
+# (count, token_digest) of each split, as the process-pool prepare (datasets.map over worker processes) wrote them with
+# GPT-2's files: the threads must write the same bytes
+PROCESS_POOL_OUTPUTS = {
+    "text": {"train": (550888, "4468f8d02e8895da"), "val": (30891, "3501d2b5bc9fc1d9")},
+    "dataset": {"train": (25817, "a6aa97173ae56752"), "val": (6534, "8733c4aac92cebb0")},
+    "jsonl": {"train": (23266, "333883a4157544dc"), "val": (2551, "83d2628d6f0a10d6")},
+}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_token_files_are_the_bytes_the_process_pool_wrote(tmp_path, workers):
+    import shutil
+
+    from tinylm_hf.tokenization.tokenization_tinylm import TinyLMTokenizer
+
+    TinyLMTokenizer(vocab_file=str(shared_file("gpt2_vocab.json")),
+                    merges_file=str(shared_file("gpt2_merges.txt"))).save_pretrained(tmp_path / "tok")
+    (tmp_path / "rows").mkdir()
+    shutil.copy(PACKAGE_DATA / "corpus_source_train.jsonl", tmp_path / "rows" / "train.jsonl")
+    shutil.copy(PACKAGE_DATA / "corpus_source_validation.jsonl", tmp_path / "rows" / "validation.jsonl")
+    runs = {"text": {"input_files": [PACKAGE_DATA / "tinystories_train_small.txt"]},
+            "dataset": {"dataset": str(tmp_path / "rows")},
+            "jsonl": {"input_files": [PACKAGE_DATA / "corpus_source_train.jsonl"], "val_fraction": 0.1}}
+    for name, options in runs.items():
+        headers = prepare_dataset(tmp_path / "tok", tmp_path / name, num_workers=workers, **options)
+        assert {s: (h["count"], h["token_digest"]) for s, h in headers.items()} == PROCESS_POOL_OUTPUTS[name], name
+        for split, header in headers.items():
+            assert token_files.token_digest(load_tokens(tmp_path / name / f"{split}.bin")) == header["token_digest"]
+
+
+def test_a_named_dataset_s_tokens_are_cached_by_content(tmp_path, tok_dir):
+    """Rows kept in the `datasets` cache (a named dataset's) get their tokens cached beside them, found again by the
+    rows' and the tokenizer's fingerprints; another tokenizer tokenizes afresh."""
+    from datasets import Dataset, load_from_disk
+
+    from tinylm_hf.corpus import prepare
+    from tinylm_hf.tokenizer_loading import load_tokenizer
+
+    Dataset.from_dict({"text": ["One story.", "Another, longer story.", "A third."]}).save_to_disk(tmp_path / "ds")
+    rows = load_from_disk(str(tmp_path / "ds"))
+    tok = load_tokenizer(tok_dir)
+    eos = prepare.document_end_id(tok, str(tok_dir))
+    options = {"tokenizer_dir": str(tok_dir), "column": "text", "eos_id": eos,
+               "fingerprint": token_files.tokenizer_fingerprint(tok)}
+    (tmp_path / "stage").mkdir()
+
+    def tokenize(encode, options=options):
+        return prepare._tokenize_split(rows, "train", tmp_path / "stage", np.dtype(np.uint16), {}, options, encode, 1)
+
+    first = tokenize(prepare.plain_encoder(tok))
+    assert len(list((tmp_path / "ds").glob(prepare.CACHE_PREFIX + "*.bin"))) == 1
+
+    def refuse(texts):
+        raise AssertionError("encoded again")
+    assert tokenize(refuse) == first  # from the cache
+    with pytest.raises(AssertionError, match="encoded again"):
+        tokenize(refuse, {**options, "fingerprint": "another tokenizer"})

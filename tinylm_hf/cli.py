@@ -17,6 +17,7 @@ import importlib
 import os
 import signal
 import sys
+import threading
 from collections.abc import Collection
 from types import FrameType
 from typing import Any
@@ -29,6 +30,7 @@ USER_ERRORS = (ValueError, TypeError, OSError, ImportError, RunInUseError, NonFi
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 128 + signal.SIGTERM
+RESEND_SECONDS = 0.05  # a SIGTERM that arrived inside a finalizer is sent again after this long
 
 
 class Terminated(BaseException):
@@ -37,7 +39,10 @@ class Terminated(BaseException):
 
 def raise_on_sigterm() -> Any:
     """Make SIGTERM raise `Terminated` in this process (a process forked from it, a worker, still just dies);
-    returns the handler it replaced (None outside the main thread, where Python sets no handlers)."""
+    returns the handler it replaced (None outside the main thread, where Python sets no handlers).
+
+    A signal that arrives inside a finalizer (`__del__`, where Python prints an exception and drops it) is sent
+    again a moment later, so that it is raised where the command runs."""
     pid = os.getpid()
 
     def handle(signum: int, frame: FrameType | None) -> None:
@@ -45,12 +50,23 @@ def raise_on_sigterm() -> Any:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
             return
+        if _in_finalizer(frame):
+            threading.Timer(RESEND_SECONDS, os.kill, (pid, signum)).start()
+            return
         raise Terminated(f"terminated by signal {signum}")
 
     try:
         return signal.signal(signal.SIGTERM, handle)
     except ValueError:
         return None
+
+
+def _in_finalizer(frame: FrameType | None) -> bool:
+    while frame is not None:
+        if frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
 
 
 def build_parser(with_flags: Collection[str] = tuple(COMMANDS)) -> argparse.ArgumentParser:

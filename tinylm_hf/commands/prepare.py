@@ -16,7 +16,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", default=None, help="dataset split (with --dataset)")
     parser.add_argument("--text-column", default="text", help="column holding the text (default: text)")
     parser.add_argument("--val-fraction", type=float, default=0.05, help="share of the text for validation")
-    parser.add_argument("--num-proc", type=int, default=None, help="tokenizing processes")
+    parser.add_argument("--workers", "--num-proc", dest="workers", type=int, default=None,
+                        help="tokenizing threads (default: the usable CPUs)")
     parser.add_argument("--out", required=True, help="output folder")
     parser.add_argument("--mlm-static", action="store_true",
                         help="also mask the data once for masked-LM training with --masking static (BERT's static "
@@ -34,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
         check_static_masking(load_tokenizer(args.tokenizer), mlm_probability=args.mlm_probability, seed=args.mlm_seed)
     headers = prepare_dataset(
         args.tokenizer, args.out, input_files=args.input, dataset=args.dataset, split=args.split,
-        text_column=args.text_column, val_fraction=args.val_fraction, num_proc=args.num_proc,
+        text_column=args.text_column, val_fraction=args.val_fraction, num_workers=args.workers,
         val_files=args.val_input,
     )
     for name, h in headers.items():

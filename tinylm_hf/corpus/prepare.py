@@ -1,28 +1,27 @@
-"""`prepare_dataset`: tokenize a corpus with `datasets` into `train.bin` / `val.bin` (see token_files.py).
+"""`prepare_dataset`: tokenize a corpus into `train.bin` / `val.bin` (see token_files.py).
 
 Documents come from structure, never from text content: JSON-lines records, `datasets` rows, or
 plain-text files cut by `split_documents` (separator lines, else blank lines, else fixed-size
 pieces). Document text is tokenized as plain text (a literal `<|endoftext|>` inside it is not the
-control token); the eos id is appended after every document. Outputs are staged in a temporary
-folder and moved into place at the end, so a failed run (a full disk, a kill) leaves earlier
-outputs intact and no partial files.
+control token); the eos id is appended after every document. Sources load through `datasets` (Arrow
+tables); their rows are tokenized in blocks over threads (`encode_rows`) and streamed into the token
+files, so memory stays bounded by the block size. Outputs are staged in a temporary folder and moved
+into place at the end, so a failed run (a full disk, a kill) leaves earlier outputs intact and no
+partial files.
 
 Nothing is reused because of a name: local files are loaded and tokenized in the stage folder (no `datasets` cache
-outlives the run), and the tokenization of a named dataset is cached under a key of what it depends on (the rows'
-fingerprint, the tokenizer's fingerprint, the column and end id), never the tokenizer folder's path, so a tokenizer
-trained again in place tokenizes afresh.
+outlives the run), and the tokens of a named dataset are cached beside its rows in the `datasets` cache under a key
+of what they depend on (the rows' fingerprint, the tokenizer's fingerprint, the column and end id), never the
+tokenizer folder's path, so a tokenizer trained again in place tokenizes afresh.
 """
 
 from __future__ import annotations
 
-import contextlib
+import errno
 import hashlib
 import json
 import os
 import shutil
-import signal
-import sys
-import threading
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -32,16 +31,16 @@ import numpy as np
 
 from ..fileio import make_folders, make_temp, no_space
 from ..tokenization.pretokenize import EOS_TOKEN
-from ..tokenization.plain_text import encode_plain
-from ..tokenization.process_pool import WorkerDiedError
+from ..tokenization.jit import resolve_workers
 from ..tokenizer_loading import load_tokenizer
 from .documents import choose_split_rule, split_documents
+from .encode_rows import Encoder, encode_rows, plain_encoder, row_blocks, text_lengths
 from .sources import TEXT_ENCODING, check_text_column, check_utf8_file, expand_inputs, load_named_dataset
-from .token_files import header_path, token_dtype, tokenizer_fingerprint, write_tokens
+from .token_files import header_path, load_tokens, read_header, token_dtype, tokenizer_fingerprint, write_tokens
 
 SPLITS = ("train", "val")
-_FINGERPRINTS: dict[int, str] = {}  # id of a loaded tokenizer -> its fingerprint, computed once per process
-TOKENIZE_VERSION = 1  # part of the tokenization's cache key: raise it when `_tokenize` changes what it makes
+TOKENIZE_VERSION = 2  # part of the tokens' cache key: raise it when what `_tokenize_split` makes changes
+CACHE_PREFIX = "tinylm-tokens-"  # a named dataset's cached tokens: <its datasets cache folder>/tinylm-tokens-<key>.bin
 
 
 def _split_text_file(batch: dict[str, list], column: str) -> dict[str, list]:
@@ -52,59 +51,6 @@ def _split_text_file(batch: dict[str, list], column: str) -> dict[str, list]:
         docs += parts
         rules += [rule] * len(parts)
     return {"text": docs, "split_rule": rules}
-
-
-_FORKING_PARENT: list[int] = []  # while a pool starts: [pid, thread id] whose forked workers die with it
-_BIND_CHILD: list[bool] = [False]  # set in the parent just before each fork: is this fork one to bind?
-_PRCTL: list[Any] = []  # libc's prctl, looked up in the parent: a forked child imports nothing
-
-
-def _before_fork() -> None:
-    # Linux's PR_SET_PDEATHSIG fires when the forking *thread* exits: bind only the workers the `with` block's own
-    # thread forks. A pool's helper thread that replaces a dead worker exits at the pool's end, and its children
-    # would be killed then, holding the pool's queue lock.
-    _BIND_CHILD[0] = bool(_FORKING_PARENT) and _FORKING_PARENT[1] == threading.get_ident()
-
-
-def _die_with_parent() -> None:
-    """At fork, in a child of `_workers_die_with_parent`: ask Linux to SIGKILL this process when its parent dies (a
-    SIGKILLed prepare runs no cleanup, and a pool's workers would wait for work forever); exit if it is gone already."""
-    if not _BIND_CHILD[0]:
-        return
-    _BIND_CHILD[0] = False  # the worker's own children are not ours to bind
-    _PRCTL[0](1, signal.SIGKILL, 0, 0, 0)  # 1: PR_SET_PDEATHSIG
-    if os.getppid() != _FORKING_PARENT[0]:  # the parent died before the request was made
-        os._exit(1)
-
-
-@contextlib.contextmanager
-def _workers_die_with_parent() -> Iterator[None]:
-    """Processes this thread forks inside the `with` (the tokenizing pool's workers) are killed when it dies."""
-    if sys.platform.startswith("linux"):
-        if not _PRCTL:
-            import ctypes
-
-            _PRCTL[:] = [ctypes.CDLL(None, use_errno=True).prctl]
-            os.register_at_fork(before=_before_fork, after_in_child=_die_with_parent)
-        _FORKING_PARENT[:] = [os.getpid(), threading.get_ident()]
-    try:
-        yield
-    finally:
-        _FORKING_PARENT.clear()
-
-
-def _tokenize(batch: dict[str, list], tokenizer_dir: str, column: str, eos_id: int,
-              fingerprint: str) -> dict[str, list]:
-    tok = load_tokenizer(tokenizer_dir)
-    if id(tok) not in _FINGERPRINTS:  # the loader keeps what it loaded: an id is never reused for another tokenizer
-        _FINGERPRINTS[id(tok)] = tokenizer_fingerprint(tok)
-    if _FINGERPRINTS[id(tok)] != fingerprint:  # the folder was trained again while prepare ran
-        raise ValueError(f"the tokenizer in {tokenizer_dir} changed while prepare ran (fingerprint "
-                         f"{_FINGERPRINTS[id(tok)]}, {fingerprint} at the start): run prepare again")
-    texts = batch[column]
-    ids = encode_plain(tok, texts)
-    ids = [doc + [eos_id] for doc in ids]
-    return {"ids": ids, "n_tokens": [len(d) for d in ids], "n_bytes": [len(t.encode("utf-8")) for t in texts]}
 
 
 def _load_files(files: Sequence[str], text_column: str, cache_dir: Path) -> tuple[Any, str]:
@@ -168,40 +114,11 @@ def _load_named(dataset: str, split: str | None, text_column: str, cache_dir: Pa
 
 
 def tokenize_cache_key(ds: Any, fn_kwargs: dict[str, Any]) -> str:
-    """The `datasets` cache key of tokenizing `ds`: the rows (datasets' fingerprint of them), the tokenizer's
-    fingerprint, the column and the end id (`fn_kwargs` less the folder's path), and this module's version."""
+    """The cache key of the tokens of `ds`: the rows (datasets' fingerprint of them), the tokenizer's fingerprint,
+    the column and the end id (`fn_kwargs` less the folder's path), and this module's version."""
     options = {k: v for k, v in fn_kwargs.items() if k != "tokenizer_dir"}
     payload = json.dumps([ds._fingerprint, options, TOKENIZE_VERSION], sort_keys=True)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
-
-
-def _map_in_workers(ds: Any, function: Any, *, num_proc: int, desc: str, fn_kwargs: dict[str, Any],
-                    new_fingerprint: str | None = None) -> Any:
-    """`ds.map` over `num_proc` worker processes; a worker that dies (killed, out of memory) is a clear error."""
-    from multiprocess.context import ProcessError  # datasets' pool reports a lost worker through these
-
-    try:
-        with _workers_die_with_parent():
-            return ds.map(function, batched=True, num_proc=num_proc, remove_columns=ds.column_names,
-                          fn_kwargs=fn_kwargs, desc=desc, new_fingerprint=new_fingerprint)
-    except (RuntimeError, EOFError, ConnectionError, ProcessError) as err:
-        _reraise_interruption(err)
-        if num_proc > 1 and ("died" in str(err) or not isinstance(err, RuntimeError)):
-            raise WorkerDiedError(
-                f"a worker process died while {desc} (killed, or out of memory?); nothing was written. "
-                "Run again, with a lower --num-proc if memory is short"
-            ) from err
-        raise
-
-
-def _reraise_interruption(err: BaseException) -> None:
-    """Re-raise a Ctrl-C or a signal turned exception (`cli.Terminated`) that `datasets`' pool reported as a dead
-    worker while it stopped the workers: the run was stopped, no worker failed."""
-    cause = err.__context__
-    while cause is not None:
-        if not isinstance(cause, Exception):
-            raise cause from None
-        cause = cause.__context__
 
 
 def _carve_validation(ds: Any, column: str, val_fraction: float) -> tuple[Any, Any]:
@@ -211,17 +128,11 @@ def _carve_validation(ds: Any, column: str, val_fraction: float) -> tuple[Any, A
             "the input holds a single document: nothing to carve a validation split from; "
             "give --val-input, or more text"
         )
-    lengths = np.fromiter((len(t) for t in ds[column]), dtype=np.int64, count=len(ds))
+    lengths, _ = text_lengths(ds, column)
     from_end = np.cumsum(lengths[::-1])
     n_val = int(np.searchsorted(from_end, val_fraction * from_end[-1])) + 1
     n_val = min(max(n_val, 1), len(ds) - 1)
     return ds.select(range(len(ds) - n_val)), ds.select(range(len(ds) - n_val, len(ds)))
-
-
-def _id_chunks(tokenized: Any, rows: int = 1024) -> Iterator[np.ndarray]:
-    for first in range(0, len(tokenized), rows):
-        ids = tokenized[first : first + rows]["ids"]
-        yield np.fromiter((t for doc in ids for t in doc), dtype=np.int64)
 
 
 def document_end_id(tok: Any, where: str) -> int:
@@ -265,6 +176,8 @@ def prepare_dataset(
     val_fraction: float = 0.05,
     num_proc: int | None = None,
     val_files: Sequence[str | os.PathLike] | None = None,
+    *,
+    num_workers: int | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Tokenize a corpus into `out_dir/{train,val}.bin` with JSON headers; returns the two headers.
 
@@ -272,6 +185,8 @@ def prepare_dataset(
     `datasets` dataset name. `val_files` (or the dataset's own validation split) become `val.bin`;
     otherwise the trailing documents holding `val_fraction` of the characters are carved off.
     Each header says how the documents were found (`split_rules`) and where the text came from.
+    The documents are tokenized on `num_workers` threads (default: the usable CPUs); `num_proc` is the same
+    count under its older name.
     """
     if (input_files is None) == (dataset is None):
         raise ValueError("give exactly one of input_files or dataset")
@@ -280,7 +195,9 @@ def prepare_dataset(
     tokenizer_dir = str(tokenizer_dir)
     tok = load_tokenizer(tokenizer_dir)
     eos_id = document_end_id(tok, tokenizer_dir)
-    num_proc = num_proc or max(1, min(4, os.cpu_count() or 1))
+    if num_workers is not None and num_proc is not None and num_workers != num_proc:
+        raise ValueError(f"num_workers={num_workers} and num_proc={num_proc} name the same thread count: give one")
+    workers = resolve_workers(num_workers if num_workers is not None else num_proc)
     out = Path(out_dir)
     created = make_folders(out)  # the top folder this run made (None if out existed), removed if it fails
     max_id = max(tok.get_vocab().values())
@@ -292,13 +209,15 @@ def prepare_dataset(
     try:
         train_ds, val_ds, options["column"], base["source"] = _load_sources(
             input_files, val_files, dataset, split, text_column, val_fraction, stage / "datasets")
-        headers = {name: _tokenize_split(ds, name, stage, token_dtype(max_id), base, options, num_proc)
+        encode = plain_encoder(tok)
+        headers = {name: _tokenize_split(ds, name, stage, token_dtype(max_id), base, options, encode, workers)
                    for name, ds in zip(SPLITS, (train_ds, val_ds))}
         for name in SPLITS:  # data first, headers last: a header never describes a missing array
             os.replace(stage / f"{name}.bin", out / f"{name}.bin")
         for name in SPLITS:
             os.replace(header_path(stage / f"{name}.bin"), header_path(out / f"{name}.bin"))
     except Exception as err:
+        _reraise_interruption(err)
         converted = no_space(err, out, "free some space and run prepare again")
         if converted is err:
             raise
@@ -309,16 +228,68 @@ def prepare_dataset(
     return headers
 
 
+def _reraise_interruption(err: BaseException) -> None:
+    """Re-raise a Ctrl-C or a signal turned exception (`cli.Terminated`) that a library wrapped in an error of its own
+    (`datasets` reports one that stops its loading as a failed generation): the run was stopped, nothing failed."""
+    cause = err.__context__
+    while cause is not None:
+        if not isinstance(cause, Exception):
+            raise cause from None
+        cause = cause.__context__
+
+
 def _tokenize_split(ds: Any, name: str, stage: Path, dtype: np.dtype, base: dict[str, Any], options: dict[str, Any],
-                    num_proc: int) -> dict[str, Any]:
-    """Tokenize one split's rows into `stage/<name>.bin` and its header; returns the header."""
-    tokenized = _map_in_workers(ds, _tokenize, num_proc=min(num_proc, max(1, len(ds))), desc=f"tokenizing {name}",
-                                fn_kwargs=options, new_fingerprint=tokenize_cache_key(ds, options))
-    header = {**base, "split": name, "documents": len(ds), "bytes": int(sum(tokenized["n_bytes"]))}
+                    encode: Encoder, workers: int) -> dict[str, Any]:
+    """Tokenize one split's rows into `stage/<name>.bin` and its header (or take a named dataset's cached tokens);
+    returns the header."""
+    column = options["column"]
+    chars, nbytes = text_lengths(ds, column)
+    header = {**base, "split": name, "documents": len(ds), "bytes": int(nbytes.sum())}
     if "split_rule" in ds.column_names:
         header["split_rules"] = dict(Counter(ds["split_rule"]))
-    total = int(sum(tokenized["n_tokens"]))
-    return write_tokens(_id_chunks(tokenized), stage / f"{name}.bin", dtype, total, header)
+    cached = _cache_path(ds, options, stage)
+    chunks = _cached_tokens(cached, header)
+    hit = chunks is not None
+    if not hit:
+        chunks = encode_rows(ds, column, row_blocks(chars), encode, options["eos_id"], workers=workers)
+    try:
+        header = write_tokens(chunks, stage / f"{name}.bin", dtype, None, header)
+    except MemoryError:
+        raise OSError(errno.ENOMEM, f"out of memory while tokenizing the {name} split; nothing was written: free "
+                      "some memory, or run with fewer --workers") from None
+    if cached is not None and not hit:
+        write_tokens(_slices(load_tokens(stage / f"{name}.bin")), cached, dtype, None, header)
+    return header
+
+
+def _cache_path(ds: Any, options: dict[str, Any], stage: Path) -> Path | None:
+    """Where the tokens of `ds` are cached: beside its Arrow files in the `datasets` cache, under its cache key.
+    None for rows loaded into the stage folder (local files and folders: tokenized afresh in every run)."""
+    files = getattr(ds, "cache_files", None)
+    if not files:
+        return None
+    folder = Path(files[0]["filename"]).parent
+    if folder.resolve().is_relative_to(stage.resolve()):
+        return None
+    return folder / f"{CACHE_PREFIX}{tokenize_cache_key(ds, options)}.bin"
+
+
+def _cached_tokens(cached: Path | None, header: dict[str, Any]) -> Iterator[np.ndarray] | None:
+    """The cached tokens at `cached` in slices, when they are there, whole and of these rows; else None."""
+    if cached is None or not cached.is_file():
+        return None
+    try:
+        tokens, kept = load_tokens(cached), read_header(cached)
+    except (OSError, ValueError):  # a cache entry cut short or damaged: tokenized again
+        return None
+    if (kept["documents"], kept["bytes"]) != (header["documents"], header["bytes"]):
+        return None
+    return _slices(tokens)
+
+
+def _slices(tokens: np.ndarray, size: int = 1 << 20) -> Iterator[np.ndarray]:
+    for first in range(0, len(tokens), size):
+        yield np.asarray(tokens[first : first + size])
 
 
 def _remove_if_left_empty(out: Path, created: Path | None) -> None:

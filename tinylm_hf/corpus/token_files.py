@@ -140,12 +140,13 @@ def token_digest(tokens: np.ndarray) -> str:
 
 
 def write_tokens(
-    chunks: Any, path: Path, dtype: np.dtype, total: int, header: dict[str, Any]
+    chunks: Any, path: Path, dtype: np.dtype, total: int | None, header: dict[str, Any]
 ) -> dict[str, Any]:
-    """Write `total` ids from an iterable of int arrays to `path` (via a temp file), then its header.
+    """Write the ids of an iterable of int arrays (`total` of them, when known ahead) to `path` (via a temp file),
+    then its header.
 
     Every id is checked against `dtype` before it is stored, so ids never wrap silently. The header records the
-    tokens' `token_digest`: what a resumed run knows its data by.
+    tokens' count and `token_digest`: what a resumed run knows its data by.
     """
     limit = np.iinfo(dtype).max
     written = 0
@@ -160,8 +161,8 @@ def write_tokens(
                 out.write(stored)
                 digest.update(stored)
                 written += ids.size
-        if written != total:
+        if total is not None and written != total:
             raise RuntimeError(f"wrote {written} tokens to {path}, expected {total}")
-    header = {**header, "dtype": dtype.name, "count": total, "token_digest": digest.hexdigest()[:16]}
+    header = {**header, "dtype": dtype.name, "count": written, "token_digest": digest.hexdigest()[:16]}
     write_json_atomic(header_path(path), header)
     return header

@@ -11,9 +11,7 @@ path here is their reference and the fallback. Kernels run without the GIL, so `
 from __future__ import annotations
 
 import os
-from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache
 from itertools import accumulate, chain
 from pathlib import Path
@@ -24,7 +22,7 @@ import regex
 from .bpe_merge import merge_by_heap, merge_short
 from .byte_unicode import token_to_unicode
 from .gpt2_files import MERGES_FILE, VOCAB_FILE, load_merges_txt, load_vocab_json, write_gpt2_files
-from .jit import kernels_enabled, resolve_workers
+from .jit import kernels_enabled, map_in_threads, resolve_workers
 from .pretokenize import (
     GPT2_PATTERN,
     check_special_tokens,
@@ -48,7 +46,6 @@ WINDOW_CHARS = 1 << 20
 # encode_batch groups texts into tasks of about this many characters.
 BATCH_TASK_CHARS = 1 << 18
 # Tasks submitted ahead per thread: enough to keep every thread busy while results are collected.
-IN_FLIGHT_PER_WORKER = 2
 
 
 class BPETokenizer:
@@ -306,7 +303,7 @@ class BPETokenizer:
         workers = resolve_workers(num_workers)
         groups = list(_group_by_chars(texts, BATCH_TASK_CHARS))
         encode = lambda group: self._encode_many(group, self._special_pattern)  # noqa: E731
-        return list(chain.from_iterable(_map_in_threads(encode, groups, workers)))
+        return list(chain.from_iterable(map_in_threads(encode, groups, workers)))
 
     def encode_file(
         self, path: str | os.PathLike, num_workers: int | None = None, *, encoding: str = "utf-8"
@@ -314,7 +311,7 @@ class BPETokenizer:
         """Encode a whole text file over `num_workers` threads; equals `encode` of its contents.
 
         The file is read in windows of about `WINDOW_CHARS` characters cut where no cut changes the ids
-        (see `encode_iterable`), at most `IN_FLIGHT_PER_WORKER` windows per thread ahead: memory stays
+        (see `encode_iterable`), at most `jit.IN_FLIGHT_PER_WORKER` windows per thread ahead: memory stays
         bounded by the window size, not the file's (universal newlines, invalid bytes replaced).
         """
         path = Path(path)
@@ -323,7 +320,7 @@ class BPETokenizer:
         ids: list[int] = []
         with open(path, encoding=encoding, errors="replace") as handle:
             windows = self._iter_independent_pieces(iter(lambda: handle.read(WINDOW_CHARS), ""), WINDOW_CHARS)
-            for part in _map_in_threads(self.encode, windows, resolve_workers(num_workers)):
+            for part in map_in_threads(self.encode, windows, resolve_workers(num_workers)):
                 ids += part
         return ids
 
@@ -405,25 +402,3 @@ def _group_by_chars(texts: list[str], size: int) -> Iterator[list[str]]:
             group, chars = [], 0
     if group:
         yield group
-
-
-def _map_in_threads(fn: Callable, tasks: Iterable, workers: int) -> Iterator:
-    """`fn(task)` for each task, in order, over `workers` threads, with a bounded number of tasks ahead.
-
-    The kernels release the GIL, so threads encode at once; one worker runs in this thread.
-    """
-    if workers <= 1:
-        yield from map(fn, tasks)
-        return
-    pending: deque[Future] = deque()
-    with ThreadPoolExecutor(workers) as executor:
-        try:
-            for task in tasks:
-                pending.append(executor.submit(fn, task))
-                if len(pending) >= workers * IN_FLIGHT_PER_WORKER:
-                    yield pending.popleft().result()
-            while pending:
-                yield pending.popleft().result()
-        finally:
-            for future in pending:
-                future.cancel()

@@ -18,12 +18,15 @@ import functools
 import importlib.util
 import os
 import sys
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 # Set to "0" to run the pure-Python references even where numba is installed (tests, debugging).
 KERNELS_ENV = "TINYLM_KERNELS"
 INSTALL_HINT = "pip install numba"
+IN_FLIGHT_PER_WORKER = 2  # tasks a thread may have ahead of the consumer: bounds the memory of results not yet read
 
 
 @functools.cache
@@ -61,6 +64,26 @@ def resolve_workers(num_workers: int | None) -> int:
     if not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 1:
         raise ValueError(f"num_workers must be a positive int or None, got {num_workers!r}")
     return num_workers
+
+
+def map_in_threads(fn: Callable[[Any], Any], tasks: Iterable[Any], workers: int) -> Iterator[Any]:
+    """`fn(task)` for each task, in order, over `workers` threads, at most `IN_FLIGHT_PER_WORKER` tasks per thread
+    ahead of the consumer. Kernels release the GIL, so the threads run them at once; one worker runs inline."""
+    if workers <= 1:
+        yield from map(fn, tasks)
+        return
+    pending: deque[Future] = deque()
+    with ThreadPoolExecutor(workers) as executor:
+        try:
+            for task in tasks:
+                pending.append(executor.submit(fn, task))
+                if len(pending) >= workers * IN_FLIGHT_PER_WORKER:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for future in pending:
+                future.cancel()
 
 
 def njit(*, parallel: bool = False, inline: bool = False,

@@ -11,15 +11,14 @@ keyed by their bytes; without numba, and for other patterns, `regex` and `Counte
 from __future__ import annotations
 
 import os
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from typing import BinaryIO, TypeVar
+from typing import BinaryIO
 
 import numpy as np
 
-from ..tokenization.jit import kernels_enabled, resolve_workers
+from ..tokenization.jit import kernels_enabled, map_in_threads, resolve_workers
 from ..tokenization.pretokenize import GPT2_PATTERN, GPT4_PATTERN, compile_pretokenizer, split_on_special_tokens
 
 # Target chunk size: bounds a thread's memory (the chunk's text, its UTF-8 bytes and pre-token bounds, some 20
@@ -30,7 +29,6 @@ MERGE_MIN_SPANS = 1 << 18
 # Block size used when searching forward for a chunk boundary.
 SEARCH_BLOCK_BYTES = 1 << 12
 
-T = TypeVar("T")
 # Distinct pre-tokens as spans: (their UTF-8 bytes back to back, their lengths in bytes, their counts).
 SpanCounts = tuple[np.ndarray, np.ndarray, np.ndarray]
 
@@ -77,7 +75,7 @@ def _count_file(path: str, special_tokens: Sequence[str], pattern: str,
         finder = compile_pretokenizer(pattern).findall
         count = lambda r: Counter(piece for part in read(r) for piece in finder(part, concurrent=True))  # noqa: E731
         totals: Counter[str] = Counter()
-        for counts in _map_in_threads(count, ranges, num_workers):
+        for counts in map_in_threads(count, ranges, num_workers):
             totals.update(counts)
         return totals
     # Chunk counts are summed in batches (once they hold as many spans as the running total, so that
@@ -85,27 +83,12 @@ def _count_file(path: str, special_tokens: Sequence[str], pattern: str,
     gpt4 = pattern == GPT4_PATTERN
     merged: list[SpanCounts] = [_count_spans([], gpt4)]
     pending = 0
-    for spans in _map_in_threads(lambda r: _count_spans(read(r), gpt4), ranges, num_workers):
+    for spans in map_in_threads(lambda r: _count_spans(read(r), gpt4), ranges, num_workers):
         merged.append(spans)
         pending += len(spans[1])
         if pending > max(MERGE_MIN_SPANS, len(merged[0][1])):
             merged, pending = [_sum_spans(merged)], 0
     return _sum_spans(merged)
-
-
-def _map_in_threads(fn: Callable[[tuple[int, int]], T], ranges: list[tuple[int, int]], workers: int) -> Iterator[T]:
-    """`map(fn, ranges)` over `workers` threads, at most twice as many chunks in flight as threads."""
-    if workers == 1 or len(ranges) == 1:
-        yield from map(fn, ranges)
-        return
-    with ThreadPoolExecutor(workers) as pool:
-        window = 2 * workers
-        pending = deque(pool.submit(fn, r) for r in ranges[:window])
-        for index in range(window, len(ranges) + window):
-            result = pending.popleft().result()
-            if index < len(ranges):
-                pending.append(pool.submit(fn, ranges[index]))
-            yield result
 
 
 def count_gpt2_pretokens(texts: list[str]) -> Counter[str]:
