@@ -49,7 +49,7 @@ tok_dir, text, work, workers = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.ar
 
 OURS = CHILD_PRELUDE + """
 import hashlib
-import numba  # libraries, imported untimed as the peer's are
+import datasets, numba  # libraries, imported untimed as the peer's are
 from transformers import AutoTokenizer  # (torch with it)
 from tinylm_hf.corpus import prepare_dataset
 t0, c0 = time.perf_counter(), cpu()
