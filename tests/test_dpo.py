@@ -6,16 +6,13 @@ from __future__ import annotations
 import json
 import math
 import re
-import signal
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
 
 from tiny_chats import make_chat_folder
-from tiny_runs import cli_env, losses, run_two_gloo_ranks, start_cli, wait_for_checkpoint
+from tiny_runs import kill_then_resume, losses, run_two_gloo_ranks
 from tinylm_hf.cli import main
 from tinylm_hf.corpus.conversations import load_story_chats
 
@@ -150,21 +147,10 @@ def test_a_resumed_run_repeats_the_uninterrupted_one(base, pairs, tuned, tmp_pat
 
 
 def test_a_killed_run_resumes_to_the_uninterrupted_one(base, pairs, tmp_path):
-    from conftest import REPO_ROOT
-    from tinylm_hf.training.run.checkpoint import list_checkpoints
-
     train, valid = pairs
     argv = ["dpo", "--data", str(train), "--valid-data", str(valid), "--init-from", str(base), *RUN,
             "--max-iters", "80", "--eval-every", "0", "--publish", "none"]
-    proc = start_cli(*argv, "--out-dir", str(tmp_path / "killed"))
-    wait_for_checkpoint(proc, tmp_path / "killed" / "checkpoints")
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    killed_at = int(list_checkpoints(tmp_path / "killed" / "checkpoints")[-1].stem.split("_")[1])
-    assert killed_at < 80, "the run finished before it could be killed"
-    resumed = subprocess.run([sys.executable, "-m", "tinylm_hf.cli", *argv, "--out-dir", str(tmp_path / "killed"),
-                              "--resume"], cwd=REPO_ROOT, env=cli_env(), capture_output=True, text=True)
-    assert resumed.returncode == 0 and "resumed from" in resumed.stdout, resumed.stdout + resumed.stderr
+    kill_then_resume(argv, tmp_path / "killed", max_iters=80)
     assert main([*argv, "--out-dir", str(tmp_path / "whole")]) == 0
     assert losses(tmp_path / "killed") == losses(tmp_path / "whole")
 

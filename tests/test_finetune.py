@@ -9,22 +9,18 @@ from __future__ import annotations
 
 import json
 import re
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from conftest import PACKAGE_DATA, REPO_ROOT, run_cli_error
+from conftest import PACKAGE_DATA, run_cli_error
 from tiny_folders import make_tiny_folder
-from tiny_runs import cli_env, losses, start_cli, wait_for_checkpoint
+from tiny_runs import kill_then_resume, losses
 from tinylm_hf.cli import main
 from tinylm_hf.corpus.source_task import SOURCE_LABELS
 from tinylm_hf.training import RunSummary
-from tinylm_hf.training.checkpoint import list_checkpoints
 
 TASK = [f"--data={PACKAGE_DATA / 'corpus_source_train.jsonl'}",
         f"--validation-data={PACKAGE_DATA / 'corpus_source_validation.jsonl'}",
@@ -128,15 +124,7 @@ def test_a_resumed_run_equals_the_uninterrupted_one(base, tmp_path):
 def test_a_killed_run_resumes_to_the_uninterrupted_one(base, tmp_path):
     argv = ["finetune", *TASK, "--init-from", str(base), *SMALL, "--batch-size", "4", "--max-iters", "120",
             "--checkpoint-every", "5", "--eval-every", "0", "--publish", "none", "--progress", "false"]
-    proc = start_cli(*argv, "--out-dir", str(tmp_path / "killed"))
-    wait_for_checkpoint(proc, tmp_path / "killed" / "checkpoints")
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    killed_at = int(list_checkpoints(tmp_path / "killed" / "checkpoints")[-1].stem.split("_")[1])
-    assert killed_at < 120, "the run finished before it could be killed"
-    resumed = subprocess.run([sys.executable, "-m", "tinylm_hf.cli", *argv, "--out-dir", str(tmp_path / "killed"),
-                              "--resume"], cwd=REPO_ROOT, env=cli_env(), capture_output=True, text=True)
-    assert resumed.returncode == 0 and "resumed from" in resumed.stdout, resumed.stdout + resumed.stderr
+    kill_then_resume(argv, tmp_path / "killed", max_iters=120)
     assert main([*argv, "--out-dir", str(tmp_path / "whole")]) == 0
     assert losses(tmp_path / "killed") == losses(tmp_path / "whole")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -85,6 +86,21 @@ def wait_for_checkpoint(proc: subprocess.Popen, ckpt_dir: Path, timeout: float =
         time.sleep(0.005)
     proc.kill()
     pytest.fail("no checkpoint appeared")
+
+
+def kill_then_resume(argv: list[str], out: Path, max_iters: int) -> None:
+    """`tinylm ARGV --out-dir OUT` killed (SIGKILL) after its first checkpoint, then resumed in a fresh process."""
+    from tinylm_hf.training.run.checkpoint import list_checkpoints
+
+    proc = start_cli(*argv, "--out-dir", str(out))
+    wait_for_checkpoint(proc, out / "checkpoints")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    killed_at = int(list_checkpoints(out / "checkpoints")[-1].stem.split("_")[1])
+    assert killed_at < max_iters, "the run finished before it could be killed"
+    resumed = subprocess.run([sys.executable, "-m", "tinylm_hf.cli", *argv, "--out-dir", str(out), "--resume"],
+                             cwd=REPO_ROOT, env=cli_env(), capture_output=True, text=True)
+    assert resumed.returncode == 0 and "resumed from" in resumed.stdout, resumed.stdout + resumed.stderr
 
 
 def _free_port() -> int:
