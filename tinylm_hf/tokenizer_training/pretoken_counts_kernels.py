@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..tokenization.bpe_kernels import same_bytes
 from ..tokenization.jit import njit
 from .bpe_merges_kernels import grow
 
@@ -19,6 +20,7 @@ _HASH = np.uint64(0x9E3779B97F4A7C15)
 
 @njit(refcounts=False)
 def _hash(data, start, end):
+    """A 64-bit multiplicative hash with a final mix: the slot is taken from its high bits."""
     h = np.uint64(end - start)
     for i in range(start, end):
         h = (h ^ np.uint64(data[i])) * _HASH
@@ -45,7 +47,7 @@ def count_spans(data, starts, ends, weights):
         slot = int(h >> np.uint64(16)) & mask
         while table[slot] >= 0:
             d = table[slot]
-            if hashes[d] == h and lengths[d] == length and _equal(store, offsets[d], data, start, length):
+            if hashes[d] == h and lengths[d] == length and same_bytes(store, offsets[d], data, start, length):
                 counts[d] += weights[i]
                 break
             slot = (slot + 1) & mask
@@ -61,14 +63,6 @@ def count_spans(data, starts, ends, weights):
             if 2 * distinct > len(table):
                 table = _rehash(table, hashes, distinct)
     return store[:stored].copy(), lengths[:distinct].copy(), counts[:distinct].copy()
-
-
-@njit(refcounts=False)
-def _equal(store, offset, data, start, length):
-    for k in range(length):
-        if store[offset + k] != data[start + k]:
-            return False
-    return True
 
 
 @njit()
