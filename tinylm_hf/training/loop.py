@@ -20,6 +20,7 @@ exports) is `tinylm_hf.publish`'s job and reads the summary.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import time
@@ -47,6 +48,8 @@ from .run.folder import LOSS_PLOT, RunDirectory
 from .run.state import RunCheckpoints, TrainState
 from .run.summary import RunSummary, learning_rate_facts
 from .step import NonFiniteLossError, StepResult, compile_for_training, train_step
+
+SUMMARY_FIELDS = {f.name for f in dataclasses.fields(RunSummary)}  # an evaluation's numbers with a field of their own
 
 
 def train(config: TrainConfig) -> RunSummary:
@@ -286,7 +289,8 @@ def summarize(config: TrainConfig, run: RunDirectory, run_id: str | None, state:
         val_loss=last_eval.get("val_loss"), val_perplexity=last_eval.get("val_perplexity"),
         val_bpb=last_eval.get("val_bpb"), val_accuracy=last_eval.get("val_accuracy"),
         val_macro_f1=last_eval.get("val_macro_f1"),
-        val_metrics={k: v for k, v in last_eval.items() if k.startswith("val_") and isinstance(v, (int, float))},
+        val_metrics={k: v for k, v in last_eval.items()
+                     if k.startswith("val_") and k not in SUMMARY_FIELDS and isinstance(v, (int, float))},
         best_val_loss=state.best_val_loss if state.best_val_loss < math.inf else None,
         checkpoint=str(find_latest_checkpoint(run.checkpoints)) if ddp.main else None,
         best_checkpoint=str(best_path) if best_path.is_file() else None,

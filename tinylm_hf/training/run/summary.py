@@ -140,8 +140,8 @@ class RunSummary:
     val_macro_f1: float | None = None
     """Macro-F1 of the last evaluation (seq_cls): the unweighted mean of each label's F1."""
     val_metrics: dict[str, float] = field(default_factory=dict)
-    """Every number of the last evaluation by its metrics.jsonl name, an objective's own ones too (dpo's
-    `val_reward_accuracy`, `val_reward_margin`, ...)."""
+    """The last evaluation's other numbers, by their metrics.jsonl names: an objective's own (dpo's
+    `val_reward_accuracy`, `val_reward_margin`, ...), those without a field of their own above."""
     best_val_loss: float | None = None
     """Lowest validation loss of the run."""
     checkpoint: str | None = None
