@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 import sentencepiece as spm
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from transformers import AutoTokenizer
 
@@ -179,10 +179,13 @@ def test_text_that_spells_a_special_token_is_plain_text_with_special_tokens_unsp
 
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 @given(text=st.text(max_size=40))
+@example(text="<s>")  # hypothesis found it in a full run: a special token's spelling
 def test_slow_fast_and_sentencepiece_agree_on_any_text(byte_fallback_folder, text):
+    # as plain text: sentencepiece never reads a special token's spelling ("<s>") as its control id, and
+    # transformers does unless told not to (that case: the test above)
     slow, fast, _, processor = byte_fallback_folder
     ids = processor.encode(text)
-    assert slow(text)["input_ids"] == fast(text)["input_ids"] == ids
+    assert slow(text, split_special_tokens=True)["input_ids"] == fast(text, split_special_tokens=True)["input_ids"] == ids
     assert slow.decode(ids) == fast.decode(ids) == processor.decode(ids)
 
 
