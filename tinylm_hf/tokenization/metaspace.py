@@ -158,10 +158,6 @@ class SentencePieceModel:
     def unk_piece(self) -> str:
         return self.pieces[self.unk_id][0]
 
-    def special_pieces(self) -> list[str]:
-        """Control and unknown pieces: never produced by segmenting text."""
-        return [p for p, _, kind in self.pieces if kind in (CONTROL, UNKNOWN)]
-
 
 class _Reader:
     def __init__(self, data: bytes, what: str) -> None:

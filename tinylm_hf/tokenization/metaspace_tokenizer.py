@@ -10,11 +10,10 @@ This file imports only same-folder siblings: transformers copies it flat for `tr
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import chain
 from pathlib import Path
 
-from .encode_cache import EncodeCache
 from .metaspace import (
     BOS_PIECE,
     BYTE_PIECES,
@@ -38,6 +37,24 @@ from .metaspace import (
 
 # What sentencepiece's decoder writes for an unknown piece.
 UNK_SURFACE = " \u2047 "
+CACHE_LIMIT = 1 << 16  # units kept before the cache starts afresh (bounded memory on endless streams)
+
+
+class EncodeCache(dict):
+    """unit str -> ids; a miss runs `encode`, so hits never leave C when read through `map`.
+
+    Units repeat (words, mostly), and segmenting one in Python costs far more than a lookup.
+    """
+
+    def __init__(self, encode: Callable[[str], list[int]]) -> None:
+        super().__init__()
+        self._encode = encode
+
+    def __missing__(self, unit: str) -> list[int]:
+        if len(self) >= CACHE_LIMIT:
+            self.clear()
+        ids = self[unit] = self._encode(unit)
+        return ids
 
 
 class MetaspaceTokenizer:

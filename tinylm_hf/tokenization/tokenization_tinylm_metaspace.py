@@ -26,7 +26,6 @@ from .metaspace_tokenizer import MetaspaceTokenizer
 from .tokenization_tinylm_base import TOKENIZER_FILE, TinyLMCoreTokenizer, TinyLMCoreTokenizerFast, drop_folder_kwargs
 # siblings the imports above reach, named so that transformers < 5.10 copies them too (compat.py)
 from .atomic_files import FILE_MODE  # noqa: F401
-from .encode_cache import CACHE_LIMIT  # noqa: F401
 
 
 def _special_kwargs(core: MetaspaceTokenizer, unk_token, bos_token, eos_token, pad_token, kwargs: dict) -> dict:

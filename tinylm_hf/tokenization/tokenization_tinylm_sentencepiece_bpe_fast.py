@@ -13,7 +13,6 @@ from .tokenization_tinylm_metaspace import TinyLMMetaspaceTokenizerFast
 from .tokenization_tinylm_sentencepiece_bpe import TinyLMSentencePieceBPETokenizer
 # siblings the imports above reach, named so that transformers < 5.10 copies them too (compat.py)
 from .atomic_files import FILE_MODE  # noqa: F401
-from .encode_cache import CACHE_LIMIT  # noqa: F401
 from .metaspace import SPACE_SYMBOL  # noqa: F401
 from .metaspace_backend import build_metaspace_backend  # noqa: F401
 from .metaspace_tokenizer import UNK_SURFACE  # noqa: F401

@@ -37,7 +37,6 @@ from .wordpiece_backend import build_bert_wordpiece, wordpiece_init_kwargs
 # siblings the imports above reach, named so that transformers < 5.10 copies them too (compat.py)
 from .atomic_files import FILE_MODE  # noqa: F401
 from .bert_unicode import REMOVED  # noqa: F401
-from .encode_cache import CACHE_LIMIT  # noqa: F401
 from .pretokenize import GPT2_PATTERN  # noqa: F401
 from .jit import KERNELS_ENV  # noqa: F401
 from .regex_classes import LETTER  # noqa: F401

@@ -26,7 +26,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from itertools import chain
 from pathlib import Path
 
-from .encode_cache import EncodeCache
 from .atomic_files import write_text_atomic
 from .bert_unicode import LOWERCASE_EXTRA, NFD_KEPT, NONSPACING_MARKS, PUNCTUATION, REMOVED, WHITESPACE
 from .jit import kernels_enabled
@@ -216,7 +215,6 @@ class WordPieceTokenizer:
         if missing:
             raise ValueError(f"special tokens {missing} are not in the vocabulary")
         self._longest = max(map(len, self.token_to_id))
-        self._cache = EncodeCache(self._encode_word)  # word -> ids, for the pure-Python path
         self._kernel = None  # wordpiece_kernels.WordPieceKernel, built at the first kernel encode
 
     def __getstate__(self) -> dict:
@@ -245,7 +243,7 @@ class WordPieceTokenizer:
 
     def _encode_reference(self, normalized: str) -> list[int]:
         """The pure-Python path: BERT's words, each longest-match-first (the kernel's specification)."""
-        return list(chain.from_iterable(map(self._cache.__getitem__, split_bert_words(normalized))))
+        return list(chain.from_iterable(map(self._encode_word, split_bert_words(normalized))))
 
     def _use_kernel(self):
         """The kernel encoder (`wordpiece_kernels.WordPieceKernel`) where numba runs, else None."""
