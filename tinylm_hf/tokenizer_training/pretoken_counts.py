@@ -10,11 +10,12 @@ keyed by their bytes; without numba, and for other patterns, `regex` and `Counte
 
 from __future__ import annotations
 
+import mmap
 import os
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
-from typing import BinaryIO
 
 import numpy as np
 
@@ -26,8 +27,8 @@ from ..tokenization.pretokenize import GPT2_PATTERN, GPT4_PATTERN, compile_preto
 CHUNK_BYTES = 1 << 20
 # Chunk counts wait until they hold this many distinct spans (and as many as the running total) to be summed.
 MERGE_MIN_SPANS = 1 << 18
-# Block size used when searching forward for a chunk boundary.
-SEARCH_BLOCK_BYTES = 1 << 12
+# A newline between two plain (non-space ASCII) bytes: a cut just after it changes no pre-token.
+_SAFE_NEWLINE = re.compile(rb"[\x21-\x7e]\n(?=[\x21-\x7e])")
 
 # Distinct pre-tokens as spans: (their UTF-8 bytes back to back, their lengths in bytes, their counts).
 SpanCounts = tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -91,17 +92,6 @@ def _count_file(path: str, special_tokens: Sequence[str], pattern: str,
     return _sum_spans(merged)
 
 
-def count_gpt2_pretokens(texts: list[str]) -> Counter[str]:
-    """pre-token -> count over independent texts, equal to counting `compile_pretokenizer(GPT2_PATTERN).findall(t)` for each.
-
-    >>> sorted(count_gpt2_pretokens(["the cat", " the cat"]).items())
-    [(' cat', 2), (' the', 1), ('the', 1)]
-    """
-    if not kernels_enabled():
-        return Counter(piece for text in texts for piece in compile_pretokenizer(GPT2_PATTERN).findall(text))
-    return _spans_to_counter(_count_spans(texts, gpt4=False))
-
-
 def _count_spans(texts: list[str], gpt4: bool) -> SpanCounts:
     """The distinct GPT-2 (cl100k when `gpt4`) pre-tokens of the texts, as spans of bytes, with their counts."""
     from ..tokenization.bpe_kernels import pretoken_bounds
@@ -141,53 +131,30 @@ def find_chunk_boundaries(
     With special tokens, a boundary is the start of the first special token at or after an even
     split point. Without them, and only for the built-in patterns, it is just after a newline
     that sits between two non-space ASCII bytes (both patterns end and start a pre-token there).
-    Otherwise the file is one chunk. The search reads small blocks, never the whole file.
+    Otherwise the file is one chunk. The file is searched through a memory map, never read whole.
     """
     size = os.path.getsize(path)
-    if special_tokens:
-        needles = [token.encode("utf-8") for token in special_tokens]
-        after = False
-    elif pattern in (GPT2_PATTERN, GPT4_PATTERN):
-        needles = [b"\n"]
-        after = True
-    else:
+    if not size or num_chunks < 2 or not special_tokens and pattern not in (GPT2_PATTERN, GPT4_PATTERN):
         return [0, size]
+    needles = sorted({token.encode("utf-8") for token in special_tokens}, key=len)
+    cut_at = re.compile(b"|".join(map(re.escape, needles))) if needles else _SAFE_NEWLINE
     bounds = [0]
-    with open(path, "rb") as handle:
+    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
         for k in range(1, num_chunks):
-            position = max(size * k // num_chunks, bounds[-1])
-            cut = _search_forward(handle, position, size, needles, after)
-            if not after and cut < size:
-                cut = _start_of_covering_special(handle, cut, needles)
-            if cut > bounds[-1] and cut < size:
+            found = cut_at.search(data, max(size * k // num_chunks, bounds[-1]))
+            cut = size if found is None else found.start() if needles else found.end()
+            if needles and cut < size:
+                cut = _start_of_covering_special(data, cut, needles)
+            if bounds[-1] < cut < size:
                 bounds.append(cut)
     bounds.append(size)
     return bounds
 
 
-def _search_forward(
-    handle: BinaryIO, position: int, size: int, needles: list[bytes], after: bool
-) -> int:
-    """Offset of the first cut at or after `position` (or `size` when there is none)."""
-    overlap = max(len(n) for n in needles) + 1
-    while position < size:
-        handle.seek(position)
-        block = handle.read(SEARCH_BLOCK_BYTES + overlap)
-        hits = [h for h in (_find_cut(block, n, after) for n in needles) if h >= 0]
-        if hits:
-            return position + min(hits)
-        if len(block) <= overlap:
-            break
-        position += SEARCH_BLOCK_BYTES
-    return size
-
-
-def _start_of_covering_special(handle: BinaryIO, cut: int, needles: list[bytes]) -> int:
+def _start_of_covering_special(data: mmap.mmap, cut: int, needles: list[bytes]) -> int:
     """Move a cut back to the start of a longer special token that covers it ("A<|x|>" vs "<|x|>")."""
-    span = max(len(n) for n in needles) - 1
-    start = max(cut - span, 0)
-    handle.seek(start)
-    window = handle.read(cut - start + span + 1)
+    start = max(cut - len(needles[-1]) + 1, 0)
+    window = data[start: cut + len(needles[-1])]
     best = cut
     for needle in needles:
         index = window.find(needle)
@@ -197,22 +164,6 @@ def _start_of_covering_special(handle: BinaryIO, cut: int, needles: list[bytes])
                 break
             index = window.find(needle, index + 1)
     return best
-
-
-def _find_cut(block: bytes, needle: bytes, after: bool) -> int:
-    """Index in `block` of a cut: at `needle`, or (after=True) just past a safe newline."""
-    if not after:
-        return block.find(needle)
-    index = block.find(needle, 1)
-    while 0 < index < len(block) - 1:
-        if _is_plain(block[index - 1]) and _is_plain(block[index + 1]):
-            return index + 1
-        index = block.find(needle, index + 1)
-    return -1
-
-
-def _is_plain(byte: int) -> bool:
-    return 0x21 <= byte <= 0x7E
 
 
 def _read_range(path: str, special_tokens: list[str], byte_range: tuple[int, int]) -> list[str]:
