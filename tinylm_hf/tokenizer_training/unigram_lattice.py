@@ -14,7 +14,6 @@ are, so both give the same numbers. A lattice is built by a dict of the pieces h
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -22,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from ..tokenization.jit import kernels_enabled
 from . import unigram_paths
+from .bpe_merges import runs_kernel
 
 # Below this many characters of strings, and while numba is not yet loaded, the reference runs instead of the
 # kernels (equal results): loading numba and the kernels costs about 0.5-0.9 s of CPU and 110 MB, more than the
@@ -46,7 +45,7 @@ class Lattice:
 
     def keep(self, alive: np.ndarray) -> Lattice:
         """The lattice without the nodes of pieces where `alive` is False."""
-        if _use_kernels(self.lengths):
+        if runs_kernel(int(self.lengths.sum()), KERNEL_MIN_CHARS):
             from .unigram_lattice_kernels import keep_nodes
 
             return Lattice(self.lengths, *keep_nodes(self.offsets, self.start, self.end, self.piece, alive))
@@ -59,7 +58,7 @@ def build_lattice(strings: Sequence[str], pieces: Sequence[str], *, whole: bool)
     """Every piece (ids: indices into `pieces`) inside every string; with `whole=False` a node never spans its
     whole string (the strings are pieces: their lattices hold their other segmentations)."""
     lengths = np.array([len(s) for s in strings], dtype=np.int64)
-    if not _use_kernels(lengths):
+    if not runs_kernel(int(lengths.sum()), KERNEL_MIN_CHARS):
         offsets, start, end, piece = build_lattice_reference(strings, pieces, whole=whole)
         nodes = (np.array(column, dtype=np.int32) for column in (start, end, piece))
         return Lattice(lengths, np.array(offsets, dtype=np.int64), *nodes)
@@ -95,7 +94,7 @@ def viterbi_pieces(lattice: Lattice, scores: np.ndarray) -> tuple[np.ndarray, np
 def _loops(lattice: Lattice) -> tuple[ModuleType, Callable[[np.ndarray], Any], Callable[[int, type], Any]]:
     """Where `unigram_paths`' loops run on `lattice` (see `KERNEL_MIN_CHARS`): compiled over arrays, or as Python
     over lists. Returns (the module that runs them, how an array is given to them, a maker of zeroed buffers)."""
-    if _use_kernels(lattice.lengths):
+    if runs_kernel(int(lattice.lengths.sum()), KERNEL_MIN_CHARS):
         from . import unigram_lattice_kernels
 
         return unigram_lattice_kernels, lambda array: array, lambda size, kind: np.zeros(size, dtype=kind)
@@ -104,12 +103,6 @@ def _loops(lattice: Lattice) -> tuple[ModuleType, Callable[[np.ndarray], Any], C
 
 def _columns(lattice: Lattice) -> tuple[np.ndarray, ...]:
     return lattice.lengths, lattice.offsets, lattice.start, lattice.end, lattice.piece
-
-
-def _use_kernels(lengths: np.ndarray) -> bool:
-    """Whether the kernels run for strings of these `lengths` (see `KERNEL_MIN_CHARS`)."""
-    small = "numba" not in sys.modules and int(lengths.sum()) < KERNEL_MIN_CHARS
-    return not small and kernels_enabled()
 
 
 def _code_points(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
