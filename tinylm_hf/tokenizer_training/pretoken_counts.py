@@ -14,7 +14,7 @@ import mmap
 import os
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 
 import numpy as np
@@ -56,11 +56,14 @@ def count_pretoken_bytes(
     """`count_pretokens` as arrays, for the BPE trainer: (the distinct pre-tokens' UTF-8 bytes back to back,
     their lengths in bytes, their counts); no string per pre-token is made on the kernel path."""
     counts = _count_file(path, special_tokens, pattern, num_workers)
-    if not isinstance(counts, Counter):
-        return counts
-    words = [word.encode("utf-8") for word in counts]
-    lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
-    return np.frombuffer(b"".join(words), dtype=np.uint8), lengths, np.array(list(counts.values()), dtype=np.int64)
+    return as_spans({word.encode("utf-8"): n for word, n in counts.items()}) if isinstance(counts, Counter) else counts
+
+
+def as_spans(counts: Mapping[bytes, int]) -> SpanCounts:
+    """Counts of byte strings as `SpanCounts`."""
+    lengths = np.fromiter(map(len, counts), dtype=np.int64, count=len(counts))
+    return np.frombuffer(b"".join(counts), dtype=np.uint8), lengths, np.fromiter(counts.values(), dtype=np.int64,
+                                                                                  count=len(counts))
 
 
 def _count_file(path: str, special_tokens: Sequence[str], pattern: str,
