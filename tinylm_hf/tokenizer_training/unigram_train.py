@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -57,6 +58,7 @@ UNIGRAM_BYTE_FALLBACK = False
 # byte pieces every newline (and any character the text lacked) is <unk>, which a language model cannot
 # write. `--no-byte-fallback` gives sentencepiece's default (llama.cpp's `t5` tokenizer, for export-gguf).
 UNIGRAM_FAMILY_BYTE_FALLBACK = True
+_UNMERGEABLE = re.compile("[" + re.escape("".join(sorted(UNMERGEABLE_CHARS))) + "]")
 
 
 def train_unigram(
@@ -202,14 +204,9 @@ def _clean_words(counts: Mapping[str, int]) -> Counter[str]:
         return Counter(counts)
     cleaned: Counter[str] = Counter()
     for word, count in counts.items():
-        part = []
-        for char in word + "\t":
-            if char in UNMERGEABLE_CHARS:
-                if part:
-                    cleaned["".join(part)] += count
-                part = []
-            else:
-                part.append(char)
+        for part in _UNMERGEABLE.split(word):
+            if part:
+                cleaned[part] += count
     return cleaned
 
 
