@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import chain
 
 import numpy as np
 import regex
@@ -42,15 +43,18 @@ def split_metaspace_words(text: str) -> list[str]:
     >>> split_metaspace_words("The cat  sat.\\nIt ran")
     ['▁The', '▁cat', '▁', '▁sat.', '▁It', '▁ran']
     """
-    return [word for part in _parts(text) for word in split_words(SPACE_SYMBOL + part)]
+    return [word for parts in _parts([text]) for part in parts for word in split_words(SPACE_SYMBOL + part)]
 
 
-def _parts(text: str) -> list[str]:
-    """The text's non-empty lines cut at spaces: each part gives the words of "▁" + part (one, unless the part
-    holds a literal "▁")."""
-    if "\n\n" in text or text.startswith("\n") or text.endswith("\n"):
-        text = "\n".join(line for line in text.split("\n") if line)
-    return text.replace("\n", " ").split(" ") if text else []
+def _parts(texts: Iterable[str]) -> Iterator[list[str]]:
+    """Each text's non-empty lines cut at spaces: each part gives the words of "▁" + part (one, unless the part
+    holds a literal "▁"). Only the text in hand is held: its copies replace it as they are made."""
+    for text in texts:
+        if not isinstance(text, str):
+            raise TypeError(f"the iterator must yield str, got {type(text).__name__}")
+        if "\n\n" in text or text.startswith("\n") or text.endswith("\n"):
+            text = "\n".join(line for line in text.split("\n") if line)
+        yield text.replace("\n", " ").split(" ") if text else []
 
 
 def read_line_chunks(path: str | os.PathLike) -> Iterator[str]:
@@ -79,11 +83,7 @@ def count_metaspace_words(texts: Iterable[str]) -> Counter[str]:
     distinct part then cut into its words once."""
     if isinstance(texts, (str, bytes)):
         raise TypeError("texts must be an iterable of strings, not a single string; wrap it in a list")
-    parts: Counter[str] = Counter()
-    for text in texts:
-        if not isinstance(text, str):
-            raise TypeError(f"the iterator must yield str, got {type(text).__name__}")
-        parts.update(_parts(text))
+    parts = Counter(chain.from_iterable(_parts(texts)))
     counts: Counter[str] = Counter()
     for part, count in parts.items():
         if SPACE_SYMBOL in part:
