@@ -10,12 +10,12 @@ keyed by their bytes; without numba, and for other patterns, `regex` and `Counte
 
 from __future__ import annotations
 
-import mmap
 import os
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from functools import partial
+from typing import BinaryIO
 
 import numpy as np
 
@@ -27,6 +27,8 @@ from ..tokenization.pretokenize import GPT2_PATTERN, GPT4_PATTERN, compile_preto
 CHUNK_BYTES = 1 << 20
 # Chunk counts wait until they hold this many distinct spans (and as many as the running total) to be summed.
 MERGE_MIN_SPANS = 1 << 18
+# Block size used when searching forward for a chunk boundary.
+SEARCH_BLOCK_BYTES = 1 << 12
 # A newline between two plain (non-space ASCII) bytes: a cut just after it changes no pre-token.
 _SAFE_NEWLINE = re.compile(rb"[\x21-\x7e]\n(?=[\x21-\x7e])")
 
@@ -134,30 +136,45 @@ def find_chunk_boundaries(
     With special tokens, a boundary is the start of the first special token at or after an even
     split point. Without them, and only for the built-in patterns, it is just after a newline
     that sits between two non-space ASCII bytes (both patterns end and start a pre-token there).
-    Otherwise the file is one chunk. The file is searched through a memory map, never read whole.
+    Otherwise the file is one chunk. The search reads small blocks, never the whole file.
     """
     size = os.path.getsize(path)
-    if not size or num_chunks < 2 or not special_tokens and pattern not in (GPT2_PATTERN, GPT4_PATTERN):
+    if not special_tokens and pattern not in (GPT2_PATTERN, GPT4_PATTERN):
         return [0, size]
     needles = sorted({token.encode("utf-8") for token in special_tokens}, key=len)
     cut_at = re.compile(b"|".join(map(re.escape, needles))) if needles else _SAFE_NEWLINE
     bounds = [0]
-    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+    with open(path, "rb") as handle:
         for k in range(1, num_chunks):
-            found = cut_at.search(data, max(size * k // num_chunks, bounds[-1]))
-            cut = size if found is None else found.start() if needles else found.end()
-            if needles and cut < size:
-                cut = _start_of_covering_special(data, cut, needles)
-            if bounds[-1] < cut < size:
+            cut = _search_forward(handle, max(size * k // num_chunks, bounds[-1]), size, cut_at, needles)
+            if cut >= size:
+                break  # no cut after this split point, so none after the later ones
+            if needles:
+                cut = _start_of_covering_special(handle, cut, needles)
+            if cut > bounds[-1]:
                 bounds.append(cut)
     bounds.append(size)
     return bounds
 
 
-def _start_of_covering_special(data: mmap.mmap, cut: int, needles: list[bytes]) -> int:
+def _search_forward(handle: BinaryIO, position: int, size: int, cut_at: re.Pattern, needles: list[bytes]) -> int:
+    """Offset of the first cut at or after `position` (or `size` when there is none): the start of a special
+    token, or the end of a safe newline."""
+    overlap = max(map(len, needles), default=2)  # a match that starts in a block ends in its overlap
+    while position < size:
+        handle.seek(position)
+        found = cut_at.search(handle.read(SEARCH_BLOCK_BYTES + overlap))
+        if found:
+            return position + (found.start() if needles else found.end())
+        position += SEARCH_BLOCK_BYTES
+    return size
+
+
+def _start_of_covering_special(handle: BinaryIO, cut: int, needles: list[bytes]) -> int:
     """Move a cut back to the start of a longer special token that covers it ("A<|x|>" vs "<|x|>")."""
     start = max(cut - len(needles[-1]) + 1, 0)
-    window = data[start: cut + len(needles[-1])]
+    handle.seek(start)
+    window = handle.read(cut - start + len(needles[-1]))
     best = cut
     for needle in needles:
         index = window.find(needle)
