@@ -1,5 +1,5 @@
-"""count_pretokens: a file's pre-tokens counted in chunks over threads equal the whole text's; count_gpt2_pretokens
-(the kernel, and the reference) equals the regex and Counter."""
+"""count_pretokens: a file's pre-tokens counted in chunks over threads equal the whole text's; the span counts (the
+kernel) equal the regex and Counter."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import PACKAGE_DATA, shared_file
@@ -17,7 +17,6 @@ from naive_bpe import naive_counts
 from tinylm_hf.tokenization.jit import kernels_enabled
 from tinylm_hf.tokenization.pretokenize import GPT2_PATTERN, GPT4_PATTERN, compile_pretokenizer, split_on_special_tokens
 from tinylm_hf.tokenizer_training import pretoken_counts
-from tinylm_hf.tokenizer_training.pretoken_counts import count_gpt2_pretokens
 
 TRICKY = list(" \t\n\r\xa0\u3000'sdmtlvre09a\u00e9\u4e2d\u0301!.\U0001f600")
 
@@ -86,21 +85,27 @@ def test_parallel_counts_on_40mb_corpus_equal_whole_text_counts():
     assert two == whole
 
 
-def regex_counts(texts: list[str]) -> Counter[str]:
-    return Counter(piece for text in texts for piece in compile_pretokenizer(GPT2_PATTERN).findall(text))
+def regex_counts(texts: list[str], pattern: str = GPT2_PATTERN) -> Counter[str]:
+    return Counter(piece for text in texts for piece in compile_pretokenizer(pattern).findall(text))
+
+
+def span_counts(texts: list[str], gpt4: bool = False) -> Counter[str]:
+    if not kernels_enabled():
+        pytest.skip("the span counts are the kernels' (numba)")
+    return pretoken_counts._spans_to_counter(pretoken_counts._count_spans(texts, gpt4))
 
 
 @pytest.mark.parametrize("name", ["tinystories_train_small.txt", "pd_novels_heldout.txt", "multilingual_samples.txt"])
-def test_gpt2_counts_equal_the_regex_on_shared_corpora(kernel_path, name: str) -> None:
+def test_gpt2_counts_equal_the_regex_on_shared_corpora(name: str) -> None:
     with open(shared_file(name), encoding="utf-8") as f:
         parts = split_on_special_tokens(f.read(2_000_000), [EOT])
-    assert count_gpt2_pretokens(parts) == regex_counts(parts)
+    assert span_counts(parts) == regex_counts(parts)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=300, deadline=None)
 @given(st.lists(st.text(st.sampled_from(TRICKY), max_size=30) | st.text(max_size=20), max_size=5))
-def test_gpt2_counts_equal_the_regex_on_random_texts(kernel_path, texts: list[str]) -> None:
-    assert count_gpt2_pretokens(texts) == regex_counts(texts)
+def test_gpt2_counts_equal_the_regex_on_random_texts(texts: list[str]) -> None:
+    assert span_counts(texts) == regex_counts(texts)
 
 
 def test_byte_arrays_hold_the_same_counts(kernel_path) -> None:
@@ -122,7 +127,4 @@ def test_cl100k_file_counts_equal_the_regex(kernel_path, name: str) -> None:
 @given(st.lists(st.text(st.sampled_from(TRICKY + ["\u017f", "S", "1", "\r"]), max_size=30) | st.text(max_size=20),
                 max_size=5))
 def test_cl100k_span_counts_equal_the_regex_on_random_texts(texts: list[str]) -> None:
-    if not kernels_enabled():
-        pytest.skip("the span counts are the kernels' (numba)")
-    counts = pretoken_counts._spans_to_counter(pretoken_counts._count_spans(texts, gpt4=True))
-    assert counts == Counter(piece for text in texts for piece in compile_pretokenizer(GPT4_PATTERN).findall(text))
+    assert span_counts(texts, gpt4=True) == regex_counts(texts, GPT4_PATTERN)

@@ -85,8 +85,9 @@ def learn_merges(symbols: np.ndarray, lengths: np.ndarray, freqs: Sequence[int],
 
 
 def runs_kernel(num_symbols: int, min_symbols: int | None = None) -> bool:
-    """Whether the compiled kernel runs on words of `num_symbols` symbols in all: kernels are enabled, and
-    there are at least `min_symbols` (default `KERNEL_MIN_SYMBOLS`, what `learn_merges` uses) or numba is loaded."""
+    """Whether a compiled kernel runs on `num_symbols` symbols in all: kernels are enabled, and there are at least
+    `min_symbols` (default `KERNEL_MIN_SYMBOLS`, `learn_merges`'; WordPiece and the Unigram lattices pass their
+    own) or numba is loaded already."""
     small = num_symbols < (KERNEL_MIN_SYMBOLS if min_symbols is None else min_symbols) and "numba" not in sys.modules
     return not small and kernels_enabled()
 

@@ -21,10 +21,10 @@ _HASH = np.uint64(0x9E3779B97F4A7C15)
 
 @njit()
 def grow(array, size):
-    """`array` with room for at least `size` items (doubled, contents kept)."""
+    """`array` with room for at least `size` items (rows of a 2-d array): doubled, contents kept."""
     if size <= len(array):
         return array
-    bigger = np.empty(max(size, 2 * len(array)), dtype=array.dtype)
+    bigger = np.empty((max(size, 2 * len(array)),) + array.shape[1:], dtype=array.dtype)
     bigger[: len(array)] = array
     return bigger
 
@@ -32,16 +32,6 @@ def grow(array, size):
 # Columns of the pair table (one row per slot, so that a probe reads one cache line) and of the word links.
 KEY, COUNT, HEAD = 0, 1, 2
 SYM, NEXT, PREV, WEIGHT = 0, 1, 2, 3
-
-
-@njit()
-def _grow_rows(array, rows):
-    """A 2-d `array` with room for at least `rows` rows (doubled, contents kept)."""
-    if rows <= len(array):
-        return array
-    bigger = np.empty((max(rows, 2 * len(array)), array.shape[1]), dtype=array.dtype)
-    bigger[: len(array)] = array
-    return bigger
 
 
 @njit()
@@ -205,7 +195,9 @@ def learn_merges_kernel(symbols, lengths, freqs, first_tok, first_off, shapes, n
     pieces = _piece_table(tok, off, num_tokens, num_tokens + num_merges if len(shapes) or wordpiece else 0)
     state = np.zeros(3, dtype=np.int64)
     table, occ = _count_pairs(links, state, like)
-    hc, ha, hb = _heap_of(table, tok, off, shapes, state)
+    empty = np.empty(0, dtype=np.int32)
+    hc, ha, hb = _push_made(table[table[:, KEY] != _EMPTY, KEY], table, np.empty(0, dtype=np.int64), empty, empty,
+                            tok, off, shapes, state)  # a heap of every pair that may merge
     merges = np.empty((num_merges, 2), dtype=np.int32)
     done = listed = 0  # new tokens, merges listed
     while done < num_merges and state[HEAP_SIZE] > 0:
@@ -224,11 +216,11 @@ def learn_merges_kernel(symbols, lengths, freqs, first_tok, first_off, shapes, n
             done += 1
         else:
             new_id = existing  # WordPiece: the joined token exists and keeps its id
-        merges = _grow_rows(merges, listed + 1)
+        merges = grow(merges, listed + 1)
         merges[listed, 0], merges[listed, 1] = left, right
         listed += 1
         positions = _take_positions(table, occ, pair, wordpiece)
-        occ = _grow_rows(occ, state[NUM_OCC] + 2 * len(positions))  # two entries per occurrence at most
+        occ = grow(occ, state[NUM_OCC] + 2 * len(positions))  # two entries per occurrence at most
         made, table = _merge_positions(positions, left, right, new_id, links, table, occ, state, existing != _EMPTY)
         hc, ha, hb = _push_made(made, table, hc, ha, hb, tok, off, shapes, state)
     return merges[:listed]
@@ -312,20 +304,6 @@ def _add(table, occ, state, key, w, at):
     if 2 * state[USED] > len(table):
         table = _rehash(table)
     return new, table
-
-
-@njit()
-def _heap_of(table, tok, off, shapes, state):
-    """A heap with one entry per pair that may merge."""
-    size = max(state[USED], 16)
-    hc = np.empty(size, dtype=np.int64)
-    ha = np.empty(size, dtype=np.int32)
-    hb = np.empty(size, dtype=np.int32)
-    for slot in range(len(table)):
-        key = table[slot, KEY]
-        if key != _EMPTY and join_shape(shapes, key >> 32, key & 0xFFFFFFFF, -1):
-            _push(hc, ha, hb, table[slot, COUNT], key, tok, off, shapes, state)
-    return hc, ha, hb
 
 
 @njit()
@@ -427,7 +405,7 @@ def _merge_positions(positions, left, right, new_id, links, table, occ, state, r
 
 @njit()
 def _push_made(made, table, hc, ha, hb, tok, off, shapes, state):
-    """Push the new pairs that may merge and whose count did not net to zero."""
+    """Push the pairs `made` that may merge and whose count is above zero (new pairs' can net to zero)."""
     room = state[HEAP_SIZE] + len(made)
     hc, ha, hb = grow(hc, room), grow(ha, room), grow(hb, room)
     for key in made:

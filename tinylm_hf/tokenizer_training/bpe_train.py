@@ -17,7 +17,7 @@ from ..tokenization.bpe import BPETokenizer
 from ..tokenization.pretokenize import check_special_tokens, resolve_pattern
 from .bpe_merges import learn_merges
 from .pair_merges import progress_bar
-from .pretoken_counts import count_pretoken_bytes
+from .pretoken_counts import as_spans, count_pretoken_bytes
 from .word_splitting import BPE_WORDS, WordCounts, count_split_words, iter_texts
 
 def train_bpe(
@@ -81,11 +81,7 @@ def train_bpe_from_counts(
             raise ValueError(f"count of pre-token {token!r} must be a non-negative int, got {count!r}")
         if count and token:
             merged[token] += count
-    words = list(merged)
-    symbols = np.frombuffer(b"".join(words), dtype=np.uint8)
-    lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
-    counts = np.fromiter(merged.values(), dtype=np.int64, count=len(words))
-    return _train_from_words(symbols, lengths, counts, vocab_size, specials, progress=progress)
+    return _train_from_words(*as_spans(merged), vocab_size, specials, progress=progress)
 
 
 def train_bpe_from_iterator(

@@ -10,9 +10,9 @@ size check.
 from __future__ import annotations
 
 import os
-import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import chain
 
 import numpy as np
 import regex
@@ -28,7 +28,6 @@ READ_CHUNK_BYTES = 1 << 20
 META_PIECES = (UNK_PIECE, BOS_PIECE, EOS_PIECE)
 
 _WORD = regex.compile(f"{SPACE_SYMBOL}[^{SPACE_SYMBOL}]*|[^{SPACE_SYMBOL}]+")
-_LINE_WORD = re.compile(f"{SPACE_SYMBOL}[^{SPACE_SYMBOL}\n]*")
 
 
 def split_words(metaspace_text: str) -> list[str]:
@@ -44,12 +43,18 @@ def split_metaspace_words(text: str) -> list[str]:
     >>> split_metaspace_words("The cat  sat.\\nIt ran")
     ['▁The', '▁cat', '▁', '▁sat.', '▁It', '▁ran']
     """
-    if "\n\n" in text or text.startswith("\n") or text.endswith("\n"):
-        text = "\n".join(line for line in text.split("\n") if line)
-    if not text:
-        return []
-    # Every line starts with the dummy prefix, so every word starts with "▁".
-    return _LINE_WORD.findall(SPACE_SYMBOL + text.replace(" ", SPACE_SYMBOL).replace("\n", "\n" + SPACE_SYMBOL))
+    return [word for parts in _parts([text]) for part in parts for word in split_words(SPACE_SYMBOL + part)]
+
+
+def _parts(texts: Iterable[str]) -> Iterator[list[str]]:
+    """Each text's non-empty lines cut at spaces: each part gives the words of "▁" + part (one, unless the part
+    holds a literal "▁"). Only the text in hand is held: its copies replace it as they are made."""
+    for text in texts:
+        if not isinstance(text, str):
+            raise TypeError(f"the iterator must yield str, got {type(text).__name__}")
+        if "\n\n" in text or text.startswith("\n") or text.endswith("\n"):
+            text = "\n".join(line for line in text.split("\n") if line)
+        yield text.replace("\n", " ").split(" ") if text else []
 
 
 def read_line_chunks(path: str | os.PathLike) -> Iterator[str]:
@@ -74,21 +79,11 @@ def read_line_chunks(path: str | os.PathLike) -> Iterator[str]:
 
 
 def count_metaspace_words(texts: Iterable[str]) -> Counter[str]:
-    """Count sentencepiece words (those of `split_metaspace_words`) over many texts.
-
-    Fast path: with empty lines dropped, the words of a text are "▁" + each part of the text split
-    at spaces and newlines; parts holding a literal "▁" are cut again afterwards.
-    """
+    """Count sentencepiece words (those of `split_metaspace_words`) over many texts: parts first, each
+    distinct part then cut into its words once."""
     if isinstance(texts, (str, bytes)):
         raise TypeError("texts must be an iterable of strings, not a single string; wrap it in a list")
-    parts: Counter[str] = Counter()
-    for text in texts:
-        if not isinstance(text, str):
-            raise TypeError(f"the iterator must yield str, got {type(text).__name__}")
-        if "\n\n" in text or text.startswith("\n") or text.endswith("\n"):
-            text = "\n".join(line for line in text.split("\n") if line)
-        if text:
-            parts.update(text.replace("\n", " ").split(" "))
+    parts = Counter(chain.from_iterable(_parts(texts)))
     counts: Counter[str] = Counter()
     for part, count in parts.items():
         if SPACE_SYMBOL in part:

@@ -11,8 +11,9 @@ keyed by their bytes; without numba, and for other patterns, `regex` and `Counte
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import BinaryIO
 
@@ -28,6 +29,8 @@ CHUNK_BYTES = 1 << 20
 MERGE_MIN_SPANS = 1 << 18
 # Block size used when searching forward for a chunk boundary.
 SEARCH_BLOCK_BYTES = 1 << 12
+# A newline between two plain (non-space ASCII) bytes: a cut just after it changes no pre-token.
+_SAFE_NEWLINE = re.compile(rb"[\x21-\x7e]\n(?=[\x21-\x7e])")
 
 # Distinct pre-tokens as spans: (their UTF-8 bytes back to back, their lengths in bytes, their counts).
 SpanCounts = tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -55,11 +58,14 @@ def count_pretoken_bytes(
     """`count_pretokens` as arrays, for the BPE trainer: (the distinct pre-tokens' UTF-8 bytes back to back,
     their lengths in bytes, their counts); no string per pre-token is made on the kernel path."""
     counts = _count_file(path, special_tokens, pattern, num_workers)
-    if not isinstance(counts, Counter):
-        return counts
-    words = [word.encode("utf-8") for word in counts]
-    lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
-    return np.frombuffer(b"".join(words), dtype=np.uint8), lengths, np.array(list(counts.values()), dtype=np.int64)
+    return as_spans({word.encode("utf-8"): n for word, n in counts.items()}) if isinstance(counts, Counter) else counts
+
+
+def as_spans(counts: Mapping[bytes, int]) -> SpanCounts:
+    """Counts of byte strings as `SpanCounts`."""
+    lengths = np.fromiter(map(len, counts), dtype=np.int64, count=len(counts))
+    return np.frombuffer(b"".join(counts), dtype=np.uint8), lengths, np.fromiter(counts.values(), dtype=np.int64,
+                                                                                  count=len(counts))
 
 
 def _count_file(path: str, special_tokens: Sequence[str], pattern: str,
@@ -89,17 +95,6 @@ def _count_file(path: str, special_tokens: Sequence[str], pattern: str,
         if pending > max(MERGE_MIN_SPANS, len(merged[0][1])):
             merged, pending = [_sum_spans(merged)], 0
     return _sum_spans(merged)
-
-
-def count_gpt2_pretokens(texts: list[str]) -> Counter[str]:
-    """pre-token -> count over independent texts, equal to counting `compile_pretokenizer(GPT2_PATTERN).findall(t)` for each.
-
-    >>> sorted(count_gpt2_pretokens(["the cat", " the cat"]).items())
-    [(' cat', 2), (' the', 1), ('the', 1)]
-    """
-    if not kernels_enabled():
-        return Counter(piece for text in texts for piece in compile_pretokenizer(GPT2_PATTERN).findall(text))
-    return _spans_to_counter(_count_spans(texts, gpt4=False))
 
 
 def _count_spans(texts: list[str], gpt4: bool) -> SpanCounts:
@@ -144,50 +139,42 @@ def find_chunk_boundaries(
     Otherwise the file is one chunk. The search reads small blocks, never the whole file.
     """
     size = os.path.getsize(path)
-    if special_tokens:
-        needles = [token.encode("utf-8") for token in special_tokens]
-        after = False
-    elif pattern in (GPT2_PATTERN, GPT4_PATTERN):
-        needles = [b"\n"]
-        after = True
-    else:
+    if not special_tokens and pattern not in (GPT2_PATTERN, GPT4_PATTERN):
         return [0, size]
+    needles = sorted({token.encode("utf-8") for token in special_tokens}, key=len)
+    cut_at = re.compile(b"|".join(map(re.escape, needles))) if needles else _SAFE_NEWLINE
     bounds = [0]
     with open(path, "rb") as handle:
         for k in range(1, num_chunks):
-            position = max(size * k // num_chunks, bounds[-1])
-            cut = _search_forward(handle, position, size, needles, after)
-            if not after and cut < size:
+            cut = _search_forward(handle, max(size * k // num_chunks, bounds[-1]), size, cut_at, needles)
+            if cut >= size:
+                break  # no cut after this split point, so none after the later ones
+            if needles:
                 cut = _start_of_covering_special(handle, cut, needles)
-            if cut > bounds[-1] and cut < size:
+            if cut > bounds[-1]:
                 bounds.append(cut)
     bounds.append(size)
     return bounds
 
 
-def _search_forward(
-    handle: BinaryIO, position: int, size: int, needles: list[bytes], after: bool
-) -> int:
-    """Offset of the first cut at or after `position` (or `size` when there is none)."""
-    overlap = max(len(n) for n in needles) + 1
+def _search_forward(handle: BinaryIO, position: int, size: int, cut_at: re.Pattern, needles: list[bytes]) -> int:
+    """Offset of the first cut at or after `position` (or `size` when there is none): the start of a special
+    token, or the end of a safe newline."""
+    overlap = max(map(len, needles), default=2)  # a match that starts in a block ends in its overlap
     while position < size:
         handle.seek(position)
-        block = handle.read(SEARCH_BLOCK_BYTES + overlap)
-        hits = [h for h in (_find_cut(block, n, after) for n in needles) if h >= 0]
-        if hits:
-            return position + min(hits)
-        if len(block) <= overlap:
-            break
+        found = cut_at.search(handle.read(SEARCH_BLOCK_BYTES + overlap))
+        if found:
+            return position + (found.start() if needles else found.end())
         position += SEARCH_BLOCK_BYTES
     return size
 
 
 def _start_of_covering_special(handle: BinaryIO, cut: int, needles: list[bytes]) -> int:
     """Move a cut back to the start of a longer special token that covers it ("A<|x|>" vs "<|x|>")."""
-    span = max(len(n) for n in needles) - 1
-    start = max(cut - span, 0)
+    start = max(cut - len(needles[-1]) + 1, 0)
     handle.seek(start)
-    window = handle.read(cut - start + span + 1)
+    window = handle.read(cut - start + len(needles[-1]))
     best = cut
     for needle in needles:
         index = window.find(needle)
@@ -197,22 +184,6 @@ def _start_of_covering_special(handle: BinaryIO, cut: int, needles: list[bytes])
                 break
             index = window.find(needle, index + 1)
     return best
-
-
-def _find_cut(block: bytes, needle: bytes, after: bool) -> int:
-    """Index in `block` of a cut: at `needle`, or (after=True) just past a safe newline."""
-    if not after:
-        return block.find(needle)
-    index = block.find(needle, 1)
-    while 0 < index < len(block) - 1:
-        if _is_plain(block[index - 1]) and _is_plain(block[index + 1]):
-            return index + 1
-        index = block.find(needle, index + 1)
-    return -1
-
-
-def _is_plain(byte: int) -> bool:
-    return 0x21 <= byte <= 0x7E
 
 
 def _read_range(path: str, special_tokens: list[str], byte_range: tuple[int, int]) -> list[str]:

@@ -4,7 +4,7 @@
 `count_spans` is `Counter(data[s:e] for s, e in spans)` (weighted): a hash table (open addressing) maps each
 distinct span to the first span equal to it, and a hash match is confirmed by comparing the bytes,
 so two different pre-tokens are never counted together. Imported only after `kernels_enabled()`; the
-reference is `regex.findall(pattern, text)` and `Counter` (see `pretoken_counts.count_gpt2_pretokens`).
+reference is `regex.findall(pattern, text)` and `Counter` (see `pretoken_counts._count_file`).
 """
 
 from __future__ import annotations

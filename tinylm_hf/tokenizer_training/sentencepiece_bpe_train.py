@@ -125,29 +125,23 @@ def _train(
     chars = [c for c, _ in count_characters(counts)]
     check_vocab_size(vocab_size, len(fixed), len(chars))
     num_merges = vocab_size - len(fixed) - len(chars)
-    merged = _learn_pieces(counts, chars, num_merges, progress)
-    if len(merged) < num_merges:
-        raise ValueError(
-            f"vocab_size={vocab_size} is too large for this corpus: only {len(fixed) + len(chars) + len(merged)} "
-            "pieces can be made (sentencepiece fails the same way); lower vocab_size"
-        )
-    # 4. Scores: fixed pieces 0, then -i for the i-th merged piece and on through the characters.
-    learned = merged + chars
-    return [(p, 0.0) for p in fixed] + [(p, -float(i)) for i, p in enumerate(learned)]
-
-
-def _learn_pieces(counts: Mapping[str, int], chars: list[str], num_merges: int, progress: bool) -> list[str]:
-    """Merged pieces in merge order (at most `num_merges`): `bpe_merges.learn_merges` under sentencepiece's rules."""
-    symbols, lengths, freqs = _symbol_words(counts, chars)
-    # Id i is chars[i]; id len(chars) stands for every character outside the alphabet and never joins.
+    # 3. Merges (`bpe_merges.learn_merges` under sentencepiece's rules). Id i is chars[i]; id len(chars) stands
+    # for every character outside the alphabet and never joins.
     token_bytes = [c.encode("utf-8") for c in chars] + [b""]
     shapes: list[PieceShape | None] = [piece_shape(c) for c in chars] + [None]
     bar = progress_bar(num_merges, progress, "SentencePiece BPE merges")
-    pairs = learn_merges(symbols, lengths, freqs, token_bytes, num_merges, shapes)
+    pairs = learn_merges(*_symbol_words(counts, chars), token_bytes, num_merges, shapes)
     if bar is not None:
         bar.update(len(pairs))
         bar.close()
-    return [piece.decode("utf-8") for piece in token_bytes[len(chars) + 1:]]
+    if len(pairs) < num_merges:
+        raise ValueError(
+            f"vocab_size={vocab_size} is too large for this corpus: only {len(fixed) + len(chars) + len(pairs)} "
+            "pieces can be made (sentencepiece fails the same way); lower vocab_size"
+        )
+    # 4. Scores: fixed pieces 0, then -i for the i-th merged piece and on through the characters.
+    learned = [piece.decode("utf-8") for piece in token_bytes[len(chars) + 1:]] + chars
+    return [(p, 0.0) for p in fixed] + [(p, -float(i)) for i, p in enumerate(learned)]
 
 
 def _symbol_words(counts: Mapping[str, int], chars: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

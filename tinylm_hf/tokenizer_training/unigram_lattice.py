@@ -1,5 +1,4 @@
-"""The lattices of Unigram training (forward-backward and Viterbi): the readable reference, and the dispatch to
-its kernels.
+"""The lattices of Unigram training (forward-backward and Viterbi), and which path runs them.
 
 A lattice holds, for each of many strings (the distinct words, or the pieces themselves), every occurrence of
 a piece inside it as a node (start, end, piece), ordered by start then end: then a node leaving position
@@ -8,27 +7,30 @@ passes the same loop run backwards.
 
 The E step multiplies probabilities instead of adding logs (one multiply-add per node); a string whose total
 probability falls below `TINY` (a long run of rare pieces) is redone in log space. Viterbi keeps, of paths
-with equal scores, the one whose last piece starts earliest (sentencepiece's rule). `unigram_lattice_kernels`
-runs these loops compiled by numba, in the same order, so both give the same numbers.
+with equal scores, the one whose last piece starts earliest (sentencepiece's rule). Those loops are
+`unigram_paths`': the reference runs them as Python over lists, `unigram_lattice_kernels` compiles them as they
+are, so both give the same numbers. A lattice is built by a dict of the pieces here, by a trie there.
 """
 
 from __future__ import annotations
 
-import math
-import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
-from ..tokenization.jit import kernels_enabled
-from .unigram_paths import TINY, best_paths, log_add
+from . import unigram_paths
+from .bpe_merges import runs_kernel
 
 # Below this many characters of strings, and while numba is not yet loaded, the reference runs instead of the
 # kernels (equal results): loading numba and the kernels costs about 0.5-0.9 s of CPU and 110 MB, more than the
 # whole reference run on TinyStories (115k characters of distinct words: 0.6 s of CPU and 63 MB at the peak,
 # against 0.7 s and 184 MB on the kernels; 2-core machine).
 KERNEL_MIN_CHARS = 150_000
+# A string whose total probability is below this is redone in log space (its paths could have underflowed).
+TINY = 1e-200
 
 
 @dataclass
@@ -43,7 +45,7 @@ class Lattice:
 
     def keep(self, alive: np.ndarray) -> Lattice:
         """The lattice without the nodes of pieces where `alive` is False."""
-        if _use_kernels(self.lengths):
+        if runs_kernel(int(self.lengths.sum()), KERNEL_MIN_CHARS):
             from .unigram_lattice_kernels import keep_nodes
 
             return Lattice(self.lengths, *keep_nodes(self.offsets, self.start, self.end, self.piece, alive))
@@ -56,8 +58,10 @@ def build_lattice(strings: Sequence[str], pieces: Sequence[str], *, whole: bool)
     """Every piece (ids: indices into `pieces`) inside every string; with `whole=False` a node never spans its
     whole string (the strings are pieces: their lattices hold their other segmentations)."""
     lengths = np.array([len(s) for s in strings], dtype=np.int64)
-    if not _use_kernels(lengths):
-        return _as_lattice(lengths, *build_lattice_reference(strings, pieces, whole=whole))
+    if not runs_kernel(int(lengths.sum()), KERNEL_MIN_CHARS):
+        offsets, start, end, piece = build_lattice_reference(strings, pieces, whole=whole)
+        nodes = (np.array(column, dtype=np.int32) for column in (start, end, piece))
+        return Lattice(lengths, np.array(offsets, dtype=np.int64), *nodes)
     from .unigram_lattice_kernels import build_trie, find_nodes
 
     trie = build_trie(*_code_points(pieces))
@@ -69,28 +73,36 @@ def expected_counts(lattice: Lattice, scores: np.ndarray, freqs: np.ndarray) -> 
     """E step: each piece's expected count, the sum over strings of count x its posterior (forward-backward).
 
     `scores` are the pieces' log-probabilities by id (ids without nodes are ignored)."""
-    if not _use_kernels(lattice.lengths):
-        return np.array(expected_counts_reference(*_as_lists(lattice), scores.tolist(), freqs.tolist()))
-    from .unigram_lattice_kernels import expected_counts_kernel
-
-    return expected_counts_kernel(lattice.lengths, lattice.offsets, lattice.start, lattice.end, lattice.piece,
-                                  scores, freqs.astype(np.float64))
+    loops, given, new = _loops(lattice)
+    longest = int(lattice.lengths.max(initial=0)) + 1
+    expected = new(len(scores), float)
+    loops.add_expected_counts(*map(given, _columns(lattice)), given(scores), given(freqs.astype(np.float64)), TINY,
+                              new(len(scores), float), expected, new(longest, float), new(longest, float))
+    return np.asarray(expected, dtype=np.float64)
 
 
 def viterbi_pieces(lattice: Lattice, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(string, piece) of every node on each string's best path; strings without a path give none."""
-    if not _use_kernels(lattice.lengths):
-        owners, used = viterbi_pieces_reference(*_as_lists(lattice), scores.tolist())
-        return np.array(owners, dtype=np.int64), np.array(used, dtype=np.int64)
-    from .unigram_lattice_kernels import viterbi_pieces_kernel
+    loops, given, new = _loops(lattice)
+    room, longest = int(lattice.lengths.sum()), int(lattice.lengths.max(initial=0)) + 1
+    owners, used = new(room, int), new(room, int)
+    count = loops.viterbi_paths(*map(given, _columns(lattice)), given(scores), owners, used, new(longest, float),
+                                new(longest, int))
+    return np.asarray(owners[:count], dtype=np.int64), np.asarray(used[:count], dtype=np.int64)
 
-    return viterbi_pieces_kernel(lattice.lengths, lattice.offsets, lattice.start, lattice.end, lattice.piece, scores)
+
+def _loops(lattice: Lattice) -> tuple[ModuleType, Callable[[np.ndarray], Any], Callable[[int, type], Any]]:
+    """Where `unigram_paths`' loops run on `lattice` (see `KERNEL_MIN_CHARS`): compiled over arrays, or as Python
+    over lists. Returns (the module that runs them, how an array is given to them, a maker of zeroed buffers)."""
+    if runs_kernel(int(lattice.lengths.sum()), KERNEL_MIN_CHARS):
+        from . import unigram_lattice_kernels
+
+        return unigram_lattice_kernels, lambda array: array, lambda size, kind: np.zeros(size, dtype=kind)
+    return unigram_paths, np.ndarray.tolist, lambda size, kind: [kind()] * size
 
 
-def _use_kernels(lengths: np.ndarray) -> bool:
-    """Whether the kernels run for strings of these `lengths` (see `KERNEL_MIN_CHARS`)."""
-    small = "numba" not in sys.modules and int(lengths.sum()) < KERNEL_MIN_CHARS
-    return not small and kernels_enabled()
+def _columns(lattice: Lattice) -> tuple[np.ndarray, ...]:
+    return lattice.lengths, lattice.offsets, lattice.start, lattice.end, lattice.piece
 
 
 def _code_points(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -99,16 +111,6 @@ def _code_points(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     starts = np.zeros(len(strings) + 1, dtype=np.int64)
     np.cumsum([len(s) for s in strings], out=starts[1:])
     return codes, starts
-
-
-def _as_lattice(lengths: np.ndarray, offsets: list[int], start: list[int], end: list[int],
-                piece: list[int]) -> Lattice:
-    return Lattice(lengths, np.array(offsets, dtype=np.int64), np.array(start, dtype=np.int32),
-                   np.array(end, dtype=np.int32), np.array(piece, dtype=np.int32))
-
-
-def _as_lists(lattice: Lattice) -> tuple[list[int], ...]:
-    return tuple(a.tolist() for a in (lattice.lengths, lattice.offsets, lattice.start, lattice.end, lattice.piece))
 
 
 def build_lattice_reference(strings: Sequence[str], pieces: Sequence[str], *,
@@ -126,57 +128,3 @@ def build_lattice_reference(strings: Sequence[str], pieces: Sequence[str], *,
                     start.append(i), end.append(j), piece.append(found)
         offsets.append(len(piece))
     return offsets, start, end, piece
-
-
-def expected_counts_reference(lengths: list[int], offsets: list[int], start: list[int], end: list[int],
-                              piece: list[int], scores: list[float], freqs: list[float]) -> list[float]:
-    """`expected_counts` in plain Python."""
-    expected = [0.0] * len(scores)
-    probs = [math.exp(s) for s in scores]
-    for s, size in enumerate(lengths):
-        nodes = range(offsets[s], offsets[s + 1])
-        alpha = [1.0] + [0.0] * size
-        for k in nodes:
-            alpha[end[k]] += alpha[start[k]] * probs[piece[k]]
-        if alpha[size] < TINY:
-            _expected_in_logs(size, nodes, start, end, piece, scores, freqs[s], expected)
-            continue
-        beta = [0.0] * size + [1.0]
-        for k in reversed(nodes):
-            beta[start[k]] += probs[piece[k]] * beta[end[k]]
-        weight = freqs[s] / alpha[size]
-        for k in nodes:
-            expected[piece[k]] += weight * (alpha[start[k]] * probs[piece[k]] * beta[end[k]])
-    return expected
-
-
-def _expected_in_logs(size: int, nodes: range, start: list[int], end: list[int], piece: list[int],
-                      scores: list[float], freq: float, expected: list[float]) -> None:
-    """One string's forward-backward in log space (its probabilities could underflow)."""
-    alpha = [0.0] + [-math.inf] * size
-    for k in nodes:
-        alpha[end[k]] = log_add(alpha[end[k]], alpha[start[k]] + scores[piece[k]])
-    beta = [-math.inf] * size + [0.0]
-    for k in reversed(nodes):
-        beta[start[k]] = log_add(beta[start[k]], scores[piece[k]] + beta[end[k]])
-    z = alpha[size]
-    if z == -math.inf:
-        return
-    for k in nodes:
-        expected[piece[k]] += freq * math.exp(alpha[start[k]] + scores[piece[k]] + beta[end[k]] - z)
-
-
-def viterbi_pieces_reference(lengths: list[int], offsets: list[int], start: list[int], end: list[int],
-                             piece: list[int], scores: list[float]) -> tuple[list[int], list[int]]:
-    """`viterbi_pieces` in plain Python: (owners, pieces) lists, each string's path from its end."""
-    owners, used = [], []
-    for s, size in enumerate(lengths):
-        best = [0.0] * (size + 1)
-        back = [-1] * (size + 1)
-        best_paths(offsets[s], offsets[s + 1], start, end, piece, scores, best, back)
-        position = size
-        while position > 0 and back[position] >= 0:
-            k = back[position]
-            owners.append(s), used.append(piece[k])
-            position = start[k]
-    return owners, used

@@ -1,20 +1,20 @@
-"""The Unigram lattices' loops as numba kernels: `unigram_lattice`'s references over flat arrays.
+"""The Unigram lattices' loops as numba kernels, over flat arrays.
 
-The pieces live in a trie (each node's edges sorted by code point, searched by bisection), so finding the pieces
-that start at a position is one walk down from the root that stops where no piece continues. Forward-backward
-and Viterbi are the references' loops, in the same order, and the per-string steps are `unigram_paths`'
-functions compiled as they are. Imported only after `kernels_enabled()`.
+Building a lattice (`build_lattice_reference`'s job) walks a trie of the pieces (each node's edges sorted by code
+point, searched by bisection): finding the pieces that start at a position is one walk down from the root that
+stops where no piece continues. Forward-backward and Viterbi are `unigram_paths`' loops compiled as they are.
+Imported only after `kernels_enabled()`.
 """
 
 from __future__ import annotations
 
-import math
+import types
 
 import numpy as np
 
 from ..tokenization.jit import njit
+from . import unigram_paths
 from .bpe_merges_kernels import grow
-from .unigram_paths import TINY, best_paths, log_add
 
 _EMPTY = -1  # key of a free slot in the trie's edge table
 _CODE_BITS = 21  # code points are below 2**21
@@ -133,74 +133,11 @@ def keep_nodes(offsets, start, end, piece, alive):
     return kept, new_start[:count].copy(), new_end[:count].copy(), new_piece[:count].copy()
 
 
-_log_add = njit(inline=True)(log_add)
-_best_paths = njit(inline=True)(best_paths)
+def _compiled(loop, **helpers):
+    """`loop` compiled by numba, with its calls to the plain functions `helpers` names bound to compiled copies."""
+    compiled = {name: njit(inline=True)(helper) for name, helper in helpers.items()}
+    return njit()(types.FunctionType(loop.__code__, {**loop.__globals__, **compiled}, loop.__name__))
 
 
-@njit()
-def _expected_in_logs(size, lo, hi, start, end, piece, scores, freq, expected, alpha, beta):
-    alpha[0] = 0.0
-    alpha[1 : size + 1] = -np.inf
-    for k in range(lo, hi):
-        alpha[end[k]] = _log_add(alpha[end[k]], alpha[start[k]] + scores[piece[k]])
-    beta[:size] = -np.inf
-    beta[size] = 0.0
-    for k in range(hi - 1, lo - 1, -1):
-        beta[start[k]] = _log_add(beta[start[k]], scores[piece[k]] + beta[end[k]])
-    z = alpha[size]
-    if z == -np.inf:
-        return
-    for k in range(lo, hi):
-        expected[piece[k]] += freq * math.exp(alpha[start[k]] + scores[piece[k]] + beta[end[k]] - z)
-
-
-@njit()
-def expected_counts_kernel(lengths, offsets, start, end, piece, scores, freqs):
-    """`expected_counts_reference` over the arrays."""
-    expected = np.zeros(len(scores))
-    probs = np.empty(len(scores))
-    for i in range(len(scores)):
-        probs[i] = math.exp(scores[i])  # libm's exp, as the reference's (numpy's own can differ in the last bit)
-    longest = lengths.max() if len(lengths) else 0
-    alpha = np.empty(longest + 1)
-    beta = np.empty(longest + 1)
-    for s in range(len(lengths)):
-        size, lo, hi = lengths[s], offsets[s], offsets[s + 1]
-        alpha[0] = 1.0
-        alpha[1 : size + 1] = 0.0
-        for k in range(lo, hi):
-            alpha[end[k]] += alpha[start[k]] * probs[piece[k]]
-        if alpha[size] < TINY:
-            _expected_in_logs(size, lo, hi, start, end, piece, scores, freqs[s], expected, alpha, beta)
-            continue
-        beta[:size] = 0.0
-        beta[size] = 1.0
-        for k in range(hi - 1, lo - 1, -1):
-            beta[start[k]] += probs[piece[k]] * beta[end[k]]
-        weight = freqs[s] / alpha[size]
-        for k in range(lo, hi):
-            expected[piece[k]] += weight * (alpha[start[k]] * probs[piece[k]] * beta[end[k]])
-    return expected
-
-
-@njit()
-def viterbi_pieces_kernel(lengths, offsets, start, end, piece, scores):
-    """`viterbi_pieces_reference` over the arrays: (owners, pieces)."""
-    longest = lengths.max() if len(lengths) else 0
-    best = np.empty(longest + 1)
-    back = np.empty(longest + 1, dtype=np.int64)
-    owners = np.empty(lengths.sum(), dtype=np.int64)  # a path has at most one node per character
-    used = np.empty(lengths.sum(), dtype=np.int64)
-    count = 0
-    for s in range(len(lengths)):
-        size = lengths[s]
-        best[0] = 0.0
-        back[: size + 1] = -1
-        _best_paths(offsets[s], offsets[s + 1], start, end, piece, scores, best, back)
-        position = size
-        while position > 0 and back[position] >= 0:
-            k = back[position]
-            owners[count], used[count] = s, piece[k]
-            count += 1
-            position = start[k]
-    return owners[:count], used[:count]
+add_expected_counts = _compiled(unigram_paths.add_expected_counts, log_add=unigram_paths.log_add)
+viterbi_paths = _compiled(unigram_paths.viterbi_paths)

@@ -5,7 +5,7 @@ segment of its word (segments end before a `▁` that is not first and where the
 changes; combining marks take the script before them) and has at most `max_length` characters.
 Substrings are named one length at a time, as the levels of a trie: the name of `s + c` is the rank
 of (name of `s`, `c`) among the pairs found at that length, so equal substrings share a name and no
-Python loop runs over the positions. A name is a global id (`gid`), unique across lengths.
+Python loop runs over the positions.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ _SPACE = ord(SPACE_SYMBOL)
 
 
 class Substrings:
-    """The valid substrings of `words`, level by level.
+    """The valid substrings of `words`, one length (`size`) at a time.
 
-    `levels[L - 1]` = (positions, gids): the start of every valid substring of L characters in the
-    joined text (ascending) and its name.
+    `level` = (positions, names): the start of every valid substring of `size` characters in the joined text
+    (ascending) and its name.
     """
 
     def __init__(self, words: list[str], max_length: int) -> None:
@@ -38,8 +38,8 @@ class Substrings:
         self.chars, first_names = np.unique(self.codes, return_inverse=True)
         self.first_names = first_names.astype(np.int64)  # position -> name of its character
         self.segment = np.cumsum(self._breaks())  # position -> segment number
-        self.levels: list[tuple[np.ndarray, np.ndarray]] = [(np.arange(len(self.codes)), self.first_names)]
-        self.num_names = len(self.chars)
+        self.size = 1
+        self.level = (np.arange(len(self.codes)), self.first_names)
 
     def _breaks(self) -> np.ndarray:
         """True where a segment starts: word starts, `▁` and script changes (rules of `_valid_spans`)."""
@@ -70,24 +70,23 @@ class Substrings:
         Returns (positions, local names, sort order of the positions by name, first index of each
         name in that order) for the aggregates the seeds need.
         """
-        size = len(self.levels) + 1
+        size = self.size + 1
         if size > self.max_length:
             return None
-        positions, gids = self.levels[-1]
+        positions, names = self.level
         last = positions + size - 1
         ok = last < len(self.codes)
         ok[ok] = self.segment[last[ok]] == self.segment[positions[ok]]
         positions = positions[ok]
         if not len(positions):
             return None
-        keys = (gids[ok] - gids[ok].min()) * len(self.chars) + self.first_names[positions + size - 1]
+        keys = names[ok] * len(self.chars) + self.first_names[positions + size - 1]
         order = np.argsort(keys)
         sorted_keys = keys[order]
         first = np.concatenate([[True], sorted_keys[1:] != sorted_keys[:-1]])
         local = np.empty(len(keys), dtype=np.int64)
         local[order] = np.cumsum(first) - 1
-        self.levels.append((positions, local + self.num_names))
-        self.num_names += int(first.sum())
+        self.size, self.level = size, (positions, local)
         return positions, local, order, np.flatnonzero(first)
 
 
@@ -108,7 +107,7 @@ def seed_pieces(
     found = []  # (positions, counts, size) of the seed candidates of each length
     while (level := subs.next_level()) is not None:
         positions, local, order, starts = level
-        size = len(subs.levels)
+        size = subs.size
         after_at = positions + size
         inside = after_at < word_end[positions]
         after = np.where(inside, subs.codes[np.minimum(after_at, len(subs.codes) - 1)], _SPACE)[order]

@@ -21,8 +21,10 @@ Single characters are never dropped (so every word keeps a path). Seeds come fro
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -56,6 +58,7 @@ UNIGRAM_BYTE_FALLBACK = False
 # byte pieces every newline (and any character the text lacked) is <unk>, which a language model cannot
 # write. `--no-byte-fallback` gives sentencepiece's default (llama.cpp's `t5` tokenizer, for export-gguf).
 UNIGRAM_FAMILY_BYTE_FALLBACK = True
+_UNMERGEABLE = re.compile("[" + re.escape("".join(sorted(UNMERGEABLE_CHARS))) + "]")
 
 
 def train_unigram(
@@ -147,6 +150,10 @@ def _train(
     byte_fallback: bool,
     progress: bool,
 ) -> list[tuple[str, float]]:
+    """Steps 2-5: the seeds, then EM rounds and pruning until the size fits, then the final pieces.
+
+    The words' lattice names pieces by seed index; `alive` lists the survivors.
+    """
     _check_options(max_piece_length, shrinking_factor, num_sub_iterations)
     fixed = meta_pieces(special_tokens, byte_fallback=byte_fallback)
     chars = count_characters(counts)
@@ -157,38 +164,16 @@ def _train(
     pieces, scores, is_char = seed_pieces(words, chars, max_piece_length, SEED_SIZE)
     freqs = np.array(list(words.values()), dtype=np.float64)
     lattice = build_lattice(list(words), pieces, whole=True)
-    return _train_em(lattice, freqs, pieces, scores, is_char, fixed, vocab_size, shrinking_factor,
-                     num_sub_iterations, progress)
-
-
-def _train_em(
-    lattice: Lattice,
-    freqs: np.ndarray,
-    pieces: list[str],
-    scores: np.ndarray,
-    is_char: np.ndarray,
-    fixed: list[str],
-    vocab_size: int,
-    shrinking_factor: float,
-    num_sub_iterations: int,
-    progress: bool,
-) -> list[tuple[str, float]]:
-    """EM rounds and pruning from the seeds until the size fits, then the final pieces (steps 3-5).
-
-    The words' lattice names pieces by seed index; `alive` lists the survivors.
-    """
     target = vocab_size - len(fixed)
     desired = int(vocab_size * OVERSIZE)
     alive = np.arange(len(pieces))  # indices of surviving pieces into the seed list
-    round_number = 0
-    while True:
+    for round_number in itertools.count(1):
         for _ in range(num_sub_iterations):
             expected = expected_counts(lattice, _by_seed(scores, alive, len(pieces)), freqs)[alive]
             keep = (expected >= MIN_EXPECTED) | is_char[alive]
             scores = _digamma_scores(np.maximum(expected[keep], MIN_EXPECTED))
             alive = alive[keep]
             lattice = lattice.keep(_by_seed(True, alive, len(pieces)))
-        round_number += 1
         if progress:
             print(f"unigram EM round {round_number}: {len(alive)} pieces")
         if len(alive) <= desired:
@@ -219,14 +204,9 @@ def _clean_words(counts: Mapping[str, int]) -> Counter[str]:
         return Counter(counts)
     cleaned: Counter[str] = Counter()
     for word, count in counts.items():
-        part = []
-        for char in word + "\t":
-            if char in UNMERGEABLE_CHARS:
-                if part:
-                    cleaned["".join(part)] += count
-                part = []
-            else:
-                part.append(char)
+        for part in _UNMERGEABLE.split(word):
+            if part:
+                cleaned[part] += count
     return cleaned
 
 
