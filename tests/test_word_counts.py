@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import PACKAGE_DATA
+from conftest import PACKAGE_DATA, shared_file
 from naive_bpe import naive_counts
 
 from tinylm_hf.tokenization.pretokenize import GPT4_PATTERN
@@ -47,6 +48,26 @@ def test_wordpiece_counts_are_bert_words(lowercase):
     text = "Héllo, WORLD! 中文 [CLS] don't\x00stop"
     expected = Counter(pretokenize_bert(text.replace("[CLS]", " "), lowercase=lowercase))
     assert count_words([text], algorithm="wordpiece", special_tokens=["[CLS]"], lowercase=lowercase) == expected
+
+
+# BERT word counts that main made at cd85d34, before words were counted by whitespace-separated chunks:
+# sha256 of "word<TAB>count" lines in word order (first 16 hex digits).
+@pytest.mark.parametrize(("source", "chars", "lowercase", "digest"), [
+    pytest.param("tinystories_train_small.txt", None, False, "3d3a9e2af4f08a25", id="tinystories-cased"),
+    pytest.param("tinystories_train_small.txt", None, True, "1942519425a665f5", id="tinystories-uncased"),
+    pytest.param("pd_novels_heldout.txt", 1_000_000, False, "6dff5e8f6fcd2bce", id="novels-cased"),
+    pytest.param("pd_novels_heldout.txt", 1_000_000, True, "1508ff825ef606bf", id="novels-uncased"),
+    pytest.param("multilingual_samples.txt", None, False, "ba2bfbd102d34db1", id="multilingual-cased"),
+    pytest.param("multilingual_samples.txt", None, True, "868a8350dc7400a8", id="multilingual-uncased"),
+])
+def test_wordpiece_counts_of_real_text_equal_mains(tmp_path, source, chars, lowercase, digest):
+    path = PACKAGE_DATA / source if (PACKAGE_DATA / source).is_file() else shared_file(source)
+    if chars is not None:
+        with open(path, encoding="utf-8") as f:
+            path = write(tmp_path, "t.txt", f.read(chars))
+    counts = count_words(path, algorithm="wordpiece", special_tokens=BERT, lowercase=lowercase)
+    lines = "\n".join(f"{word}\t{count}" for word, count in sorted(counts.items()))
+    assert hashlib.sha256(lines.encode("utf-8")).hexdigest()[:16] == digest
 
 
 def test_path_texts_and_mixed_inputs(tmp_path):
