@@ -9,6 +9,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from conftest import PACKAGE_DATA, shared_file
 from naive_bpe import naive_counts
 
@@ -95,6 +97,48 @@ def test_block_cut_never_splits_a_special_token_holding_a_space(monkeypatch, tmp
     monkeypatch.setattr(word_splitting, "READ_BYTES", 11)
     counts = count_words(path, algorithm="wordpiece", special_tokens=["<sp ecial>"])
     assert counts == Counter({"ab": 200, "cd": 200})
+
+
+# ------------------------------------------------------------------------- BERT words counted by chunk
+def bert_word_counts(texts: list[str], lowercase: bool) -> Counter:
+    """The specification: every text normalised and split whole."""
+    return sum((Counter(pretokenize_bert(text, lowercase=lowercase)) for text in texts), Counter())
+
+
+def counted_by_chunk(texts: list[str], lowercase: bool) -> Counter:
+    counter = word_splitting.BertWordCounter(lowercase)
+    for text in texts:
+        counter.add(text)
+    return counter.counts()
+
+
+# Characters where counting by chunk could go wrong: every whitespace of `str.split` (BERT removes \x0b \x0c
+# \x1c-\x1f \x85), controls, CJK (BMP and astral), combining marks around spaces, capital sigma, punctuation.
+TRICKY = " \t\n\r\x0b\x0c\x1c\x1f\x85\xa0\u2028\u3000\x00\u200b\ufffda\u00e9e\u0301\u0316\u03a3\u0130,.!'\u4e2d\U00020000\U0001d400"
+
+
+@pytest.mark.parametrize("lowercase", [False, True], ids=["cased", "uncased"])
+@settings(max_examples=300, deadline=None)
+@given(texts=st.lists(st.text(alphabet=st.sampled_from(TRICKY) | st.characters(), max_size=30), max_size=4))
+def test_bert_words_counted_by_chunk_equal_words_of_whole_texts(texts, lowercase):
+    assert counted_by_chunk(texts, lowercase) == bert_word_counts(texts, lowercase)
+
+
+def test_whitespace_that_bert_removes_joins_its_neighbours():
+    assert counted_by_chunk(["ab\x0bcd\x1ce f\x85g", "h i"], lowercase=False) == Counter(
+        {"abcde": 1, "fg": 1, "h": 1, "i": 1})
+
+
+def test_astral_cjk_chunks_are_split_around_each_ideograph():
+    texts = ["x\U00020000y z\U00020001", "x\U00020000y"]
+    assert counted_by_chunk(texts, lowercase=True) == Counter({"x": 2, "\U00020000": 2, "y": 2, "z": 1, "\U00020001": 1})
+
+
+def test_chunks_held_past_the_limit_are_counted_once(monkeypatch):
+    texts = ["the cat, the dog.", "The cat sat; the end", "cat"]
+    expected = counted_by_chunk(texts, lowercase=True)
+    monkeypatch.setattr(word_splitting, "CHUNKS_HELD", 2)
+    assert counted_by_chunk(texts, lowercase=True) == expected == bert_word_counts(texts, lowercase=True)
 
 
 def test_unknown_algorithm_raises_listing_known_ones():

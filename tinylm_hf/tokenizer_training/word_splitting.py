@@ -5,12 +5,16 @@ pre-tokens (`BPE_WORDS`), BERT's normalised words (`BERT_WORDS`) or sentencepiec
 line (`METASPACE_WORDS`). The family table names each family's splitter; `count_split_words` counts
 with one, reading files in blocks cut where words end (bounded memory). `WordCounts` is such a count
 with the options that made it.
+
+BERT words are counted by chunk (`BertWordCounter`): most of a text repeats, so its whitespace-separated
+chunks are counted first, at C speed, and only the distinct chunks are normalised and split into words.
 """
 
 from __future__ import annotations
 
 import codecs
 import os
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -24,12 +28,21 @@ from ..tokenization.pretokenize import (
     resolve_pattern,
     split_on_special_tokens,
 )
-from ..tokenization.wordpiece import pretokenize_bert
+from ..tokenization.wordpiece import CJK_RANGES, choose_word_finder, normalize_bert, pretokenize_bert
 
 # Files are read in blocks of this many bytes and cut where words end (bounded memory). A block's
 # list of words takes ~15x its size: 256 KiB keeps WordPiece training's peak near its counts, at no cost
 # in speed (1 MiB blocks added ~17 MB).
 READ_BYTES = 1 << 18
+
+# `str.split` cuts at every character BERT reads as a space, and at these, which BERT removes (joining their
+# neighbours); BERT puts spaces around CJK ideographs, so a chunk holding one is no longer one normalised
+# chunk. A text holding either is counted word by word (the astral ideographs, rare and slow to search for,
+# are caught when the chunks' normalisations fail to match them one to one).
+_NOT_BY_CHUNK = re.compile("[\x0b\x0c\x1c-\x1f\x85" + "".join(f"{chr(a)}-{chr(b)}" for a, b in CJK_RANGES if b <= 0xFFFF)
+                           + "]")
+# Distinct chunks held before their words are added to the counts: bounds memory (~150 bytes a chunk).
+CHUNKS_HELD = 1 << 18
 
 # (pattern, lowercase) -> a function from text (free of special tokens) to its words.
 SplitFactory = Callable[[str, bool], Callable[[str], list[str]]]
@@ -63,6 +76,61 @@ def _bpe_split(pattern: str, lowercase: bool) -> Callable[[str], list[str]]:
 
 def _wordpiece_split(pattern: str, lowercase: bool) -> Callable[[str], list[str]]:
     return lambda text: pretokenize_bert(text, lowercase=lowercase)
+
+
+class BertWordCounter:
+    """BERT word -> count over texts, equal to counting `pretokenize_bert` of each, but counted by chunk.
+
+    A text's whitespace-separated chunks are counted first (`str.split` and `Counter`, at C speed); only the
+    distinct chunks are normalised and split into words, each word counted as often as its chunk. This is
+    exact because every step of BERT's normaliser is per character, or (NFD's reordering) never crosses a
+    space.
+    """
+
+    def __init__(self, lowercase: bool) -> None:
+        self.lowercase = lowercase
+        self.words: Counter[str] = Counter()
+        self.chunks: Counter[str] = Counter()  # distinct chunks not yet added to `words`
+
+    def add(self, text: str) -> None:
+        """Count the words of one text (free of special tokens)."""
+        if _NOT_BY_CHUNK.search(text):
+            self.words.update(pretokenize_bert(text, lowercase=self.lowercase))
+            return
+        self.chunks.update(text.split())
+        if len(self.chunks) > CHUNKS_HELD:
+            self._add_chunk_words()
+
+    def counts(self) -> Counter[str]:
+        """The words of every text added."""
+        self._add_chunk_words()
+        return self.words
+
+    def _add_chunk_words(self) -> None:
+        chunks, words = self.chunks, self.words
+        if not chunks:
+            return
+        joined = normalize_bert(" ".join(chunks), lowercase=self.lowercase)
+        normalized = joined.split(" ")
+        if len(normalized) != len(chunks):  # an astral CJK ideograph gained spaces
+            normalized = [normalize_bert(chunk, lowercase=self.lowercase) for chunk in chunks]
+        find_words, get = choose_word_finder(joined), words.get  # dict.get: no `Counter.__missing__` call
+        for text, count in zip(normalized, chunks.values()):
+            if text.isalnum():  # no punctuation and no space: one word
+                words[text] = get(text, 0) + count
+            else:
+                for word in find_words(text):
+                    words[word] = get(word, 0) + count
+        chunks.clear()
+
+
+def _count_bert_file(path: Path, specials: list[str], pattern: str, lowercase: bool,
+                     num_workers: int | None) -> Counter[str]:
+    counter = BertWordCounter(lowercase)
+    for text in read_text_blocks(path, _cut_after_last_space, specials):
+        for part in split_on_special_tokens(text, specials) if specials else (text,):
+            counter.add(part)
+    return counter.counts()
 
 
 def _cut_after_last_space(text: str) -> int:
@@ -101,7 +169,7 @@ def _count_metaspace_file(path: Path, specials: list[str], pattern: str, lowerca
 # Byte-level BPE: special tokens cut out, then the regex `pattern` (GPT-2's by default).
 BPE_WORDS = WordSplitter(_bpe_split, lambda text: -1, uses_pattern=True, count_file=_count_bpe_file)
 # WordPiece: special tokens cut out, then BERT's normaliser (with `lowercase`) and pre-tokenizer.
-BERT_WORDS = WordSplitter(_wordpiece_split, _cut_after_last_space, uses_lowercase=True)
+BERT_WORDS = WordSplitter(_wordpiece_split, _cut_after_last_space, uses_lowercase=True, count_file=_count_bert_file)
 # Unigram and SentencePiece BPE: each line's words, the dummy prefix `▁` in front.
 METASPACE_WORDS = WordSplitter(_metaspace_split, _cut_after_last_newline, count_file=_count_metaspace_file,
                                cuts_special_tokens=False)
