@@ -42,7 +42,7 @@ def test_a_child_that_dies_without_an_answer_raises_runtime_error():
             os._exit(3)
         return task
 
-    with pytest.raises(RuntimeError, match="exit code 3"):
+    with pytest.raises(RuntimeError, match="exit status 3"):
         map_in_forks(die, [0, 1])
 
 

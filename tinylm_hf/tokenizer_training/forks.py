@@ -8,6 +8,9 @@ Where forking is unsafe or unavailable (not Linux, or this process runs other th
 
 from __future__ import annotations
 
+import os
+import pickle
+import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -29,47 +32,68 @@ def map_in_forks(fn: Callable[[Any], Any], tasks: Sequence[Any]) -> list[Any]:
     """
     if len(tasks) < 2 or not can_fork():
         return [fn(task) for task in tasks]
-    import multiprocessing  # here: single-process runs never pay for its import
-
-    context = multiprocessing.get_context("fork")
-    children = []
+    children: list[tuple[int, int]] = []  # (process id, the pipe's reading end)
     done = False
     try:
         for task in tasks[1:]:
-            receive, send = context.Pipe(duplex=False)
-            child = context.Process(target=_send_result, args=(fn, task, send), daemon=True)
-            child.start()
-            send.close()  # the child holds the sending end: its exit ends the pipe
-            children.append((child, receive))
+            read, write = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the child: never returns
+                os.close(read)
+                _send_result(fn, task, write)
+            os.close(write)
+            children.append((pid, read))
         results = [fn(tasks[0])]
-        for child, receive in children:
-            results.append(_receive_result(child, receive))
+        results += [_receive_result(pid, read) for pid, read in children]
         done = True
         return results
     finally:
-        for child, receive in children:
+        for pid, read in children:
             if not done:  # a task failed: the others' results are not wanted
-                child.terminate()
-            child.join()
-            receive.close()
+                _kill(pid)
+            os.close(read)
+            _wait(pid)
 
 
-def _send_result(fn: Callable[[Any], Any], task: Any, send: Any) -> None:
+def _send_result(fn: Callable[[Any], Any], task: Any, write: int) -> None:
+    """In the child: run the task, write (ok, result or exception) pickled to the pipe, and exit (no cleanup of
+    the parent's state, which is the parent's to do)."""
+    status = 1  # an answer that cannot be pickled or written: the parent sees none
     try:
-        result = (True, fn(task))
-    except BaseException as exc:  # noqa: BLE001 - every failure is the caller's to see
-        result = (False, exc)
-    send.send(result)
-    send.close()
+        try:
+            result = (True, fn(task))
+        except BaseException as exc:  # noqa: BLE001 - every failure is the caller's to see
+            result = (False, exc)
+        with os.fdopen(write, "wb") as pipe:
+            pipe.write(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
+        status = 0
+    finally:
+        os._exit(status)
 
 
-def _receive_result(child: Any, receive: Any) -> Any:
-    try:
-        ok, value = receive.recv()
-    except EOFError:
-        child.join()
-        raise RuntimeError(f"a forked worker ended without an answer (exit code {child.exitcode}); "
-                           "if memory ran out, pass num_workers=1") from None
+def _receive_result(pid: int, read: int) -> Any:
+    chunks = []
+    while chunk := os.read(read, 1 << 20):
+        chunks.append(chunk)
+    if not chunks:
+        raise RuntimeError(f"a forked worker ended without an answer (exit status {_wait(pid)}); "
+                           "if memory ran out, pass num_workers=1")
+    ok, value = pickle.loads(b"".join(chunks))
     if not ok:
         raise value
     return value
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _wait(pid: int) -> int:
+    """The child's exit code (negative: the signal that ended it); 0 if it was already waited for."""
+    try:
+        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    except ChildProcessError:
+        return 0
