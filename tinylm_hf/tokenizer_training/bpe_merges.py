@@ -147,7 +147,8 @@ def learn_merges_reference(words: Sequence[Sequence[int]], freqs: Sequence[int],
                 shapes.append(join_shapes(shapes[pair[0]], shapes[pair[1]]))
             made_tokens += 1
         merges.append(pair)
-        made = _merge_pair(pair, new_id, sorted(set(where.pop(pair))), symbol, weight, nxt, prv, counts, where)
+        # Positions come mostly in order (sorting them is then linear); one listed twice is skipped as stale.
+        made = _merge_pair(pair, new_id, sorted(where.pop(pair)), symbol, weight, nxt, prv, counts, where)
         counts.pop(pair, None)
         for new_pair in made:
             # A new pair can net to zero: (Y, X) in "Y X" -> "Y Y" is counted and then uncounted.
@@ -198,7 +199,7 @@ def _merge_pair(pair: tuple[int, int], new_id: int, positions: list[int], symbol
     for p in positions:
         q = nxt[p]
         if symbol[p] != left or q < 0 or symbol[q] != right:
-            continue  # stale, or overlapped by the occurrence just merged ("a a a" for (a, a))
+            continue  # stale, listed twice, or overlapped by the occurrence just merged ("a a a" for (a, a))
         w, before, after = weight[p], prv[p], nxt[q]
         if before >= 0:
             s = symbol[before]
