@@ -165,7 +165,8 @@ def split_bert_words(normalized: str) -> list[str]:
 
 
 def choose_word_finder(normalized: str) -> Callable[[str], list[str]]:
-    """`split_bert_words` for `normalized` text and any part of it: the BMP pattern unless it holds astral characters."""
+    """`split_bert_words` for `normalized` text and any part of it: the BMP pattern unless it holds astral
+    characters (faster)."""
     if normalized.isascii() or _ASTRAL.search(normalized) is None:
         return _BMP.words.findall
     return _ALL.words.findall

@@ -22,6 +22,7 @@ import sys
 from array import array
 from collections import defaultdict
 from collections.abc import Sequence
+from itertools import accumulate, chain, repeat
 from typing import TYPE_CHECKING
 
 from ..tokenization.jit import kernels_enabled
@@ -165,17 +166,15 @@ def _positions() -> array:
 def _link_words(words: Sequence[Sequence[int]], freqs: Sequence[int]) -> tuple[array | list[int], ...]:
     """All words back to back: position -> symbol id (-1: merged away), its word's count, and its
     live neighbours (-1: none, at a word's edge)."""
-    nxt, prv = _positions(), _positions()
-    symbol: list[int] = []  # a list: its items are the words' own id objects, and reading one makes none
-    weight: list[int] = []  # counts may pass 64 bits
-    for word, freq in zip(words, freqs):
-        start, size = len(symbol), len(word)
-        symbol.extend(word)
-        weight.extend([freq] * size)
-        nxt.extend(range(start + 1, start + size))
-        nxt.append(-1)
-        prv.append(-1)
-        prv.extend(range(start, start + size - 1))
+    lengths = list(map(len, words))
+    # A list: its items are the words' own id objects, and reading one makes none.
+    symbol = list(chain.from_iterable(words))
+    weight = list(chain.from_iterable(map(repeat, freqs, lengths)))  # counts may pass 64 bits
+    nxt, prv = array("q", range(1, len(symbol) + 1)), array("q", range(-1, len(symbol) - 1))
+    for end in accumulate(lengths):  # cut the links at the words' edges
+        nxt[end - 1] = -1
+        if end < len(symbol):
+            prv[end] = -1
     return symbol, weight, nxt, prv
 
 
