@@ -52,9 +52,9 @@ _REMOVED_SPACES = "\x0b\x0c\x1c\x1d\x1e\x1f\x85"
 # are normalised one by one (the astral ideographs, rare and slow to search for, are caught when the chunks'
 # normalisations fail to match them one to one).
 _BMP_CJK = re.compile("[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in CJK_RANGES if b <= 0xFFFF) + "]")
-# Files of at least this many bytes are counted in parts by several processes (`forks.map_in_forks`): a fork
-# costs ~6 MB and some 0.03 s of CPU (pages copied, counts pickled back), more than it saves on TinyStories'
-# 2.4 MB; on 10 MB of novels it halves the counting's 0.6 s of wall time on two cores.
+# Files of at least this many bytes are counted in parts by several processes (`forks.map_in_forks`): on
+# TinyStories' 2.4 MB a second process added 7 MB and 0.04 s of CPU (pages copied, counts pickled back) and
+# saved no wall time; on 10 MB of novels it cuts counting from ~0.55 s to 0.27-0.40 s of wall time on two cores.
 FORK_MIN_BYTES = 1 << 22
 # Distinct chunks held before their words are added to the counts: bounds memory (~150 bytes a chunk).
 CHUNKS_HELD = 1 << 18
