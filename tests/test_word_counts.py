@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import PACKAGE_DATA
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from conftest import PACKAGE_DATA, shared_file
 from naive_bpe import naive_counts
 
 from tinylm_hf.tokenization.pretokenize import GPT4_PATTERN
@@ -49,6 +52,26 @@ def test_wordpiece_counts_are_bert_words(lowercase):
     assert count_words([text], algorithm="wordpiece", special_tokens=["[CLS]"], lowercase=lowercase) == expected
 
 
+# BERT word counts that main made at cd85d34, before words were counted by whitespace-separated chunks:
+# sha256 of "word<TAB>count" lines in word order (first 16 hex digits).
+@pytest.mark.parametrize(("source", "chars", "lowercase", "digest"), [
+    pytest.param("tinystories_train_small.txt", None, False, "3d3a9e2af4f08a25", id="tinystories-cased"),
+    pytest.param("tinystories_train_small.txt", None, True, "1942519425a665f5", id="tinystories-uncased"),
+    pytest.param("pd_novels_heldout.txt", 1_000_000, False, "6dff5e8f6fcd2bce", id="novels-cased"),
+    pytest.param("pd_novels_heldout.txt", 1_000_000, True, "1508ff825ef606bf", id="novels-uncased"),
+    pytest.param("multilingual_samples.txt", None, False, "ba2bfbd102d34db1", id="multilingual-cased"),
+    pytest.param("multilingual_samples.txt", None, True, "868a8350dc7400a8", id="multilingual-uncased"),
+])
+def test_wordpiece_counts_of_real_text_equal_mains(tmp_path, source, chars, lowercase, digest):
+    path = PACKAGE_DATA / source if (PACKAGE_DATA / source).is_file() else shared_file(source)
+    if chars is not None:
+        with open(path, encoding="utf-8") as f:
+            path = write(tmp_path, "t.txt", f.read(chars))
+    counts = count_words(path, algorithm="wordpiece", special_tokens=BERT, lowercase=lowercase)
+    lines = "\n".join(f"{word}\t{count}" for word, count in sorted(counts.items()))
+    assert hashlib.sha256(lines.encode("utf-8")).hexdigest()[:16] == digest
+
+
 def test_path_texts_and_mixed_inputs(tmp_path):
     path = write(tmp_path, "a.txt", "the cat sat")
     alone = count_words(path, algorithm="wordpiece")
@@ -74,6 +97,82 @@ def test_block_cut_never_splits_a_special_token_holding_a_space(monkeypatch, tmp
     monkeypatch.setattr(word_splitting, "READ_BYTES", 11)
     counts = count_words(path, algorithm="wordpiece", special_tokens=["<sp ecial>"])
     assert counts == Counter({"ab": 200, "cd": 200})
+
+
+# ------------------------------------------------------------------------- BERT words counted by chunk
+def bert_word_counts(texts: list[str], lowercase: bool) -> Counter:
+    """The specification: every text normalised and split whole."""
+    return sum((Counter(pretokenize_bert(text, lowercase=lowercase)) for text in texts), Counter())
+
+
+def counted_by_chunk(texts: list[str], lowercase: bool) -> Counter:
+    counter = word_splitting.BertWordCounter(lowercase)
+    for text in texts:
+        counter.add(text)
+    return counter.counts()
+
+
+# Characters where counting by chunk could go wrong: every whitespace of `str.split` (BERT removes \x0b \x0c
+# \x1c-\x1f \x85), controls, CJK (BMP and astral), combining marks around spaces, capital sigma, punctuation.
+TRICKY = (" \t\n\r\x0b\x0c\x1c\x1f\x85\xa0\u2028\u3000\x00\u200b\ufffd"
+          "a\u00e9e\u0301\u0316\u03a3\u0130,.!'\u4e2d\U00020000\U0001d400")
+
+
+@pytest.mark.parametrize("lowercase", [False, True], ids=["cased", "uncased"])
+@settings(max_examples=300, deadline=None)
+@given(texts=st.lists(st.text(alphabet=st.sampled_from(TRICKY) | st.characters(), max_size=30), max_size=4))
+def test_bert_words_counted_by_chunk_equal_words_of_whole_texts(texts, lowercase):
+    assert counted_by_chunk(texts, lowercase) == bert_word_counts(texts, lowercase)
+
+
+def test_whitespace_that_bert_removes_joins_its_neighbours():
+    assert counted_by_chunk(["ab\x0bcd\x1ce f\x85g", "h i"], lowercase=False) == Counter(
+        {"abcde": 1, "fg": 1, "h": 1, "i": 1})
+
+
+def test_astral_cjk_chunks_are_split_around_each_ideograph():
+    texts = ["x\U00020000y z\U00020001", "x\U00020000y"]
+    expected = Counter({"x": 2, "\U00020000": 2, "y": 2, "z": 1, "\U00020001": 1})
+    assert counted_by_chunk(texts, lowercase=True) == expected
+
+
+def test_chunks_held_past_the_limit_are_counted_once(monkeypatch):
+    texts = ["the cat, the dog.", "The cat sat; the end", "cat"]
+    expected = counted_by_chunk(texts, lowercase=True)
+    monkeypatch.setattr(word_splitting, "CHUNKS_HELD", 2)
+    assert counted_by_chunk(texts, lowercase=True) == expected == bert_word_counts(texts, lowercase=True)
+
+
+def test_file_counted_in_parts_equals_whole_text(monkeypatch, tmp_path):
+    body = "Ünïcödé wörds, 中文 and[SEP] more[SEP]\n" * 300 + "tail without newline"
+    path = write(tmp_path, "t.txt", body)
+    monkeypatch.setattr(word_splitting, "FORK_MIN_BYTES", 0)
+    monkeypatch.setattr(word_splitting, "READ_BYTES", 37)  # blocks end inside characters and specials
+    counts = count_words(path, algorithm="wordpiece", special_tokens=["[SEP]"], num_workers=3)
+    assert counts == count_words([body], algorithm="wordpiece", special_tokens=["[SEP]"])
+
+
+def test_file_parts_end_after_newlines_and_cover_the_file(monkeypatch, tmp_path):
+    path = write(tmp_path, "t.txt", "a few words\n" * 100)
+    monkeypatch.setattr(word_splitting, "FORK_MIN_BYTES", 0)
+    ranges = word_splitting._cut_after_newlines(path, 3, [])
+    assert len(ranges) == 3 and ranges[0][0] == 0 and ranges[-1][1] == path.stat().st_size
+    data = path.read_bytes()
+    assert all(end == start and data[end - 1:end] == b"\n" for (_, end), (start, _) in zip(ranges, ranges[1:]))
+
+
+def test_a_special_token_holding_a_newline_keeps_the_file_whole(monkeypatch, tmp_path):
+    path = write(tmp_path, "t.txt", "a few words<x\ny>\n" * 100)
+    monkeypatch.setattr(word_splitting, "FORK_MIN_BYTES", 0)
+    assert word_splitting._cut_after_newlines(path, 3, ["<x\ny>"]) == [(0, path.stat().st_size)]
+
+
+def test_undecodable_byte_in_a_later_part_names_its_file_offset(monkeypatch, tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"good words\n" * 50 + b"bad \xff byte\n" + b"more words\n" * 10)
+    monkeypatch.setattr(word_splitting, "FORK_MIN_BYTES", 0)
+    with pytest.raises(ValueError, match="near offset 554"):
+        count_words(path, algorithm="wordpiece", num_workers=2)
 
 
 def test_unknown_algorithm_raises_listing_known_ones():

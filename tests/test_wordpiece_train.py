@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import numpy as np
 import pytest
 from conftest import PACKAGE_DATA, shared_file
@@ -89,6 +90,25 @@ def test_corpus_en_slice_matches_oracle_with_other_prefix(tmp_path):
 def test_tinystories_train_small_matches_oracle():
     path = shared_file("tinystories_train_small.txt")
     assert train_wordpiece(path, 1000, progress=False) == oracle_for_file(path, 1000, SPECIALS)
+
+
+# Vocabularies that main learned at cd85d34, before words were counted by whitespace-separated chunks:
+# sha256 of the tokens joined by newlines (first 16 hex digits).
+@pytest.mark.parametrize(("source", "chars", "vocab_size", "lowercase", "digest"), [
+    pytest.param("tinystories_train_small.txt", None, 8000, False, "cc356c04140d9cf6", id="tinystories-cased"),
+    pytest.param("tinystories_train_small.txt", None, 8000, True, "b72b8287852f3edb", id="tinystories-uncased"),
+    pytest.param("pd_novels_heldout.txt", 1_000_000, 4000, False, "f547318a6cc8462b", id="novels-cased"),
+    pytest.param("pd_novels_heldout.txt", 1_000_000, 4000, True, "5bc377d1a5170832", id="novels-uncased"),
+    pytest.param("multilingual_samples.txt", None, 3000, False, "ce3f13c9600999fb", id="multilingual-cased"),
+    pytest.param("multilingual_samples.txt", None, 3000, True, "fd64badfd876acc2", id="multilingual-uncased"),
+])
+def test_vocab_on_real_text_equals_mains(tmp_path, source, chars, vocab_size, lowercase, digest):
+    path = PACKAGE_DATA / source if (PACKAGE_DATA / source).is_file() else shared_file(source)
+    if chars is not None:
+        with open(path, encoding="utf-8") as f:
+            path = write(tmp_path, "t.txt", f.read(chars))
+    vocab = train_wordpiece(path, vocab_size, lowercase=lowercase, progress=False)
+    assert hashlib.sha256("\n".join(vocab).encode("utf-8")).hexdigest()[:16] == digest
 
 
 @pytest.mark.parametrize("score", WORDPIECE_SCORES)

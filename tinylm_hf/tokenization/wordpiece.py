@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain
 from pathlib import Path
 
@@ -160,9 +160,15 @@ def _nfd(text: str, kept: re.Pattern | None) -> str:
 
 def split_bert_words(normalized: str) -> list[str]:
     """Words of normalised text: split on spaces, each punctuation character alone (BertPreTokenizer)."""
+    return choose_word_finder(normalized)(normalized)
+
+
+def choose_word_finder(normalized: str) -> Callable[[str], list[str]]:
+    """`split_bert_words` for `normalized` text and any part of it: the BMP pattern unless it holds astral
+    characters (faster)."""
     if normalized.isascii() or _ASTRAL.search(normalized) is None:
-        return _BMP.words.findall(normalized)
-    return _ALL.words.findall(normalized)
+        return _BMP.words.findall
+    return _ALL.words.findall
 
 
 def pretokenize_bert(text: str, *, lowercase: bool = False) -> list[str]:

@@ -22,6 +22,7 @@ import sys
 from array import array
 from collections import defaultdict
 from collections.abc import Sequence
+from itertools import accumulate, chain, repeat
 from typing import TYPE_CHECKING
 
 from ..tokenization.jit import kernels_enabled
@@ -148,7 +149,8 @@ def learn_merges_reference(words: Sequence[Sequence[int]], freqs: Sequence[int],
                 shapes.append(join_shapes(shapes[pair[0]], shapes[pair[1]]))
             made_tokens += 1
         merges.append(pair)
-        made = _merge_pair(pair, new_id, sorted(set(where.pop(pair))), symbol, weight, nxt, prv, counts, where)
+        # Positions come mostly in order (sorting them is then linear); one listed twice is skipped as stale.
+        made = _merge_pair(pair, new_id, sorted(where.pop(pair)), symbol, weight, nxt, prv, counts, where)
         counts.pop(pair, None)
         for new_pair in made:
             # A new pair can net to zero: (Y, X) in "Y X" -> "Y Y" is counted and then uncounted.
@@ -165,17 +167,15 @@ def _positions() -> array:
 def _link_words(words: Sequence[Sequence[int]], freqs: Sequence[int]) -> tuple[array | list[int], ...]:
     """All words back to back: position -> symbol id (-1: merged away), its word's count, and its
     live neighbours (-1: none, at a word's edge)."""
-    nxt, prv = _positions(), _positions()
-    symbol: list[int] = []  # a list: its items are the words' own id objects, and reading one makes none
-    weight: list[int] = []  # counts may pass 64 bits
-    for word, freq in zip(words, freqs):
-        start, size = len(symbol), len(word)
-        symbol.extend(word)
-        weight.extend([freq] * size)
-        nxt.extend(range(start + 1, start + size))
-        nxt.append(-1)
-        prv.append(-1)
-        prv.extend(range(start, start + size - 1))
+    lengths = list(map(len, words))
+    # A list: its items are the words' own id objects, and reading one makes none.
+    symbol = list(chain.from_iterable(words))
+    weight = list(chain.from_iterable(map(repeat, freqs, lengths)))  # counts may pass 64 bits
+    nxt, prv = array("q", range(1, len(symbol) + 1)), array("q", range(-1, len(symbol) - 1))
+    for end in accumulate(lengths):  # cut the links at the words' edges
+        nxt[end - 1] = -1
+        if end < len(symbol):
+            prv[end] = -1
     return symbol, weight, nxt, prv
 
 
@@ -199,7 +199,7 @@ def _merge_pair(pair: tuple[int, int], new_id: int, positions: list[int], symbol
     for p in positions:
         q = nxt[p]
         if symbol[p] != left or q < 0 or symbol[q] != right:
-            continue  # stale, or overlapped by the occurrence just merged ("a a a" for (a, a))
+            continue  # stale, listed twice, or overlapped by the occurrence just merged ("a a a" for (a, a))
         w, before, after = weight[p], prv[p], nxt[q]
         if before >= 0:
             s = symbol[before]

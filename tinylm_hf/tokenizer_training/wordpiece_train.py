@@ -206,7 +206,7 @@ def _train(counts: Mapping[str, int], vocab_size: int, specials: list[str], pref
            progress: bool) -> list[str]:
     # 1. Vocabulary: specials, then the alphabet (first characters, then prefixed others).
     tokens = list(specials)
-    alphabet = sorted({word[0] for word in counts}) + sorted({prefix + c for word in counts for c in word[1:]})
+    alphabet = sorted({word[0] for word in counts}) + sorted(prefix + c for c in set("".join(w[1:] for w in counts)))
     tokens += [t for t in alphabet if t not in set(specials)]
     if vocab_size < len(tokens):
         raise ValueError(
@@ -235,8 +235,10 @@ def _merge_by_frequency(counts: Mapping[str, int], tokens: list[str], ids: dict[
                         prefix: str, progress: bool) -> list[str]:
     """`tokens` followed by the tokens that merging the most frequent pair makes (`bpe_merges.learn_merges`)."""
     # 2. Words of two or more symbols as ids: the first character, then prefixed ones.
-    words = [[ids[word[0]]] + [ids[prefix + c] for c in word[1:]] for word in counts if len(word) > 1]
-    freqs = [counts[word] for word in counts if len(word) > 1]
+    continuing = {c: ids[prefix + c] for c in set("".join(w[1:] for w in counts))}.__getitem__
+    long_words = [word for word in counts if len(word) > 1]
+    words = [[ids[word[0]], *map(continuing, word[1:])] for word in long_words]
+    freqs = [counts[word] for word in long_words]
     # 3. Merges; UTF-8 order is code point order, so the kernel's tie-break is the greatest (a, b) too.
     token_bytes = [t.encode("utf-8", "surrogatepass") for t in tokens]
     num_merges = vocab_size - len(tokens)
