@@ -143,36 +143,19 @@ def test_chunks_held_past_the_limit_are_counted_once(monkeypatch):
     assert counted_by_chunk(texts, lowercase=True) == expected == bert_word_counts(texts, lowercase=True)
 
 
-def test_file_counted_in_parts_equals_whole_text(monkeypatch, tmp_path):
+def test_wordpiece_file_counted_in_blocks_equals_whole_text(monkeypatch, tmp_path):
     body = "Ünïcödé wörds, 中文 and[SEP] more[SEP]\n" * 300 + "tail without newline"
     path = write(tmp_path, "t.txt", body)
-    monkeypatch.setattr(word_splitting, "FORK_MIN_BYTES", 0)
     monkeypatch.setattr(word_splitting, "READ_BYTES", 37)  # blocks end inside characters and specials
-    counts = count_words(path, algorithm="wordpiece", special_tokens=["[SEP]"], num_workers=3)
+    counts = count_words(path, algorithm="wordpiece", special_tokens=["[SEP]"])
     assert counts == count_words([body], algorithm="wordpiece", special_tokens=["[SEP]"])
 
 
-def test_file_parts_end_after_newlines_and_cover_the_file(monkeypatch, tmp_path):
-    path = write(tmp_path, "t.txt", "a few words\n" * 100)
-    monkeypatch.setattr(word_splitting, "FORK_MIN_BYTES", 0)
-    ranges = word_splitting._cut_after_newlines(path, 3, [])
-    assert len(ranges) == 3 and ranges[0][0] == 0 and ranges[-1][1] == path.stat().st_size
-    data = path.read_bytes()
-    assert all(end == start and data[end - 1:end] == b"\n" for (_, end), (start, _) in zip(ranges, ranges[1:]))
-
-
-def test_a_special_token_holding_a_newline_keeps_the_file_whole(monkeypatch, tmp_path):
-    path = write(tmp_path, "t.txt", "a few words<x\ny>\n" * 100)
-    monkeypatch.setattr(word_splitting, "FORK_MIN_BYTES", 0)
-    assert word_splitting._cut_after_newlines(path, 3, ["<x\ny>"]) == [(0, path.stat().st_size)]
-
-
-def test_undecodable_byte_in_a_later_part_names_its_file_offset(monkeypatch, tmp_path):
+def test_undecodable_byte_in_a_wordpiece_file_names_its_offset(tmp_path):
     path = tmp_path / "bad.txt"
     path.write_bytes(b"good words\n" * 50 + b"bad \xff byte\n" + b"more words\n" * 10)
-    monkeypatch.setattr(word_splitting, "FORK_MIN_BYTES", 0)
     with pytest.raises(ValueError, match="near offset 554"):
-        count_words(path, algorithm="wordpiece", num_workers=2)
+        count_words(path, algorithm="wordpiece")
 
 
 def test_unknown_algorithm_raises_listing_known_ones():

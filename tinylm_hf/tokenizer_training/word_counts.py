@@ -44,7 +44,7 @@ def count_words(
 ) -> Counter[str]:
     """Count the words of files or texts exactly as `algorithm`'s trainer splits them.
 
-    `num_workers` (default: the CPU count) count each large file: threads for bpe, processes for wordpiece.
+    `num_workers` (default: the CPU count) threads count each large file for bpe.
 
     `inputs` is a file path (str or `os.PathLike`), or an iterable whose items are texts (`str`) or
     files (`os.PathLike`, e.g. `pathlib.Path`): `["a b", Path("c.txt")]` counts one text and one file.

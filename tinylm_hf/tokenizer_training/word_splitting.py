@@ -18,10 +18,8 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 
-from ..tokenization.jit import resolve_workers
 from ..tokenization.pretokenize import (
     GPT2_PATTERN,
     check_special_tokens,
@@ -37,7 +35,6 @@ from ..tokenization.wordpiece import (
     pretokenize_bert,
     split_bert_words,
 )
-from .forks import map_in_forks
 
 # Files are read in blocks of this many bytes and cut where words end (bounded memory). A block's
 # list of words takes ~15x its size: 256 KiB keeps WordPiece training's peak near its counts, at no cost
@@ -52,10 +49,6 @@ _REMOVED_SPACES = "\x0b\x0c\x1c\x1d\x1e\x1f\x85"
 # are normalised one by one (the astral ideographs, rare and slow to search for, are caught when the chunks'
 # normalisations fail to match them one to one).
 _BMP_CJK = re.compile("[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in CJK_RANGES if b <= 0xFFFF) + "]")
-# Files of at least this many bytes are counted in parts by several processes (`forks.map_in_forks`): on
-# TinyStories' 2.4 MB a second process added 7 MB and 0.04 s of CPU (pages copied, counts pickled back) and
-# saved no wall time; on 10 MB of novels it cuts counting from ~0.55 s to 0.27-0.40 s of wall time on two cores.
-FORK_MIN_BYTES = 1 << 22
 # Distinct chunks held before their words are added to the counts: bounds memory (~150 bytes a chunk).
 CHUNKS_HELD = 1 << 18
 
@@ -149,40 +142,13 @@ class BertWordCounter:
 
 def _count_bert_file(path: Path, specials: list[str], pattern: str, lowercase: bool,
                      num_workers: int | None) -> Counter[str]:
-    """A file's BERT words, counted in parts by `num_workers` processes (default: the CPUs) where it is large."""
-    parts = map_in_forks(partial(_count_bert_range, path, specials, lowercase),
-                         _cut_after_newlines(path, resolve_workers(num_workers), specials))
-    counts = parts[0]
-    for part in parts[1:]:
-        counts.update(part)
-    return counts
-
-
-def _count_bert_range(path: Path, specials: list[str], lowercase: bool, byte_range: tuple[int, int]) -> Counter[str]:
+    """A file's BERT words, counted by chunk (`BertWordCounter`) in this thread: the counting is pure Python, which
+    threads cannot share, so `num_workers` is not used."""
     counter = BertWordCounter(lowercase)
-    for text in read_text_blocks(path, _cut_after_last_space, specials, byte_range=byte_range):
+    for text in read_text_blocks(path, _cut_after_last_space, specials):
         for part in split_on_special_tokens(text, specials) if specials else (text,):
             counter.add(part)
     return counter.counts()
-
-
-def _cut_after_newlines(path: Path, parts: int, specials: list[str]) -> list[tuple[int, int]]:
-    """About `parts` byte ranges of a file, each but the last ending just after a newline (no word or special
-    token crosses one); one range for a file under `FORK_MIN_BYTES` or special tokens holding a newline."""
-    size = path.stat().st_size
-    if size < FORK_MIN_BYTES or any("\n" in token for token in specials):
-        return [(0, size)]
-    cuts = [0]
-    with open(path, "rb") as handle:
-        for i in range(1, parts):
-            handle.seek(max(cuts[-1], size * i // parts))
-            while block := handle.read(READ_BYTES):
-                if (newline := block.find(b"\n")) >= 0:
-                    cut = handle.tell() - len(block) + newline + 1
-                    if cut < size:
-                        cuts.append(cut)
-                    break
-    return list(zip(cuts, cuts[1:] + [size]))
 
 
 def _cut_after_last_space(text: str) -> int:
@@ -286,24 +252,19 @@ def _check_file(source: str | os.PathLike) -> Path:
     return path
 
 
-def read_text_blocks(path: Path, find_cut: Callable[[str], int], special_tokens: list[str], *,
-                     byte_range: tuple[int, int] | None = None) -> Iterator[str]:
-    """A UTF-8 file (or its bytes `byte_range`, start and end) as texts of about `READ_BYTES`, each cut where
-    `find_cut` says words end.
+def read_text_blocks(path: Path, find_cut: Callable[[str], int], special_tokens: list[str]) -> Iterator[str]:
+    """A UTF-8 file as texts of about `READ_BYTES`, each cut where `find_cut` says words end.
 
     A cut never falls inside a special token; a leading byte-order mark is dropped (the rule of every reader of a
     user's text, `corpus/sources.py`). Invalid UTF-8 raises ValueError with its byte offset.
     """
-    offset, end = byte_range if byte_range is not None else (0, None)
-    # A leading byte-order mark is no text.
-    decoder = codecs.getincrementaldecoder("utf-8-sig" if offset == 0 else "utf-8")("strict")
+    decoder = codecs.getincrementaldecoder("utf-8-sig")("strict")  # a leading byte-order mark is no text
     special = compile_special_pattern(special_tokens)
     longest = max(map(len, special_tokens), default=0)
-    pending = ""
+    pending, offset = "", 0
     with open(path, "rb") as handle:
-        handle.seek(offset)
         while True:
-            block = handle.read(READ_BYTES if end is None else min(READ_BYTES, end - offset))
+            block = handle.read(READ_BYTES)
             try:
                 pending += decoder.decode(block, final=not block)
             except UnicodeDecodeError as exc:
