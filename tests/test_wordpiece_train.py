@@ -188,6 +188,14 @@ def test_kernel_equals_reference_and_oracle_on_any_text(monkeypatch, counts, pre
     assert vocab == naive_train_wordpiece(counts, size, ["[UNK]"], prefix=prefix)
 
 
+@needs_numba
+def test_a_pair_made_again_by_a_join_that_exists_merges_again(monkeypatch):
+    # (###, ###) -> ####, then # + #### joins to ###, which exists: "####" becomes "### ###", the first pair anew.
+    fast, slow = both_paths(monkeypatch, {"###": 1, "####": 1}, 2)
+    assert fast == slow
+    assert [tuple(pair) for pair in fast[0]] == [(1, 1), (0, 2), (1, 1)]
+
+
 def test_a_join_that_exists_keeps_its_id(kernel_path):
     # (###, ##b) ties (#, ###) at 2 and is greater: ###b. Then # + ###b joins to ##b, already a token:
     # the merge is made, no token is added, and no pair is left.

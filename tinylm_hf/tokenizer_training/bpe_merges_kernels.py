@@ -222,6 +222,9 @@ def learn_merges_kernel(symbols, lengths, freqs, first_tok, first_off, shapes, n
         positions = _take_positions(table, occ, pair, wordpiece)
         occ = grow(occ, state[NUM_OCC] + 2 * len(positions))  # two entries per occurrence at most
         made, table = _merge_positions(positions, left, right, new_id, links, table, occ, state, existing != _EMPTY)
+        # The merge uncounts the pair's overlapped occurrences ("a a a" for (a, a)) after its count was cleared:
+        # clear it again, as the reference does, or a WordPiece merge that makes the pair anew counts from below 0.
+        table[_slot(table, pair), COUNT] = 0
         hc, ha, hb = _push_made(made, table, hc, ha, hb, tok, off, shapes, state)
     return merges[:listed]
 
