@@ -69,6 +69,9 @@ class WordSplitter:
     # A faster whole-file counter (path, specials, pattern, lowercase, num_workers) -> Counter, if the
     # trainer has one.
     count_file: Callable[[Path, list[str], str, bool, int | None], Counter[str]] | None = field(default=None)
+    # A faster counter of texts than counting `split` of each, made with `lowercase`: `add(text)` takes a text
+    # free of special tokens, `counts()` gives its words' counts. Used for texts and, without `count_file`, files.
+    counter: Callable[[bool], BertWordCounter] | None = field(default=None)
     # False for sentencepiece-style trainers: their special tokens are control pieces that text never
     # produces, and their words are counted with special-token text left in place.
     cuts_special_tokens: bool = True
@@ -140,17 +143,6 @@ class BertWordCounter:
                     words[word] = get(word, 0) + count
 
 
-def _count_bert_file(path: Path, specials: list[str], pattern: str, lowercase: bool,
-                     num_workers: int | None) -> Counter[str]:
-    """A file's BERT words, counted by chunk (`BertWordCounter`) in this thread: the counting is pure Python, which
-    threads cannot share, so `num_workers` is not used."""
-    counter = BertWordCounter(lowercase)
-    for text in read_text_blocks(path, _cut_after_last_space, specials):
-        for part in split_on_special_tokens(text, specials) if specials else (text,):
-            counter.add(part)
-    return counter.counts()
-
-
 def _cut_after_last_space(text: str) -> int:
     """For BERT words: just after the last space or newline (no word crosses it), or -1."""
     cut = max(text.rfind(" "), text.rfind("\n")) + 1
@@ -187,7 +179,7 @@ def _count_metaspace_file(path: Path, specials: list[str], pattern: str, lowerca
 # Byte-level BPE: special tokens cut out, then the regex `pattern` (GPT-2's by default).
 BPE_WORDS = WordSplitter(_bpe_split, lambda text: -1, uses_pattern=True, count_file=_count_bpe_file)
 # WordPiece: special tokens cut out, then BERT's normaliser (with `lowercase`) and pre-tokenizer.
-BERT_WORDS = WordSplitter(_wordpiece_split, _cut_after_last_space, uses_lowercase=True, count_file=_count_bert_file)
+BERT_WORDS = WordSplitter(_wordpiece_split, _cut_after_last_space, uses_lowercase=True, counter=BertWordCounter)
 # Unigram and SentencePiece BPE: each line's words, the dummy prefix `▁` in front.
 METASPACE_WORDS = WordSplitter(_metaspace_split, _cut_after_last_newline, count_file=_count_metaspace_file,
                                cuts_special_tokens=False)
@@ -205,8 +197,13 @@ def count_split_words(
     """Count the words of files or texts as `splitter` cuts them (see `word_counts.count_words`)."""
     specials = check_special_tokens(special_tokens) if splitter.cuts_special_tokens else []
     resolved = resolve_pattern(pattern)
-    split = splitter.split(resolved, bool(lowercase))
     counts: Counter[str] = Counter()
+    counter = splitter.counter(bool(lowercase)) if splitter.counter is not None else None
+    if counter is not None:
+        add = counter.add
+    else:
+        split = splitter.split(resolved, bool(lowercase))
+        add = lambda part: counts.update(split(part))  # noqa: E731
     sources = [inputs] if isinstance(inputs, (str, os.PathLike)) else inputs
     if isinstance(inputs, bytes) or not isinstance(sources, Iterable):
         raise TypeError(f"inputs must be a path or an iterable of texts/paths, got {type(inputs).__name__}")
@@ -217,14 +214,16 @@ def count_split_words(
                 counts.update(splitter.count_file(path, specials, resolved, bool(lowercase), num_workers))
             else:
                 for text in read_text_blocks(path, splitter.find_cut, specials):
-                    count_text(text, specials, split, counts)
+                    count_text(text, specials, add)
         elif isinstance(source, str):
-            count_text(source, specials, split, counts)
+            count_text(source, specials, add)
         else:
             raise TypeError(
                 f"item {index} of inputs is {type(source).__name__}: items must be texts (str) or "
                 "files (os.PathLike); decode bytes first"
             )
+    if counter is not None:
+        counts.update(counter.counts())
     return counts
 
 
@@ -238,11 +237,11 @@ def iter_texts(iterator: Iterable[str]) -> Iterator[str]:
         yield text
 
 
-def count_text(text: str, special_tokens: list[str], split: Callable[[str], list[str]], counts: Counter[str]) -> None:
-    """Add the words of one text (special tokens cut out) to `counts`."""
+def count_text(text: str, special_tokens: list[str], add: Callable[[str], None]) -> None:
+    """Count the words of one text: `add` each part between its special tokens."""
     for part in split_on_special_tokens(text, special_tokens) if special_tokens else (text,):
         if part:
-            counts.update(split(part))
+            add(part)
 
 
 def _check_file(source: str | os.PathLike) -> Path:
