@@ -1,12 +1,11 @@
-"""A TinyLM folder over an OpenAI-compatible API, served by transformers' own server (`transformers serve`).
+"""A TinyLM folder over an OpenAI-compatible API, with transformers' server machinery (`transformers serve`).
 
-transformers' server loads a folder's model by looking its architecture up on the transformers package
-(``getattr(transformers, config.architectures[0])``), where only the classes transformers ships live, so
-``transformers serve`` alone stops at ``module transformers has no attribute TinyLMForCausalLM``.
-`expose_tinylm_classes` registers TinyLM with the Auto classes and puts its model classes on the package under
-their names; the server then loads a TinyLM folder as it loads a Llama folder, with nothing converted: the
-folder's chat template renders the prompt, its ``generation_config.json`` stops a chat model at ``<|end|>``,
-and streaming, continuous batching and the attention implementations are transformers' own.
+`tinylm serve` loads the folder as `tinylm generate` does (refusing what it refuses, before anything listens) and
+serves that one model under one name with transformers' request handlers, generation managers, streamers and
+continuous batching, in an app of its own: chat completions, completions, responses, the model list and health.
+transformers' app would also load any model a client names and unload the served one; this one does not.
+`serving_requests` says what a request gets: plain-text ids as `tinylm chat` encodes them, a 404 for another
+model's name, a 400 for a prompt that leaves no room in the context or a field this server does not serve.
 """
 
 from __future__ import annotations
@@ -14,32 +13,12 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 # what transformers' server imports (its `serving` extra); `pip install 'tinylm-hf[serve]'` installs them
 SERVE_PACKAGES = ("fastapi", "uvicorn", "openai", "pydantic")
 SERVE_INSTALL = "pip install 'tinylm-hf[serve]'"
-
-
-def expose_tinylm_classes() -> list[str]:
-    """Register TinyLM with the Auto classes and make ``getattr(transformers, name)`` find each TinyLM model class.
-
-    Returns the names it exposed. Affects only this process: nothing is written anywhere.
-    """
-    import importlib
-    import sys
-
-    # transformers.processing_utils runs transformers' __init__ again when first imported, putting a new module
-    # object in sys.modules: import it first, so that the names go on the object the server's lookup reads
-    importlib.import_module("transformers.processing_utils")
-    from . import modeling
-    from .registration import register
-
-    register()
-    names = [name for name in modeling.__all__ if name.startswith("TinyLMFor") or name == "TinyLMModel"]
-    for name in names:
-        setattr(sys.modules["transformers"], name, getattr(modeling, name))
-    return names
 
 
 def use_tokenizers_twins() -> None:
@@ -64,6 +43,134 @@ def check_serve_packages() -> None:
         raise ImportError(f"serving needs {', '.join(SERVE_PACKAGES)}: {SERVE_INSTALL}")
 
 
+def check_start(port: int, cb_sizes: dict[str, int | None]) -> None:
+    """ValueError for a port outside 1..65535 or a continuous-batching size that is not positive."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        raise ValueError(f"port must lie in 1..65535, got {port!r}")
+    for name, value in cb_sizes.items():
+        if value is not None and value < 1:
+            raise ValueError(f"{name} must be a positive number of blocks or tokens, got {value}")
+
+
+def served_name(folder: str | os.PathLike) -> str:
+    """The model's name in requests and in `/v1/models`: the folder as given, without a trailing slash."""
+    return str(Path(folder))
+
+
+def server_url(host: str, port: int) -> str:
+    """The base URL of the API at `host`:`port` (an IPv6 address in brackets)."""
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}/v1"
+
+
+def load_served_model(folder: str | os.PathLike, device: str, attn_implementation: str | None) -> Any:
+    """The folder's model and tokenizer on `device`, refused as `tinylm generate` refuses them (one ValueError)."""
+    from .publish import load_folder
+    from .serving_requests import ServedModel
+    from .runtime import resolve_device
+
+    from transformers import AutoTokenizer
+
+    place = resolve_device(device)  # an absent GPU is refused before the model is read
+    model, _ = load_folder(folder)  # refuses a folder that cannot generate, a tokenizer larger than the model, ...
+    tokenizer = AutoTokenizer.from_pretrained(folder)  # the `tokenizers` twin (use_tokenizers_twins): the same ids
+    if not hasattr(tokenizer, "_tokenizer"):
+        raise ValueError(f"the tokenizer of {folder} ({type(tokenizer).__name__}) has no `tokenizers` twin, which "
+                         "transformers' server streams text through")
+    model = model.to(place).eval()
+    if attn_implementation is not None:
+        model.set_attn_implementation(attn_implementation)
+    return ServedModel(served_name(folder), model, tokenizer)
+
+
+def build_app(served: Any, generation_state: Any) -> Any:
+    """The FastAPI app: chat completions, completions, responses, the model list and health; nothing else.
+
+    transformers' own app also loads any model a client names (`/load_model`, `/v1/audio/transcriptions`),
+    unloads the served one (`/reset`) and answers decision and audio requests: none of them is served here.
+    """
+    from fastapi import FastAPI
+    from fastapi.responses import JSONResponse
+    from transformers.cli.serving.utils import CBWorkerDeadError
+
+    from .serving_requests import ChatHandler, RequestError, ResponsesHandler, TextCompletionHandler
+
+    app = FastAPI()
+    chat = ChatHandler(served, generation_state)
+    completion = TextCompletionHandler(served, generation_state)
+    responses = ResponsesHandler(served, generation_state)
+
+    @app.exception_handler(RequestError)
+    async def refused(_request: Any, error: RequestError) -> JSONResponse:
+        return JSONResponse(error.body(), status_code=error.status)
+
+    @app.exception_handler(CBWorkerDeadError)
+    async def batching_dead(_request: Any, error: CBWorkerDeadError) -> JSONResponse:
+        return JSONResponse({"error": {"message": str(error), "type": "server_error"}}, status_code=503)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(body: dict) -> Any:
+        return await chat.handle_request(body, _request_id())
+
+    @app.post("/v1/completions")
+    async def completions(body: dict) -> Any:
+        return await completion.handle_request(body, _request_id())
+
+    @app.post("/v1/responses")
+    async def respond(body: dict) -> Any:
+        return await responses.handle_request(body, _request_id())
+
+    @app.get("/v1/models")
+    def models() -> JSONResponse:
+        entry = {"id": served.name, "object": "model", "created": 0, "owned_by": "local"}
+        return JSONResponse({"object": "list", "data": [entry]})
+
+    @app.get("/health")
+    def health() -> JSONResponse:
+        if not generation_state.is_cb_alive():
+            return JSONResponse({"status": "unhealthy", "reason": "cb_worker_dead"}, status_code=503)
+        return JSONResponse({"status": "ok"})
+
+    return app
+
+
+def _request_id() -> str:
+    import uuid
+
+    return str(uuid.uuid4())
+
+
+class Server:
+    """A running `tinylm serve` server: `url` and `model_name` are where it listens and what clients send."""
+
+    def __init__(self, uvicorn_server: Any, generation_state: Any, url: str, model_name: str) -> None:
+        import threading
+
+        self.url, self.model_name = url, model_name
+        self._server, self._generation_state = uvicorn_server, generation_state
+        self._thread = threading.Thread(target=uvicorn_server.run, name="tinylm-serve", daemon=True)
+
+    def start(self, host: str, port: int, timeout: float = 60.0) -> None:
+        """Start listening; OSError when the server stopped before it listened (the port in use, ...)."""
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started and self._thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not self._server.started:
+            self.stop()
+            raise OSError(f"the server could not listen on {host}:{port} (is the port in use, or the address not "
+                          "this machine's?)")
+
+    def is_running(self) -> bool:
+        return self._thread.is_alive()
+
+    def stop(self) -> None:
+        """Stop listening and stop the generation threads (continuous batching's would keep the process alive)."""
+        self._generation_state.shutdown()
+        self._server.should_exit = True
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+
+
 def serve(
     folder: str | os.PathLike,
     *,
@@ -76,43 +183,46 @@ def serve(
     cb_max_batch_tokens: int | None = None,
     cb_block_size: int | None = None,
     non_blocking: bool = False,
-) -> Any:
-    """Serve the model folder ``folder`` with transformers' server on ``host``:``port`` until stopped.
+    on_start: Callable[[Server], None] | None = None,
+) -> Server:
+    """Serve the model folder ``folder`` on ``host``:``port`` until stopped (Ctrl-C, SIGTERM).
 
-    Endpoints are transformers': ``POST /v1/chat/completions`` (streamed or not), ``POST /v1/completions``,
-    ``GET /v1/models``; the model is named by ``folder`` as given. ``continuous_batching`` batches concurrent
-    requests over a paged KV cache, sized by the ``cb_*`` options (transformers' defaults when None: they suit a
-    GPU, and take tens of seconds per request on a CPU). Returns transformers' ``Serve`` object once the server
-    has stopped, or at once with ``non_blocking`` (the server runs in a thread; ``kill_server()`` stops it).
+    Endpoints: ``POST /v1/chat/completions`` and ``POST /v1/responses`` (streamed or not), ``POST /v1/completions``,
+    ``GET /v1/models``, ``GET /health``. The model's name in requests is ``served_name(folder)``; any other is a
+    404. The folder is refused as ``tinylm generate`` refuses it (ValueError) before anything listens.
+    ``continuous_batching`` batches concurrent requests over a paged KV cache, sized by the ``cb_*`` options
+    (transformers' defaults when None: they suit a GPU, and take tens of seconds per request on a CPU).
+    ``on_start`` is called once the server listens. Returns the stopped server, or at once with ``non_blocking``
+    (the server runs in a thread; ``stop()`` stops it).
     """
+    cb_sizes = {"cb_num_blocks": cb_num_blocks, "cb_max_batch_tokens": cb_max_batch_tokens,
+                "cb_block_size": cb_block_size}
+    check_start(port, cb_sizes)
     from .publish.folder import check_folder_files
 
-    if not 0 < port < 65536:
-        raise ValueError(f"port must lie in 1..65535, got {port}")
-    for name, value in (("cb_num_blocks", cb_num_blocks), ("cb_max_batch_tokens", cb_max_batch_tokens),
-                        ("cb_block_size", cb_block_size)):
-        if value is not None and value < 1:
-            raise ValueError(f"{name} must be a positive number of blocks or tokens, got {value}")
     check_folder_files(folder)
     check_serve_packages()
-    expose_tinylm_classes()
     use_tokenizers_twins()
-    from transformers.cli.serve import Serve
+    served = load_served_model(folder, device, attn_implementation)
 
-    server = Serve(force_model=str(Path(folder)), host=host, port=port, device=device,
-                   attn_implementation=attn_implementation, continuous_batching=continuous_batching,
-                   cb_num_blocks=cb_num_blocks, cb_max_batch_tokens=cb_max_batch_tokens, cb_block_size=cb_block_size,
-                   non_blocking=True)
+    import uvicorn
+    from transformers import ContinuousBatchingConfig
+    from transformers.cli.serving.utils import GenerationState
+
+    sizes = {"num_blocks": cb_num_blocks, "max_batch_tokens": cb_max_batch_tokens, "block_size": cb_block_size}
+    sizes = {key: value for key, value in sizes.items() if value is not None}
+    state = GenerationState(continuous_batching=continuous_batching,
+                            cb_config=ContinuousBatchingConfig(**sizes) if sizes else None)
+    config = uvicorn.Config(build_app(served, state), host=host, port=port, log_level="warning")
+    server = Server(uvicorn.Server(config), state, server_url(host, port), served.name)
+    server.start(host, port)
+    if on_start is not None:
+        on_start(server)
     if non_blocking:
         return server
     try:
-        # until Ctrl-C, SIGTERM or a failed start; the server's thread (transformers' attribute) is polled, not
-        # joined: a join broken by Ctrl-C leaves the thread looking stopped, and kill_server would then skip it
-        while server._thread.is_alive():
+        while server.is_running():  # until Ctrl-C or SIGTERM; polled, so that Ctrl-C lands in this thread
             time.sleep(0.5)
     finally:
-        # stops the server and the generation threads too (continuous batching's would keep the process alive)
-        server.kill_server()
-    if not server.server.started:
-        raise OSError(f"the server could not start on {host}:{port} (is the port in use?)")
+        server.stop()
     return server

@@ -1,8 +1,9 @@
 """`tinylm serve`: a model folder over an OpenAI-compatible API (chat and text completions, streamed or not).
 
-The server is transformers' own (`transformers serve`), started with TinyLM registered, so a TinyLM folder
-serves as a Llama folder does, nothing converted: the chat template renders the prompt and a chat model stops
-at `<|end|>`. Needs fastapi, uvicorn and openai: pip install 'tinylm-hf[serve]'. Stop it with Ctrl-C.
+transformers' server machinery serves the folder, loaded and checked as `tinylm generate` loads it: the chat
+template's markers are the only control tokens, a chat model stops at `<|end|>`, and the name and address printed
+at start are what the server answers to. Needs fastapi, uvicorn, openai and accelerate:
+pip install 'tinylm-hf[serve]'. Stop it with Ctrl-C.
 """
 
 from __future__ import annotations
@@ -30,10 +31,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..serving import serve
 
-    print(f"serving {args.dir} on http://{args.host}:{args.port}/v1 (model name: {args.dir}); Ctrl-C stops",
-          flush=True)
+    def started(server) -> None:  # noqa: ANN001 (a serving.Server)
+        print(f"serving {args.dir} on {server.url} (model name: {server.model_name}); Ctrl-C stops", flush=True)
+
     serve(args.dir, host=args.host, port=args.port, device=args.device,
           attn_implementation=args.attn_implementation, continuous_batching=args.continuous_batching,
           cb_num_blocks=args.cb_num_blocks, cb_max_batch_tokens=args.cb_max_batch_tokens,
-          cb_block_size=args.cb_block_size)
+          cb_block_size=args.cb_block_size, on_start=started)
     return 0
