@@ -88,6 +88,18 @@ def test_the_model_continues_from_a_cache_passed_under_either_name(name: str) ->
     assert (rest - full[:, 5:]).abs().max() < 1e-5
 
 
+@pytest.mark.skipif(CACHE_NAME != "cache", reason="past_key_values is the current name before transformers 5.24")
+def test_a_cache_passed_under_the_old_name_warns_as_transformers_models_do() -> None:
+    model, ids = make_model(seed=3), random_ids(1, 4)
+    with torch.no_grad():
+        cache = model(ids, use_cache=True).cache
+        with pytest.warns(FutureWarning, match="`past_key_values` is deprecated"):
+            model(ids, past_key_values=cache)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            model(ids, cache=cache)
+
+
 def test_a_cache_passed_under_both_names_is_refused() -> None:
     model, ids = make_model(seed=3), random_ids(1, 4)
     with torch.no_grad():

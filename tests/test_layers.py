@@ -71,6 +71,13 @@ def test_rmsnorm_hand_computed() -> None:
     torch.testing.assert_close(norm(torch.tensor([[3.0, 4.0]])), torch.tensor([[3.0 / rms, 2 * 4.0 / rms]]))
 
 
+def test_rmsnorm_variance_epsilon_is_a_settable_attribute_as_in_llama() -> None:
+    norm = RMSNorm(2, eps=0.0)
+    norm.variance_epsilon = 7.0  # Llama's name, set by transformers' test suites and read by Hub kernels
+    rms = math.sqrt((3.0**2 + 4.0**2) / 2 + 7.0)
+    torch.testing.assert_close(norm(torch.tensor([[3.0, 4.0]])), torch.tensor([[3.0 / rms, 4.0 / rms]]))
+
+
 def test_rmsnorm_computes_in_float32_and_casts_back() -> None:
     x = torch.randn(3, 16, generator=torch.Generator().manual_seed(3)).to(torch.bfloat16)
     norm = RMSNorm(16).to(torch.bfloat16)

@@ -65,23 +65,20 @@ class RMSNorm(nn.Module):
 
     def __init__(self, hidden_size: int, eps: float = 1e-5, device=None, dtype=None) -> None:
         super().__init__()
-        self.eps = eps
+        # Llama's attribute name: a Hub kernel swapped in for forward reads it, and callers (transformers' test
+        # suites among them) set it
+        self.variance_epsilon = eps
         self.weight = nn.Parameter(torch.ones(hidden_size, device=device, dtype=dtype))
-
-    @property
-    def variance_epsilon(self) -> float:
-        """``eps`` under Llama's name: what a kernel swapped in for this layer's forward reads."""
-        return self.eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         input_dtype = x.dtype
         # computed in float32 even for bf16/fp16 inputs, then cast back (as Llama does)
         x = x.to(torch.float32)
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
         return self.weight * x.to(input_dtype)
 
     def extra_repr(self) -> str:
-        return f"{self.weight.shape[0]}, eps={self.eps}"
+        return f"{self.weight.shape[0]}, eps={self.variance_epsilon}"
 
 
 class SwiGLU(nn.Module):

@@ -64,7 +64,16 @@ CACHE_NAME = "cache" if INSTALLED_RELEASE >= (5, 24) else "past_key_values"
 
 
 def resolve_cache(cache, past_key_values):
-    """The KV cache passed as ``cache=`` (transformers >= 5.24) or ``past_key_values=`` (before): at most one."""
+    """The KV cache passed as ``cache=`` (transformers >= 5.24) or ``past_key_values=`` (before): at most one.
+
+    Where ``cache`` is the name, the old one still works and warns (FutureWarning), as in transformers' own models.
+    """
     if cache is not None and past_key_values is not None:
         raise ValueError("pass the KV cache once: as cache= (transformers >= 5.24) or past_key_values=, not both")
+    if past_key_values is not None and CACHE_NAME == "cache":
+        warnings.warn(
+            "`past_key_values` is deprecated since transformers 5.24: pass the KV cache as `cache=`",
+            FutureWarning,
+            stacklevel=3,
+        )
     return past_key_values if cache is None else cache
