@@ -45,7 +45,7 @@ from .muon import MuonWithAdamW, param_groups_for_muon
 from .optimizer import AdamW, param_groups_for_weight_decay
 from .run.checkpoint import BEST_CHECKPOINT, find_latest_checkpoint, remove_orphaned_temp_files
 from .run.folder import LOSS_PLOT, RunDirectory
-from .run.state import RunCheckpoints, TrainState
+from .run.state import RunCheckpoints, TrainState, setting_changes
 from .run.summary import RunSummary, learning_rate_facts
 from .step import NonFiniteLossError, StepResult, compile_for_training, train_step
 
@@ -296,5 +296,5 @@ def summarize(config: TrainConfig, run: RunDirectory, run_id: str | None, state:
         best_checkpoint=str(best_path) if best_path.is_file() else None,
         interrupted=interrupted, elapsed_s=elapsed_s, world_size=ddp.world,
         data=data.provenance, train_config=config.to_dict(), objective=config.objective, masking=objective.masking,
-        task=objective.task, **learning_rate_facts(state.metrics),
+        task=objective.task, setting_changes=setting_changes(state.metrics), **learning_rate_facts(state.metrics),
     )

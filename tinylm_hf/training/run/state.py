@@ -58,6 +58,11 @@ RUN_TOKENIZER_DIR = "tokenizer"  # in checkpoints/: the tokenizer the run publis
 RESUMED_MODEL_FIELDS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
                         "max_position_embeddings", "rope_theta", "tie_word_embeddings", "use_bidirectional_attention")
 """The TinyLMConfig fields a resumed run must share with its checkpoint: every one changes the model."""
+CHANGEABLE_SETTINGS = ("batch_size", "grad_accum_steps", "max_iters", "time_budget_s", "max_lr", "min_lr",
+                       "warmup_iters", "cosine_cycle_iters", "muon_lr", "muon_momentum", "weight_decay", "beta1", "beta2",
+                       "eps", "grad_clip", "dtype", "masking", "mlm_probability", "dpo_beta")
+"""The TrainConfig fields a resumed run may change: from the resumed step on the run trains with the new value, and
+its metrics.jsonl records the change (a `changed` record), which the summary lists."""
 
 
 class RunCheckpoints:
@@ -81,7 +86,9 @@ class RunCheckpoints:
         self._check_same_tokenizer(extra.get("tokenizer_fingerprint"))
         self._check_same_data(extra.get("data"))
         self._check_same_model(path, saved)
+        settings = group_settings(self.optimizer)  # the command's hyper-parameters, before the saved ones load
         restore_training_state(saved, model=self.model, optimizer=self.optimizer, generator=sampler)
+        apply_group_settings(self.optimizer, settings)
         iteration = saved.iteration
         plan = StepPlan.of(config)
         if config.time_budget_s is not None and "budget_schedule" in extra:  # keep the plan the budget made
@@ -92,10 +99,15 @@ class RunCheckpoints:
             best_val_loss=float(extra.get("best_val_loss", math.inf)),
             metrics=[m for m in saved.metrics if m.get("iter", 0) <= iteration],
         )
+        changes = changed_settings(saved.train_config, config.to_dict())
+        if changes:
+            state.metrics.append({"iter": iteration, "tokens": state.tokens, "changed": changes})
         if self.main:
             for reason in skipped:
                 print(f"skipped a checkpoint: {reason}")
             print(f"resumed from {path} at iteration {iteration} (run {self.run_id})")
+            if changes:
+                print(f"from iteration {iteration} on the run trains with {describe_changes(changes)}")
         return state
 
     def _check_same_tokenizer(self, fingerprint: str | None) -> None:
@@ -178,3 +190,33 @@ class RunCheckpoints:
 
         with staged_folder(folder) as stage:
             self.tokenizer.save_pretrained(stage)
+
+
+def group_settings(optimizer: torch.optim.Optimizer) -> list[dict[str, Any]]:
+    """Each param group's hyper-parameters (everything but its parameters)."""
+    return [{key: value for key, value in group.items() if key != "params"} for group in optimizer.param_groups]
+
+
+def apply_group_settings(optimizer: torch.optim.Optimizer, settings: list[dict[str, Any]]) -> None:
+    """Set the param groups' hyper-parameters to `settings` (`group_settings` of the optimizer the command built):
+    `load_state_dict` restores the saved run's values (weight decay, betas, Muon's momentum and rate), and a resumed
+    run trains with the values it was started with now, as its summary and card state."""
+    for group, values in zip(optimizer.param_groups, settings, strict=True):
+        group.update(values)
+
+
+def changed_settings(saved: dict[str, Any], now: dict[str, Any]) -> dict[str, list[Any]]:
+    """The `CHANGEABLE_SETTINGS` whose value differs between a checkpoint's train config and the resuming one:
+    name -> [before, after]."""
+    return {name: [saved[name], now.get(name)] for name in CHANGEABLE_SETTINGS
+            if name in saved and saved[name] != now.get(name)}
+
+
+def describe_changes(changes: dict[str, list[Any]]) -> str:
+    """`weight_decay 0.1 -> 0.05, beta2 0.95 -> 0.99`."""
+    return ", ".join(f"{name} {before} -> {after}" for name, (before, after) in changes.items())
+
+
+def setting_changes(records: list[dict[str, Any]]) -> list[str]:
+    """The settings a run changed on resume, from its metrics records: `at step 4 weight_decay 0.1 -> 0.05`."""
+    return [f"at step {r['iter']} {describe_changes(r['changed'])}" for r in records if r.get("changed")]
