@@ -185,6 +185,11 @@ class TrainConfig(*FIELD_SECTIONS):  # type: ignore[misc]
                 f"warmup_iters ({self.warmup_iters}) is larger than max_iters ({self.max_iters}): the learning "
                 "rate would never reach max_lr; lower --warmup-iters or raise --max-iters"
             )
+        if self.cosine_cycle_iters is not None and self.cosine_cycle_iters < self.warmup_iters:
+            raise ValueError(
+                f"cosine_cycle_iters ({self.cosine_cycle_iters}) is smaller than warmup_iters ({self.warmup_iters}): the "
+                "cosine would end before the warm-up does; raise --cosine-cycle-iters or lower --warmup-iters"
+            )
         if self.batch_size % self.grad_accum_steps:
             raise ValueError(f"batch_size {self.batch_size} must be divisible by grad_accum_steps {self.grad_accum_steps}")
         if self.dtype not in DTYPES:
