@@ -235,3 +235,43 @@ def test_a_bad_row_is_one_line_naming_file_and_line(base, tmp_path, capsys):
 def test_dpo_needs_its_pairs_and_a_model(base, tmp_path, capsys):
     assert main(["dpo", "--init-from", str(base), "--out-dir", str(tmp_path / "run")]) == 2
     assert "objective dpo needs preferences" in capsys.readouterr().err
+
+
+def test_a_resume_on_other_pairs_is_refused_with_one_line(base, pairs, tmp_path, capsys):
+    # it continued silently on the other pairs, its card naming them for every step
+    train, valid = pairs
+    run = ["dpo", "--valid-data", str(valid), "--init-from", str(base), "--out-dir", str(tmp_path / "run"), *RUN,
+           "--publish", "none"]
+    assert main([*run, "--data", str(train), "--max-iters", "2", "--eval-every", "0"]) == 0
+    other = write_rows(tmp_path / "other.jsonl", story_pairs(17)[1:])
+    capsys.readouterr()
+    assert main([*run, "--data", str(other), "--resume"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "changed since the run" in err and len(err.splitlines()) == 1
+
+
+def test_a_resume_scores_against_the_reference_the_run_started_with(base, pairs, tuned, tmp_path):
+    # the reference log-probabilities were computed again from --init-from, which had been trained again meanwhile
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    start = shutil.copytree(base, tmp_path / "start")
+    train, valid = pairs
+    split = ["dpo", "--data", str(train), "--valid-data", str(valid), "--init-from", str(start), "--out-dir",
+             str(tmp_path / "split"), *RUN, "--cosine-cycle-iters", "6"]
+    assert main([*split, "--max-iters", "4", "--publish", "none"]) == 0
+    weights = load_file(start / "model.safetensors")
+    save_file({name: t * 0.5 for name, t in weights.items()}, start / "model.safetensors", metadata={"format": "pt"})
+    assert main([*split, "--resume", "--publish", "none"]) == 0
+    assert losses(tmp_path / "split") == losses(tuned)
+    assert evaluations(tmp_path / "split")[-1]["val_loss"] == evaluations(tuned)[-1]["val_loss"]
+
+
+def test_the_reference_log_probabilities_show_progress(base, pairs, tmp_path, capsys):
+    # five silent minutes on a large pair file
+    train, valid = pairs
+    assert main(["dpo", "--data", str(train), "--valid-data", str(valid), "--init-from", str(base), "--out-dir",
+                 str(tmp_path / "run"), *RUN, "--max-iters", "1", "--eval-every", "0", "--progress", "true",
+                 "--publish", "none"]) == 0
+    assert re.search(r"reference log-probabilities: 100%.*21/21", capsys.readouterr().err)

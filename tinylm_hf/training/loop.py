@@ -70,7 +70,7 @@ def train(config: TrainConfig) -> RunSummary:
         sampler = torch.Generator().manual_seed(config.seed)
         checkpoints = RunCheckpoints(run, run_id, config, raw_model, optimizer, world_size=ddp.world, main=ddp.main,
                                      tokenizer_fingerprint=data.provenance.tokenizer_fingerprint, data=data.provenance,
-                                     tokenizer=published_tokenizer(config, data))
+                                     tokenizer=published_tokenizer(config, data), objective=objective)
         state = checkpoints.resume(sampler) if resuming else TrainState(StepPlan.of(config))
         model, loss_fn = compile_for_training(raw_model) if config.compile else (raw_model, None)
         model = ddp.wrap(model, device)

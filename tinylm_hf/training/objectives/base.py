@@ -152,6 +152,14 @@ class Objective(ABC):
     def model_class() -> type:
         """The TinyLM class a new run of this objective builds."""
 
+    def checkpoint_state(self) -> dict[str, Any]:
+        """What the objective computed that a resumed run must reuse rather than compute again (tensors and plain
+        values; kept in each checkpoint); nothing by default."""
+        return {}
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        """Take back what `checkpoint_state` returned when the checkpoint was saved (empty for a checkpoint without)."""
+
     def model_options(self) -> dict[str, Any]:
         """Config values of the model that the objective decides (a classifier's labels); none by default."""
         return {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -19,6 +19,9 @@ from ..config import TrainConfig
 from .checkpoint import BEST_CHECKPOINT, Checkpoint, newest_loadable_state, restore_training_state, save_training_state
 from .folder import RunDirectory
 from .summary import DataProvenance
+
+if TYPE_CHECKING:
+    from ..objectives.base import Objective
 
 
 @dataclass
@@ -70,13 +73,15 @@ class RunCheckpoints:
 
     def __init__(self, run: RunDirectory, run_id: str | None, config: TrainConfig, model: torch.nn.Module,
                  optimizer: torch.optim.Optimizer, *, tokenizer_fingerprint: str | None, world_size: int,
-                 main: bool, data: DataProvenance | None = None, tokenizer: Any = None) -> None:
+                 main: bool, data: DataProvenance | None = None, tokenizer: Any = None,
+                 objective: Objective | None = None) -> None:
         self.run, self.run_id, self.config = run, run_id, config
         self.model, self.optimizer = model, optimizer  # the plain model (no DDP or compile wrapper)
         self.tokenizer_fingerprint = tokenizer_fingerprint
         self.data = data  # the data the run trains on: its checkpoints record its digest and name
         self.tokenizer = tokenizer  # what the run publishes, loaded before the first step: kept beside the checkpoints
         self.world_size, self.main = world_size, main
+        self.objective = objective  # what it computed that a resumed run reuses (`Objective.checkpoint_state`)
 
     def resume(self, sampler: torch.Generator) -> TrainState:
         """Restore the model, optimizer, random streams and `sampler` from the newest loadable checkpoint."""
@@ -89,6 +94,8 @@ class RunCheckpoints:
         settings = group_settings(self.optimizer)  # the command's hyper-parameters, before the saved ones load
         restore_training_state(saved, model=self.model, optimizer=self.optimizer, generator=sampler)
         apply_group_settings(self.optimizer, settings)
+        if self.objective is not None:
+            self.objective.restore_state(extra.get("objective_state") or {})
         iteration = saved.iteration
         plan = StepPlan.of(config)
         if config.time_budget_s is not None and "budget_schedule" in extra:  # keep the plan the budget made
@@ -126,7 +133,8 @@ class RunCheckpoints:
         if not saved or now is None or not saved.get("token_digest") or not now.token_digest:
             return  # a checkpoint from before runs recorded their data
         if saved["token_digest"] != now.token_digest:
-            where = self.config.data_dir or self.config.conversations or self.config.train_file
+            where = (self.config.data_dir or self.config.conversations or self.config.train_file
+                     or self.config.preferences)
             raise ValueError(
                 f"the data in {where} changed since the run in {self.run.path} started (it started on "
                 f"{saved.get('name')}, {saved.get('train_tokens', 0):,} training tokens; now {now.name}, "
@@ -169,6 +177,8 @@ class RunCheckpoints:
                              "train_tokens": self.data.train_tokens}
         if self.config.time_budget_s is not None:
             extra["budget_schedule"] = state.plan.as_list()
+        if self.objective is not None and (objective_state := self.objective.checkpoint_state()):
+            extra["objective_state"] = objective_state
         sampler = torch.Generator()
         sampler.set_state(sampler_state)
         saved = save_training_state(
