@@ -275,3 +275,23 @@ def test_the_reference_log_probabilities_show_progress(base, pairs, tmp_path, ca
                  str(tmp_path / "run"), *RUN, "--max-iters", "1", "--eval-every", "0", "--progress", "true",
                  "--publish", "none"]) == 0
     assert re.search(r"reference log-probabilities: 100%.*21/21", capsys.readouterr().err)
+
+
+def plain_pairs(count: int, split: str = "train") -> list[dict]:
+    """Plain-string pairs (no chat template needed): a story's opening words, its next sentence and another's."""
+    return [{"prompt": row["prompt"][-1]["content"][:40], "chosen": " " + row["chosen"][0]["content"],
+             "rejected": " " + row["rejected"][0]["content"]} for row in story_pairs(count, split)]
+
+
+def test_plain_pairs_over_a_base_model_train_evaluate_and_publish(tmp_path):
+    # the first evaluation's sample asked for a chat template: the run died after training, with no checkpoint
+    from tiny_folders import make_tiny_folder
+
+    base = make_tiny_folder(tmp_path / "base", max_position_embeddings=128)
+    train = write_rows(tmp_path / "plain.jsonl", plain_pairs(16))
+    out = tmp_path / "run"
+    assert main(["dpo", "--data", str(train), "--init-from", str(base), "--out-dir", str(out), *RUN,
+                 "--max-iters", "3"]) == 0
+    last = evaluations(out)[-1]
+    assert last["iter"] == 3 and isinstance(last["sample"], str) and last["sample_prompt"]
+    assert (out / "hf" / "model.safetensors").is_file()

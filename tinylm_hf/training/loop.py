@@ -24,7 +24,7 @@ import dataclasses
 import json
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +102,8 @@ def train(config: TrainConfig) -> RunSummary:
                 last = state.iteration == state.plan.max_iters or out_of_time
                 if due(config.eval_every, state.iteration) or last:
                     if ddp.main:
-                        evaluation = objective.evaluate(raw_model, eval_batch_size, device, autocast)
+                        with checkpoint_on_failure(checkpoints, state, step_batches, say=log.write):
+                            evaluation = objective.evaluate(raw_model, eval_batch_size, device, autocast)
                         log.evaluation({"iter": state.iteration, "tokens": state.tokens, **evaluation})
                         if state.record_evaluation(evaluation, keep_best=config.keep_best):
                             checkpoints.save(state, step_batches.sampler_state, best=True)
@@ -260,6 +261,20 @@ def explain_non_finite_loss(checkpoints: Path, iteration: int) -> Iterator[None]
             f"(all saved weights are finite): {latest or 'none yet'}. Try a lower max_lr, a grad_clip, "
             "or float32, then --resume."
         ) from None
+
+
+@contextlib.contextmanager
+def checkpoint_on_failure(checkpoints: RunCheckpoints, state: TrainState, step_batches: StepBatches, *,
+                          say: Callable[[str], None]) -> Iterator[None]:
+    """Save the steps done when what follows a step (an evaluation) fails, then re-raise: a run that dies after
+    training leaves a state that `--resume` continues, not a folder with nothing to continue."""
+    try:
+        yield
+    except Exception:
+        path = checkpoints.save(state, step_batches.sampler_state)
+        say(f"failed after iteration {state.iteration}: its checkpoint is saved ({path}); fix the cause below, then "
+            "continue with --resume")
+        raise
 
 
 def step_record(state: TrainState, lr: float, result: StepResult, tok_per_s: float) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from ..data import RunData
 from ..run.summary import DataProvenance
 from .base import Objective
 from .sections import PreferenceFields, PreferenceSection
+from ..validation import sample_completion
 from .sft import sample_chat_reply
 from .sft_data import padding_id, split_validation
 
@@ -313,7 +314,19 @@ class DirectPreferenceOptimization(Objective):
         self.prepare_reference(device)
         batches = iter_pair_batches(self.data.val_pairs, max(batch_size, 1), self.data.pad_id)
         result: dict[str, Any] = evaluate_pairs(model, batches, self.config.dpo_beta, device, autocast)
-        return {**result, **sample_chat_reply(model, self.data.tokenizer, self.config)}
+        return {**result, **self.sample(model)}
+
+    def sample(self, model: torch.nn.Module) -> dict[str, Any]:
+        """An evaluation's sample: a chat model's reply to `sample_prompt` sent as the user's message; a model whose
+        tokenizer has no chat template (plain-string pairs over a base model) continues `sample_prompt` (default: the
+        first validation pair's prompt) as plain text."""
+        tokenizer, config = self.data.tokenizer, self.config
+        if tokenizer.chat_template:
+            return sample_chat_reply(model, tokenizer, config)
+        if not config.sample_tokens:
+            return {}
+        prompt = config.sample_prompt or tokenizer.decode(self.data.val_pairs.pairs[0].prompt)
+        return {"sample_prompt": prompt, "sample": sample_completion(model, tokenizer, prompt, config.sample_tokens)}
 
     @classmethod
     def describe_objective(cls, summary: RunSummary) -> str:
