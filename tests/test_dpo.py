@@ -295,3 +295,27 @@ def test_plain_pairs_over_a_base_model_train_evaluate_and_publish(tmp_path):
     last = evaluations(out)[-1]
     assert last["iter"] == 3 and isinstance(last["sample"], str) and last["sample_prompt"]
     assert (out / "hf" / "model.safetensors").is_file()
+
+
+def test_a_schedule_that_cannot_decay_is_said_in_one_line(base, pairs, tmp_path, capsys):
+    # the tutorial's --max-lr 1e-4 equalled the default --min-lr 1e-4: its rate never decayed, silently
+    train, valid = pairs
+    run = ["dpo", "--data", str(train), "--valid-data", str(valid), "--init-from", str(base), *RUN, "--max-iters", "2",
+           "--eval-every", "0", "--publish", "none"]
+    assert main([*run, "--out-dir", str(tmp_path / "flat"), "--max-lr", "1e-4"]) == 0
+    said = [line for line in capsys.readouterr().out.splitlines() if "stays constant" in line]
+    assert len(said) == 1 and "--min-lr" in said[0]
+    assert main([*run, "--out-dir", str(tmp_path / "decays"), "--max-lr", "1e-4", "--min-lr", "1e-5"]) == 0
+    assert "stays constant" not in capsys.readouterr().out
+    assert main([*run, "--out-dir", str(tmp_path / "below"), "--max-lr", "5e-5"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "pass a lower --min-lr" in err and len(err.splitlines()) == 1
+
+
+def test_the_dpo_tutorial_schedule_decays():
+    from conftest import REPO_ROOT
+
+    text = (REPO_ROOT / "docs" / "tutorials" / "chat.md").read_text(encoding="utf-8")
+    command = re.search(r"tinylm dpo (.*?)\ntinylm chat", text, re.S).group(1)
+    lr = dict(re.findall(r"--(max-lr|min-lr) (\S+)", command))
+    assert float(lr["min-lr"]) < float(lr["max-lr"])

@@ -165,7 +165,8 @@ class TrainConfig(*FIELD_SECTIONS):  # type: ignore[misc]
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
         if self.max_lr <= 0 or self.min_lr > self.max_lr:
-            raise ValueError(f"need 0 <= min_lr <= max_lr and max_lr > 0, got min_lr={self.min_lr}, max_lr={self.max_lr}")
+            raise ValueError(f"need 0 <= min_lr <= max_lr and max_lr > 0, got min_lr={self.min_lr}, max_lr={self.max_lr}: "
+                             "the cosine decays from --max-lr to --min-lr (default 1e-4); pass a lower --min-lr")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
         if self.muon_lr <= 0 or self.muon_momentum >= 1:
@@ -215,6 +216,14 @@ class TrainConfig(*FIELD_SECTIONS):  # type: ignore[misc]
             from ..modeling.configuration_tinylm import check_overrides
 
             check_overrides(self.model, preset=self.preset, context_length=self.context_length)
+
+    def schedule_note(self) -> str | None:
+        """A line for people when the schedule cannot decay (`min_lr` equals `max_lr`: the rate stays at `max_lr`
+        after the warm-up); None otherwise. Allowed (a constant rate is a choice), but never silent."""
+        if self.min_lr != self.max_lr:
+            return None
+        return (f"note: min_lr equals max_lr ({self.max_lr}): the learning rate stays constant after the warm-up; "
+                "pass a lower --min-lr for a cosine decay")
 
     @property
     def cycle_iters(self) -> int:

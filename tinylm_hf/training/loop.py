@@ -59,6 +59,8 @@ def train(config: TrainConfig) -> RunSummary:
     autocast = autocast_context(device, config.dtype)
     micro_size, rows = ddp.micro_batch_rows(config.batch_size, config.grad_accum_steps)
     check_init_from_model(config)
+    if ddp.main and (note := config.schedule_note()):
+        print(note)
     data = OBJECTIVE_CLASSES[config.objective].open_data(config)
     check_init_from_tokenizer(config, data)
     check_step_memory(config, data.vocab_size, micro_size // ddp.world, device)  # before a batch is allocated
