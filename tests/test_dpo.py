@@ -319,3 +319,38 @@ def test_the_dpo_tutorial_schedule_decays():
     command = re.search(r"tinylm dpo (.*?)\ntinylm chat", text, re.S).group(1)
     lr = dict(re.findall(r"--(max-lr|min-lr) (\S+)", command))
     assert float(lr["min-lr"]) < float(lr["max-lr"])
+
+
+def test_every_step_records_trls_rewards(tuned):
+    # only evaluations had the rewards; TRL logs them at every logging step
+    steps = [r for r in map(json.loads, (tuned / "metrics.jsonl").read_text().splitlines()) if "loss" in r]
+    names = ("rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins")
+    assert len(steps) == 6 and all(set(names) <= set(r) for r in steps)
+    assert all(steps[0][name] == pytest.approx(0.0, abs=1e-6) for name in names)  # the policy is its reference
+    for r in steps:
+        assert r["rewards/margins"] == pytest.approx(r["rewards/chosen"] - r["rewards/rejected"], abs=1e-6)
+        assert 0.0 <= r["rewards/accuracies"] <= 1.0
+    assert steps[-1]["rewards/margins"] > 0
+
+
+def test_the_step_rewards_are_trls_definitions():
+    from tinylm_hf.training.objectives.dpo import PairLoss
+
+    loss = PairLoss(beta=0.1)
+    chosen, rejected = torch.tensor([0.3, -0.2, 0.5]), torch.tensor([0.1, 0.4, -0.5])
+    loss.rewards = [(chosen[:2], rejected[:2]), (chosen[2:], rejected[2:])]  # two micro-batches of one step
+    assert loss.take_rewards() == pytest.approx({
+        "rewards/chosen": float(chosen.mean()), "rewards/rejected": float(rejected.mean()),
+        "rewards/accuracies": 2 / 3, "rewards/margins": float((chosen - rejected).mean())})
+    assert loss.take_rewards() == {}  # taken once
+
+
+def test_loss_png_plots_the_rewards_beside_the_loss(tuned, tmp_path):
+    from tinylm_hf.training.metrics import plot_losses
+
+    records = [json.loads(line) for line in (tuned / "metrics.jsonl").read_text().splitlines()]
+    plain = [{k: v for k, v in r.items() if not k.startswith("rewards/")} for r in records]
+    plot_losses(records, tmp_path / "rewards.png")
+    plot_losses(plain, tmp_path / "plain.png")
+    width = lambda path: int.from_bytes(path.read_bytes()[16:20], "big")  # the PNG header's width  # noqa: E731
+    assert width(tmp_path / "rewards.png") > 1.5 * width(tmp_path / "plain.png")

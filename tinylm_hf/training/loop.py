@@ -98,7 +98,8 @@ def train(config: TrainConfig) -> RunSummary:
                 step_tokens = count_tokens(batches, ddp.world)
                 state.advance(result.loss, step_tokens)
                 dt = time.perf_counter() - t0
-                log.step(step_record(state, lr, result, step_tokens / max(dt, 1e-9)),
+                own = objective.step_metrics(ddp.all_reduce)
+                log.step(step_record(state, lr, result, step_tokens / max(dt, 1e-9), own),
                          last=state.iteration == state.plan.max_iters)
                 out_of_time = budget.end_step(state.iteration, state.plan, dt, agree=ddp.agree_max(device))
                 last = state.iteration == state.plan.max_iters or out_of_time
@@ -279,10 +280,11 @@ def checkpoint_on_failure(checkpoints: RunCheckpoints, state: TrainState, step_b
         raise
 
 
-def step_record(state: TrainState, lr: float, result: StepResult, tok_per_s: float) -> dict[str, Any]:
-    """The metrics record of the step just done."""
+def step_record(state: TrainState, lr: float, result: StepResult, tok_per_s: float,
+                objective_metrics: dict[str, float] | None = None) -> dict[str, Any]:
+    """The metrics record of the step just done (with the objective's own numbers of it: DPO's rewards)."""
     return {"iter": state.iteration, "tokens": state.tokens, "loss": state.loss, "lr": lr,
-            "grad_norm": result.grad_norm, "tok_per_s": tok_per_s}
+            "grad_norm": result.grad_norm, "tok_per_s": tok_per_s, **(objective_metrics or {})}
 
 
 def count_tokens(batches: list[tuple[torch.Tensor, ...]], world: int) -> int:

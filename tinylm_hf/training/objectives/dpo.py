@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +46,7 @@ DEFAULT_BETA = PreferenceFields.dpo_beta
 REWARD_LINES = (("val_reward_accuracy", "reward accuracy"), ("val_reward_margin", "reward margin"),
                 ("val_rewards_chosen", "reward of the chosen completions"),
                 ("val_rewards_rejected", "reward of the rejected completions"))  # the card's lines, in order
+STEP_REWARDS = ("rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins")  # TRL's log names
 REFERENCE_BATCH_PAIRS = 8  # pairs per forward pass of the reference model
 
 
@@ -181,17 +182,37 @@ def batch_terms(model: torch.nn.Module, batch: Sequence[torch.Tensor], beta: flo
 
 
 class PairLoss:
-    """DPO's loss as the step asks for it (`base.StepLoss`): summed over a micro-batch's pairs."""
+    """DPO's loss as the step asks for it (`base.StepLoss`): summed over a micro-batch's pairs. It keeps the pairs'
+    rewards until `take_rewards` asks for the step's."""
 
     def __init__(self, beta: float) -> None:
         self.beta = beta
+        self.rewards: list[tuple[torch.Tensor, torch.Tensor]] = []  # (chosen, rejected) of each micro-batch, detached
 
     def count(self, batch: Sequence[torch.Tensor]) -> torch.Tensor:
         return torch.tensor(batch[0].shape[0] // 2)
 
     def __call__(self, model: torch.nn.Module, batch: Sequence[torch.Tensor],
                  autocast: contextlib.AbstractContextManager) -> torch.Tensor:
-        return batch_terms(model, batch, self.beta, autocast)[0].sum()
+        losses, chosen, rejected = batch_terms(model, batch, self.beta, autocast)
+        self.rewards.append((chosen, rejected))
+        return losses.sum()
+
+    def take_rewards(self, all_reduce: Callable[[torch.Tensor], torch.Tensor] | None = None) -> dict[str, float]:
+        """TRL's per-step reward metrics over the pairs of the micro-batches since the last call (then forgotten),
+        each a mean over pairs, averaged over DDP ranks by `all_reduce`: `rewards/chosen` and `rewards/rejected`
+        (beta * (policy log-prob - reference log-prob)), `rewards/accuracies` (the share with chosen > rejected) and
+        `rewards/margins` (chosen - rejected)."""
+        if not self.rewards:
+            return {}
+        chosen = torch.cat([c for c, _ in self.rewards]).float()
+        rejected = torch.cat([r for _, r in self.rewards]).float()
+        self.rewards = []
+        means = torch.stack([chosen.mean(), rejected.mean(), (chosen > rejected).float().mean(),
+                             (chosen - rejected).mean()])
+        if all_reduce is not None:
+            means = all_reduce(means)
+        return dict(zip(STEP_REWARDS, means.tolist()))
 
 
 @torch.no_grad()
@@ -263,8 +284,16 @@ class DirectPreferenceOptimization(Objective):
 
         return TinyLMForCausalLM
 
+    pair_loss: PairLoss | None = None
+
     def step_loss(self) -> PairLoss:
-        return PairLoss(self.config.dpo_beta)
+        if self.pair_loss is None:
+            self.pair_loss = PairLoss(self.config.dpo_beta)
+        return self.pair_loss
+
+    def step_metrics(self, all_reduce: Callable[[torch.Tensor], torch.Tensor] | None = None) -> dict[str, float]:
+        """TRL's reward metrics of the step just done (`PairLoss.take_rewards`)."""
+        return self.step_loss().take_rewards(all_reduce)
 
     main = True  # the process that shows progress
 
