@@ -235,3 +235,122 @@ def test_a_bad_row_is_one_line_naming_file_and_line(base, tmp_path, capsys):
 def test_dpo_needs_its_pairs_and_a_model(base, tmp_path, capsys):
     assert main(["dpo", "--init-from", str(base), "--out-dir", str(tmp_path / "run")]) == 2
     assert "objective dpo needs preferences" in capsys.readouterr().err
+
+
+def test_a_resume_on_other_pairs_is_refused_with_one_line(base, pairs, tmp_path, capsys):
+    # it continued silently on the other pairs, its card naming them for every step
+    train, valid = pairs
+    run = ["dpo", "--valid-data", str(valid), "--init-from", str(base), "--out-dir", str(tmp_path / "run"), *RUN,
+           "--publish", "none"]
+    assert main([*run, "--data", str(train), "--max-iters", "2", "--eval-every", "0"]) == 0
+    other = write_rows(tmp_path / "other.jsonl", story_pairs(17)[1:])
+    capsys.readouterr()
+    assert main([*run, "--data", str(other), "--resume"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "changed since the run" in err and len(err.splitlines()) == 1
+
+
+def test_a_resume_scores_against_the_reference_the_run_started_with(base, pairs, tuned, tmp_path):
+    # the reference log-probabilities were computed again from --init-from, which had been trained again meanwhile
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    start = shutil.copytree(base, tmp_path / "start")
+    train, valid = pairs
+    split = ["dpo", "--data", str(train), "--valid-data", str(valid), "--init-from", str(start), "--out-dir",
+             str(tmp_path / "split"), *RUN, "--cosine-cycle-iters", "6"]
+    assert main([*split, "--max-iters", "4", "--publish", "none"]) == 0
+    weights = load_file(start / "model.safetensors")
+    save_file({name: t * 0.5 for name, t in weights.items()}, start / "model.safetensors", metadata={"format": "pt"})
+    assert main([*split, "--resume", "--publish", "none"]) == 0
+    assert losses(tmp_path / "split") == losses(tuned)
+    assert evaluations(tmp_path / "split")[-1]["val_loss"] == evaluations(tuned)[-1]["val_loss"]
+
+
+def test_the_reference_log_probabilities_show_progress(base, pairs, tmp_path, capsys):
+    # five silent minutes on a large pair file
+    train, valid = pairs
+    assert main(["dpo", "--data", str(train), "--valid-data", str(valid), "--init-from", str(base), "--out-dir",
+                 str(tmp_path / "run"), *RUN, "--max-iters", "1", "--eval-every", "0", "--progress", "true",
+                 "--publish", "none"]) == 0
+    assert re.search(r"reference log-probabilities: 100%.*21/21", capsys.readouterr().err)
+
+
+def plain_pairs(count: int, split: str = "train") -> list[dict]:
+    """Plain-string pairs (no chat template needed): a story's opening words, its next sentence and another's."""
+    return [{"prompt": row["prompt"][-1]["content"][:40], "chosen": " " + row["chosen"][0]["content"],
+             "rejected": " " + row["rejected"][0]["content"]} for row in story_pairs(count, split)]
+
+
+def test_plain_pairs_over_a_base_model_train_evaluate_and_publish(tmp_path):
+    # the first evaluation's sample asked for a chat template: the run died after training, with no checkpoint
+    from tiny_folders import make_tiny_folder
+
+    base = make_tiny_folder(tmp_path / "base", max_position_embeddings=128)
+    train = write_rows(tmp_path / "plain.jsonl", plain_pairs(16))
+    out = tmp_path / "run"
+    assert main(["dpo", "--data", str(train), "--init-from", str(base), "--out-dir", str(out), *RUN,
+                 "--max-iters", "3"]) == 0
+    last = evaluations(out)[-1]
+    assert last["iter"] == 3 and isinstance(last["sample"], str) and last["sample_prompt"]
+    assert (out / "hf" / "model.safetensors").is_file()
+
+
+def test_a_schedule_that_cannot_decay_is_said_in_one_line(base, pairs, tmp_path, capsys):
+    # the tutorial's --max-lr 1e-4 equalled the default --min-lr 1e-4: its rate never decayed, silently
+    train, valid = pairs
+    run = ["dpo", "--data", str(train), "--valid-data", str(valid), "--init-from", str(base), *RUN, "--max-iters", "2",
+           "--eval-every", "0", "--publish", "none"]
+    assert main([*run, "--out-dir", str(tmp_path / "flat"), "--max-lr", "1e-4"]) == 0
+    said = [line for line in capsys.readouterr().out.splitlines() if "stays constant" in line]
+    assert len(said) == 1 and "--min-lr" in said[0]
+    assert main([*run, "--out-dir", str(tmp_path / "decays"), "--max-lr", "1e-4", "--min-lr", "1e-5"]) == 0
+    assert "stays constant" not in capsys.readouterr().out
+    assert main([*run, "--out-dir", str(tmp_path / "below"), "--max-lr", "5e-5"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "pass a lower --min-lr" in err and len(err.splitlines()) == 1
+
+
+def test_the_dpo_tutorial_schedule_decays():
+    from conftest import REPO_ROOT
+
+    text = (REPO_ROOT / "docs" / "tutorials" / "chat.md").read_text(encoding="utf-8")
+    command = re.search(r"tinylm dpo (.*?)\ntinylm chat", text, re.S).group(1)
+    lr = dict(re.findall(r"--(max-lr|min-lr) (\S+)", command))
+    assert float(lr["min-lr"]) < float(lr["max-lr"])
+
+
+def test_every_step_records_trls_rewards(tuned):
+    # only evaluations had the rewards; TRL logs them at every logging step
+    steps = [r for r in map(json.loads, (tuned / "metrics.jsonl").read_text().splitlines()) if "loss" in r]
+    names = ("rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins")
+    assert len(steps) == 6 and all(set(names) <= set(r) for r in steps)
+    assert all(steps[0][name] == pytest.approx(0.0, abs=1e-6) for name in names)  # the policy is its reference
+    for r in steps:
+        assert r["rewards/margins"] == pytest.approx(r["rewards/chosen"] - r["rewards/rejected"], abs=1e-6)
+        assert 0.0 <= r["rewards/accuracies"] <= 1.0
+    assert steps[-1]["rewards/margins"] > 0
+
+
+def test_the_step_rewards_are_trls_definitions():
+    from tinylm_hf.training.objectives.dpo import PairLoss
+
+    loss = PairLoss(beta=0.1)
+    chosen, rejected = torch.tensor([0.3, -0.2, 0.5]), torch.tensor([0.1, 0.4, -0.5])
+    loss.rewards = [(chosen[:2], rejected[:2]), (chosen[2:], rejected[2:])]  # two micro-batches of one step
+    assert loss.take_rewards() == pytest.approx({
+        "rewards/chosen": float(chosen.mean()), "rewards/rejected": float(rejected.mean()),
+        "rewards/accuracies": 2 / 3, "rewards/margins": float((chosen - rejected).mean())})
+    assert loss.take_rewards() == {}  # taken once
+
+
+def test_loss_png_plots_the_rewards_beside_the_loss(tuned, tmp_path):
+    from tinylm_hf.training.metrics import plot_losses
+
+    records = [json.loads(line) for line in (tuned / "metrics.jsonl").read_text().splitlines()]
+    plain = [{k: v for k, v in r.items() if not k.startswith("rewards/")} for r in records]
+    plot_losses(records, tmp_path / "rewards.png")
+    plot_losses(plain, tmp_path / "plain.png")
+    width = lambda path: int.from_bytes(path.read_bytes()[16:20], "big")  # the PNG header's width  # noqa: E731
+    assert width(tmp_path / "rewards.png") > 1.5 * width(tmp_path / "plain.png")

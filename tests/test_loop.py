@@ -276,3 +276,24 @@ def test_init_from_a_model_of_another_tokenizer_is_refused_before_the_run_folder
     with pytest.raises(ValueError, match="holds a model of another tokenizer than the one that made the data"):
         train(tiny_config(other, tmp_path / "run", init_from=str(folder), model={}, overwrite=True))
     assert [p.name for p in (tmp_path / "run").iterdir()] == ["notes.txt"]
+
+
+def test_a_run_that_fails_at_an_evaluation_leaves_a_checkpoint_that_resumes(byte_data, tmp_path, monkeypatch):
+    # a run that died at its first evaluation after training left no checkpoint, and a folder that refused the next
+    # command
+    from tinylm_hf.training.objectives.causal_lm import CausalLM
+
+    real = CausalLM.evaluate
+
+    def failing(self, *args, **kwargs):
+        raise RuntimeError("the evaluation failed")
+
+    monkeypatch.setattr(CausalLM, "evaluate", failing)
+    with pytest.raises(RuntimeError, match="the evaluation failed"):
+        train(tiny_config(byte_data, tmp_path / "run", max_iters=8, eval_every=6, checkpoint_every=0))
+    assert (tmp_path / "run" / "checkpoints" / "ckpt_00000006.pt").is_file()
+    monkeypatch.setattr(CausalLM, "evaluate", real)
+    assert train(tiny_config(byte_data, tmp_path / "run", max_iters=8, eval_every=6, checkpoint_every=0,
+                             resume=True)).iterations == 8
+    train(tiny_config(byte_data, tmp_path / "whole", max_iters=8, eval_every=6, checkpoint_every=0))
+    assert losses(tmp_path / "run") == losses(tmp_path / "whole")

@@ -186,3 +186,43 @@ def test_publishing_replaces_an_earlier_model_folder_but_never_other_files(byte_
         publish_run(summary, notes)
     assert [p.name for p in notes.iterdir()] == ["todo.txt"]
     assert publish_run(summary) == publish_run(summary) == tmp_path / "run" / "hf"  # its own folder: replaced
+
+
+def test_a_cosine_cycle_shorter_than_the_warm_up_is_refused_before_the_run_folder_is_made(byte_data, tmp_path):
+    # it failed at the first step, leaving run.json and metrics.jsonl that refused the corrected command and --resume
+    with pytest.raises(ValueError, match=r"cosine_cycle_iters \(1\) is smaller than warmup_iters \(2\)"):
+        train(tiny_config(byte_data, tmp_path / "run", max_iters=4, cosine_cycle_iters=1))
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("resume", [False, True], ids=["corrected-command", "resume"])
+def test_a_run_that_died_before_its_first_checkpoint_does_not_block_the_next_command(byte_data, tmp_path, monkeypatch,
+                                                                                     capsys, resume):
+    from tinylm_hf.training import loop
+
+    real_step, calls = loop.train_step, {"n": 0}
+
+    def failing_at_step_3(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("a crash at step 3")
+        return real_step(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "train_step", failing_at_step_3)
+    with pytest.raises(RuntimeError, match="a crash at step 3"):
+        train(tiny_config(byte_data, tmp_path / "run", max_iters=6, checkpoint_every=4))
+    assert {"run.json", "metrics.jsonl"} <= {p.name for p in (tmp_path / "run").iterdir()}
+    monkeypatch.setattr(loop, "train_step", real_step)
+    capsys.readouterr()
+    summary = train(tiny_config(byte_data, tmp_path / "run", max_iters=6, checkpoint_every=4, resume=resume))
+    assert summary.iterations == 6 and sorted(losses(tmp_path / "run")) == [1, 2, 3, 4, 5, 6]
+    said = [line for line in capsys.readouterr().out.splitlines() if "stopped before its first checkpoint" in line]
+    assert len(said) == 1 and "starting afresh" in said[0]
+
+
+def test_a_finished_run_without_checkpoints_still_refuses_a_new_run(byte_data, tmp_path):
+    train(tiny_config(byte_data, tmp_path / "run", max_iters=2))
+    for path in (tmp_path / "run" / "checkpoints").glob("*.pt"):
+        path.unlink()  # its summary.json says it finished: it is not replaced unasked
+    with pytest.raises(FileExistsError, match="already holds a run"):
+        train(tiny_config(byte_data, tmp_path / "run", max_iters=2))

@@ -77,3 +77,42 @@ def test_the_cli_refuses_a_resume_on_other_data_with_one_line_and_exit_2(tmp_pat
     (tmp_path / "cfg.json").write_text(json.dumps({**config.to_dict(), "max_iters": 8}))
     message = run_cli_error(["train", "--config", str(tmp_path / "cfg.json"), "--resume"], capsys)
     assert "changed since the run" in message and "--overwrite" in message
+
+
+@pytest.mark.parametrize(("optimizer", "change", "group_key", "expected"), [
+    pytest.param("adamw", {"weight_decay": 0.05}, "weight_decay", 0.05, id="adamw-weight-decay"),
+    pytest.param("adamw", {"beta2": 0.99}, "betas", (0.9, 0.99), id="adamw-betas"),
+    pytest.param("muon", {"muon_lr": 0.01}, "lr_scale", 0.01 / 3e-3, id="muon-lr"),
+    pytest.param("muon", {"muon_momentum": 0.9}, "momentum", 0.9, id="muon-momentum"),
+])
+def test_resume_trains_with_the_changed_hyper_parameters_and_records_the_change(byte_data, tmp_path, monkeypatch,
+                                                                                optimizer, change, group_key, expected):
+    # load_state_dict restored the saved param_groups: the run trained on with the old values while its summary and
+    # card stated the new ones
+    import json
+
+    from tinylm_hf.training import optimizer as adamw_module
+    from tinylm_hf.training import muon as muon_module
+
+    out = tmp_path / "run"
+    train(tiny_config(byte_data, out, max_iters=4, eval_every=0, optimizer=optimizer))
+    used = []
+    for module, name in ((adamw_module, "AdamW"), (muon_module, "MuonWithAdamW")):
+        original = getattr(module, name).step
+
+        def spy(self, *args, _original=original, **kwargs):
+            used.append([{k: v for k, v in g.items() if k != "params"} for g in self.param_groups])
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(getattr(module, name), "step", spy)
+    summary = train(tiny_config(byte_data, out, max_iters=6, eval_every=0, optimizer=optimizer, resume=True, **change))
+    name, after = next(iter(change.items()))
+    decayed = [g for g in used[0] if g.get("weight_decay") or group_key != "weight_decay"]
+    kind = [g for g in decayed if g.get("use_muon", True) or group_key not in ("lr_scale", "momentum")]
+    assert kind and all(g[group_key] == pytest.approx(expected) for g in kind)
+    before = tiny_config(byte_data, out).to_dict()[name]
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    changed = [r for r in records if "changed" in r]
+    assert len(changed) == 1 and changed[0]["iter"] == 4 and changed[0]["changed"][name] == [before, after]
+    assert len(summary.setting_changes) == 1 and summary.setting_changes[0].startswith("at step 4 ")
+    assert f"{name} {before} -> {after}" in summary.setting_changes[0]

@@ -141,6 +141,9 @@ def _run_lines(summary: RunSummary) -> list[str]:
     if cfg:
         lines.append(f"- {optimizer_settings(summary)}, {describe_schedule(summary)}, gradient clip "
                      f"{cfg.get('grad_clip')}, seed {cfg.get('seed')}, dtype {cfg.get('dtype')}")
+    if summary.setting_changes:
+        lines.append(f"- settings changed on resume (the values above are the last ones): "
+                     f"{'; '.join(summary.setting_changes)}")
     return lines
 
 

@@ -165,7 +165,8 @@ class TrainConfig(*FIELD_SECTIONS):  # type: ignore[misc]
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
         if self.max_lr <= 0 or self.min_lr > self.max_lr:
-            raise ValueError(f"need 0 <= min_lr <= max_lr and max_lr > 0, got min_lr={self.min_lr}, max_lr={self.max_lr}")
+            raise ValueError(f"need 0 <= min_lr <= max_lr and max_lr > 0, got min_lr={self.min_lr}, max_lr={self.max_lr}: "
+                             "the cosine decays from --max-lr to --min-lr (default 1e-4); pass a lower --min-lr")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
         if self.muon_lr <= 0 or self.muon_momentum >= 1:
@@ -184,6 +185,11 @@ class TrainConfig(*FIELD_SECTIONS):  # type: ignore[misc]
             raise ValueError(
                 f"warmup_iters ({self.warmup_iters}) is larger than max_iters ({self.max_iters}): the learning "
                 "rate would never reach max_lr; lower --warmup-iters or raise --max-iters"
+            )
+        if self.cosine_cycle_iters is not None and self.cosine_cycle_iters < self.warmup_iters:
+            raise ValueError(
+                f"cosine_cycle_iters ({self.cosine_cycle_iters}) is smaller than warmup_iters ({self.warmup_iters}): the "
+                "cosine would end before the warm-up does; raise --cosine-cycle-iters or lower --warmup-iters"
             )
         if self.batch_size % self.grad_accum_steps:
             raise ValueError(f"batch_size {self.batch_size} must be divisible by grad_accum_steps {self.grad_accum_steps}")
@@ -210,6 +216,14 @@ class TrainConfig(*FIELD_SECTIONS):  # type: ignore[misc]
             from ..modeling.configuration_tinylm import check_overrides
 
             check_overrides(self.model, preset=self.preset, context_length=self.context_length)
+
+    def schedule_note(self) -> str | None:
+        """A line for people when the schedule cannot decay (`min_lr` equals `max_lr`: the rate stays at `max_lr`
+        after the warm-up); None otherwise. Allowed (a constant rate is a choice), but never silent."""
+        if self.min_lr != self.max_lr:
+            return None
+        return (f"note: min_lr equals max_lr ({self.max_lr}): the learning rate stays constant after the warm-up; "
+                "pass a lower --min-lr for a cosine decay")
 
     @property
     def cycle_iters(self) -> int:

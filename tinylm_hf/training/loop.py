@@ -24,7 +24,7 @@ import dataclasses
 import json
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,7 @@ from .muon import MuonWithAdamW, param_groups_for_muon
 from .optimizer import AdamW, param_groups_for_weight_decay
 from .run.checkpoint import BEST_CHECKPOINT, find_latest_checkpoint, remove_orphaned_temp_files
 from .run.folder import LOSS_PLOT, RunDirectory
-from .run.state import RunCheckpoints, TrainState
+from .run.state import RunCheckpoints, TrainState, setting_changes
 from .run.summary import RunSummary, learning_rate_facts
 from .step import NonFiniteLossError, StepResult, compile_for_training, train_step
 
@@ -59,6 +59,8 @@ def train(config: TrainConfig) -> RunSummary:
     autocast = autocast_context(device, config.dtype)
     micro_size, rows = ddp.micro_batch_rows(config.batch_size, config.grad_accum_steps)
     check_init_from_model(config)
+    if ddp.main and (note := config.schedule_note()):
+        print(note)
     data = OBJECTIVE_CLASSES[config.objective].open_data(config)
     check_init_from_tokenizer(config, data)
     check_step_memory(config, data.vocab_size, micro_size // ddp.world, device)  # before a batch is allocated
@@ -70,7 +72,7 @@ def train(config: TrainConfig) -> RunSummary:
         sampler = torch.Generator().manual_seed(config.seed)
         checkpoints = RunCheckpoints(run, run_id, config, raw_model, optimizer, world_size=ddp.world, main=ddp.main,
                                      tokenizer_fingerprint=data.provenance.tokenizer_fingerprint, data=data.provenance,
-                                     tokenizer=published_tokenizer(config, data))
+                                     tokenizer=published_tokenizer(config, data), objective=objective)
         state = checkpoints.resume(sampler) if resuming else TrainState(StepPlan.of(config))
         model, loss_fn = compile_for_training(raw_model) if config.compile else (raw_model, None)
         model = ddp.wrap(model, device)
@@ -96,13 +98,15 @@ def train(config: TrainConfig) -> RunSummary:
                 step_tokens = count_tokens(batches, ddp.world)
                 state.advance(result.loss, step_tokens)
                 dt = time.perf_counter() - t0
-                log.step(step_record(state, lr, result, step_tokens / max(dt, 1e-9)),
+                own = objective.step_metrics(ddp.all_reduce)
+                log.step(step_record(state, lr, result, step_tokens / max(dt, 1e-9), own),
                          last=state.iteration == state.plan.max_iters)
                 out_of_time = budget.end_step(state.iteration, state.plan, dt, agree=ddp.agree_max(device))
                 last = state.iteration == state.plan.max_iters or out_of_time
                 if due(config.eval_every, state.iteration) or last:
                     if ddp.main:
-                        evaluation = objective.evaluate(raw_model, eval_batch_size, device, autocast)
+                        with checkpoint_on_failure(checkpoints, state, step_batches, say=log.write):
+                            evaluation = objective.evaluate(raw_model, eval_batch_size, device, autocast)
                         log.evaluation({"iter": state.iteration, "tokens": state.tokens, **evaluation})
                         if state.record_evaluation(evaluation, keep_best=config.keep_best):
                             checkpoints.save(state, step_batches.sampler_state, best=True)
@@ -262,10 +266,25 @@ def explain_non_finite_loss(checkpoints: Path, iteration: int) -> Iterator[None]
         ) from None
 
 
-def step_record(state: TrainState, lr: float, result: StepResult, tok_per_s: float) -> dict[str, Any]:
-    """The metrics record of the step just done."""
+@contextlib.contextmanager
+def checkpoint_on_failure(checkpoints: RunCheckpoints, state: TrainState, step_batches: StepBatches, *,
+                          say: Callable[[str], None]) -> Iterator[None]:
+    """Save the steps done when what follows a step (an evaluation) fails, then re-raise: a run that dies after
+    training leaves a state that `--resume` continues, not a folder with nothing to continue."""
+    try:
+        yield
+    except Exception:
+        path = checkpoints.save(state, step_batches.sampler_state)
+        say(f"failed after iteration {state.iteration}: its checkpoint is saved ({path}); fix the cause below, then "
+            "continue with --resume")
+        raise
+
+
+def step_record(state: TrainState, lr: float, result: StepResult, tok_per_s: float,
+                objective_metrics: dict[str, float] | None = None) -> dict[str, Any]:
+    """The metrics record of the step just done (with the objective's own numbers of it: DPO's rewards)."""
     return {"iter": state.iteration, "tokens": state.tokens, "loss": state.loss, "lr": lr,
-            "grad_norm": result.grad_norm, "tok_per_s": tok_per_s}
+            "grad_norm": result.grad_norm, "tok_per_s": tok_per_s, **(objective_metrics or {})}
 
 
 def count_tokens(batches: list[tuple[torch.Tensor, ...]], world: int) -> int:
@@ -296,5 +315,5 @@ def summarize(config: TrainConfig, run: RunDirectory, run_id: str | None, state:
         best_checkpoint=str(best_path) if best_path.is_file() else None,
         interrupted=interrupted, elapsed_s=elapsed_s, world_size=ddp.world,
         data=data.provenance, train_config=config.to_dict(), objective=config.objective, masking=objective.masking,
-        task=objective.task, **learning_rate_facts(state.metrics),
+        task=objective.task, setting_changes=setting_changes(state.metrics), **learning_rate_facts(state.metrics),
     )

@@ -3,7 +3,8 @@ experiment trackers (TensorBoard, Trackio, W&B when installed), the `RunLog` tha
 loss plot.
 
 One vocabulary end to end: `iter`, `tokens`, `loss`, `lr`, `grad_norm`, `tok_per_s` for training
-steps; `val_loss`, `val_perplexity`, `val_bpb`, `val_accuracy`, `val_macro_f1` and `sample` for evaluations.
+steps (and an objective's own: DPO's `rewards/chosen`, `rewards/rejected`, `rewards/accuracies`, `rewards/margins`, TRL's
+names); `val_loss`, `val_perplexity`, `val_bpb`, `val_accuracy`, `val_macro_f1` and `sample` for evaluations.
 `RunSummary` and the model card use the same names.
 """
 
@@ -20,6 +21,8 @@ from .config import TrainConfig
 from .run.folder import METRICS_FILE, TENSORBOARD_DIR
 
 TRACKER_PACKAGES = {"tensorboard": "tensorboard", "trackio": "trackio", "wandb": "wandb"}
+REWARD_CURVES = (("rewards/margins", "margin"), ("rewards/chosen", "chosen"), ("rewards/rejected", "rejected"),
+                 ("val_reward_margin", "validation margin"))  # record key, label: DPO's panel of loss.png
 
 
 def rewrite_metrics(path: Path, records: list[dict[str, Any]]) -> None:
@@ -192,7 +195,8 @@ def eval_line(result: dict[str, Any]) -> str:
 
 
 def plot_losses(metrics: list[dict[str, Any]], path: str | os.PathLike) -> None:
-    """Training and validation loss against tokens seen, as a PNG (matplotlib, Agg backend)."""
+    """Training and validation loss against tokens seen, as a PNG (matplotlib, Agg backend); a DPO run's rewards in a
+    panel beside it."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -200,7 +204,11 @@ def plot_losses(metrics: list[dict[str, Any]], path: str | os.PathLike) -> None:
 
     train = [(m["tokens"], m["loss"]) for m in metrics if "loss" in m]
     val = [(m["tokens"], m["val_loss"]) for m in metrics if "val_loss" in m]
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    rewards = any(REWARD_CURVES[0][0] in m for m in metrics)
+    fig, axes = plt.subplots(1, 2 if rewards else 1, figsize=(13 if rewards else 7, 4.5), squeeze=False)
+    ax = axes[0][0]
+    if rewards:
+        plot_rewards(axes[0][1], metrics)
     if train:
         ax.plot(*zip(*train), label="train", linewidth=1)
     if val:
@@ -215,3 +223,18 @@ def plot_losses(metrics: list[dict[str, Any]], path: str | os.PathLike) -> None:
             fig.savefig(tmp, format="png", dpi=100, bbox_inches="tight")
     finally:
         plt.close(fig)
+
+
+
+def plot_rewards(ax: Any, metrics: list[dict[str, Any]]) -> None:
+    """DPO's rewards per training step (TRL's `rewards/*`) and the validation margin, against tokens seen."""
+    for key, label in REWARD_CURVES:
+        points = [(m["tokens"], m[key]) for m in metrics if key in m]
+        if points:
+            ax.plot(*zip(*points), "o-" if key.startswith("val_") else "-", label=label, linewidth=1)
+    ax.axhline(0.0, color="grey", linewidth=0.5)
+    ax.set_xlabel("tokens")
+    ax.set_ylabel("reward (beta * log-ratio to the reference)")
+    ax.set_title("DPO rewards")
+    ax.grid(alpha=0.3)
+    ax.legend()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -151,6 +151,19 @@ class Objective(ABC):
     @abstractmethod
     def model_class() -> type:
         """The TinyLM class a new run of this objective builds."""
+
+    def step_metrics(self, all_reduce: Callable[[torch.Tensor], torch.Tensor] | None = None) -> dict[str, float]:
+        """The objective's own numbers of the step just done, for its metrics record (DPO's rewards), averaged over
+        DDP ranks by `all_reduce`; none by default."""
+        return {}
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        """What the objective computed that a resumed run must reuse rather than compute again (tensors and plain
+        values; kept in each checkpoint); nothing by default."""
+        return {}
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        """Take back what `checkpoint_state` returned when the checkpoint was saved (empty for a checkpoint without)."""
 
     def model_options(self) -> dict[str, Any]:
         """Config values of the model that the objective decides (a classifier's labels); none by default."""

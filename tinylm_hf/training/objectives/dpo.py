@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,13 +28,14 @@ import torch
 import torch.nn.functional as F
 
 from ...corpus.preferences import PreferencePair, load_preferences, tokenize_preference
-from ...corpus.token_files import tokenizer_fingerprint
+from ...corpus.token_files import token_digest, tokenizer_fingerprint
 from ...modeling.loss_tinylm import IGNORE_INDEX
 from ..config import TrainConfig
 from ..data import RunData
 from ..run.summary import DataProvenance
 from .base import Objective
 from .sections import PreferenceFields, PreferenceSection
+from ..validation import sample_completion
 from .sft import sample_chat_reply
 from .sft_data import padding_id, split_validation
 
@@ -44,6 +46,7 @@ DEFAULT_BETA = PreferenceFields.dpo_beta
 REWARD_LINES = (("val_reward_accuracy", "reward accuracy"), ("val_reward_margin", "reward margin"),
                 ("val_rewards_chosen", "reward of the chosen completions"),
                 ("val_rewards_rejected", "reward of the rejected completions"))  # the card's lines, in order
+STEP_REWARDS = ("rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins")  # TRL's log names
 REFERENCE_BATCH_PAIRS = 8  # pairs per forward pass of the reference model
 
 
@@ -60,6 +63,13 @@ class TokenizedPairs:
 
     def __len__(self) -> int:
         return len(self.pairs)
+
+    def digest(self) -> str:
+        """`token_digest` of the pairs' ids (each pair's three lengths, then its ids): what a resumed run knows its
+        pairs by, whatever the file is called."""
+        parts = [np.asarray([len(p.prompt), len(p.chosen), len(p.rejected), *p.prompt, *p.chosen, *p.rejected],
+                            dtype=np.int64) for p in self.pairs]
+        return token_digest(np.concatenate(parts))
 
 
 @dataclass
@@ -107,6 +117,7 @@ def open_preference_data(config: TrainConfig) -> PreferenceData:
         val_files=[os.path.basename(config.val_preferences)] if config.val_preferences else [],
         train_tokens=sum(pair_tokens(p) for p in train_pairs.pairs), val_tokens=sum(pair_tokens(p) for p in val_pairs.pairs),
         documents=len(train_pairs), tokenizer_dir=str(folder), tokenizer_fingerprint=tokenizer_fingerprint(tokenizer),
+        token_digest=f"{train_pairs.digest()}+{val_pairs.digest()}",
     )
     return PreferenceData(provenance=provenance, vocab_size=len(tokenizer), eos_id=tokenizer.eos_token_id,
                           train_pairs=train_pairs, val_pairs=val_pairs, tokenizer=tokenizer)
@@ -171,17 +182,37 @@ def batch_terms(model: torch.nn.Module, batch: Sequence[torch.Tensor], beta: flo
 
 
 class PairLoss:
-    """DPO's loss as the step asks for it (`base.StepLoss`): summed over a micro-batch's pairs."""
+    """DPO's loss as the step asks for it (`base.StepLoss`): summed over a micro-batch's pairs. It keeps the pairs'
+    rewards until `take_rewards` asks for the step's."""
 
     def __init__(self, beta: float) -> None:
         self.beta = beta
+        self.rewards: list[tuple[torch.Tensor, torch.Tensor]] = []  # (chosen, rejected) of each micro-batch, detached
 
     def count(self, batch: Sequence[torch.Tensor]) -> torch.Tensor:
         return torch.tensor(batch[0].shape[0] // 2)
 
     def __call__(self, model: torch.nn.Module, batch: Sequence[torch.Tensor],
                  autocast: contextlib.AbstractContextManager) -> torch.Tensor:
-        return batch_terms(model, batch, self.beta, autocast)[0].sum()
+        losses, chosen, rejected = batch_terms(model, batch, self.beta, autocast)
+        self.rewards.append((chosen, rejected))
+        return losses.sum()
+
+    def take_rewards(self, all_reduce: Callable[[torch.Tensor], torch.Tensor] | None = None) -> dict[str, float]:
+        """TRL's per-step reward metrics over the pairs of the micro-batches since the last call (then forgotten),
+        each a mean over pairs, averaged over DDP ranks by `all_reduce`: `rewards/chosen` and `rewards/rejected`
+        (beta * (policy log-prob - reference log-prob)), `rewards/accuracies` (the share with chosen > rejected) and
+        `rewards/margins` (chosen - rejected)."""
+        if not self.rewards:
+            return {}
+        chosen = torch.cat([c for c, _ in self.rewards]).float()
+        rejected = torch.cat([r for _, r in self.rewards]).float()
+        self.rewards = []
+        means = torch.stack([chosen.mean(), rejected.mean(), (chosen > rejected).float().mean(),
+                             (chosen - rejected).mean()])
+        if all_reduce is not None:
+            means = all_reduce(means)
+        return dict(zip(STEP_REWARDS, means.tolist()))
 
 
 @torch.no_grad()
@@ -206,9 +237,10 @@ def evaluate_pairs(model: torch.nn.Module, batches: Iterator[Sequence[torch.Tens
 
 
 @torch.no_grad()
-def reference_logps(model: torch.nn.Module, data: TokenizedPairs, pad_id: int,
-                    device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """The frozen reference's (chosen, rejected) summed completion log-probabilities of every pair (float32, CPU)."""
+def reference_logps(model: torch.nn.Module, data: TokenizedPairs, pad_id: int, device: torch.device, *,
+                    progress: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The frozen reference's (chosen, rejected) summed completion log-probabilities of every pair (float32, CPU);
+    `progress` (a tqdm bar) counts the pairs done."""
     model.eval()
     chosen, rejected = [], []
     for input_ids, labels, attention_mask, _ in iter_pair_batches(data, REFERENCE_BATCH_PAIRS, pad_id):
@@ -216,6 +248,8 @@ def reference_logps(model: torch.nn.Module, data: TokenizedPairs, pad_id: int,
         c, r = sequence_logps(logits, labels.to(device)).float().cpu().chunk(2)
         chosen.append(c)
         rejected.append(r)
+        if progress is not None:
+            progress.update(len(c))
     return torch.cat(chosen), torch.cat(rejected)
 
 
@@ -240,7 +274,9 @@ class DirectPreferenceOptimization(Objective):
             train, val = data.train_pairs, data.val_pairs
             print(f"dpo: {len(train)} training and {len(val)} validation pairs, beta {config.dpo_beta}; "
                   f"{train.dropped + val.dropped} whose prompt fills the context left out")
-        return cls(config, data)
+        objective = cls(config, data)
+        objective.main = main
+        return objective
 
     @staticmethod
     def model_class() -> type:
@@ -248,17 +284,52 @@ class DirectPreferenceOptimization(Objective):
 
         return TinyLMForCausalLM
 
+    pair_loss: PairLoss | None = None
+
     def step_loss(self) -> PairLoss:
-        return PairLoss(self.config.dpo_beta)
+        if self.pair_loss is None:
+            self.pair_loss = PairLoss(self.config.dpo_beta)
+        return self.pair_loss
+
+    def step_metrics(self, all_reduce: Callable[[torch.Tensor], torch.Tensor] | None = None) -> dict[str, float]:
+        """TRL's reward metrics of the step just done (`PairLoss.take_rewards`)."""
+        return self.step_loss().take_rewards(all_reduce)
+
+    main = True  # the process that shows progress
 
     def prepare_reference(self, device: torch.device) -> None:
-        """Compute the reference's log-probabilities of every pair once, with the frozen `init_from` model."""
+        """Compute the reference's log-probabilities of every pair once, with the frozen `init_from` model (a
+        resumed run has them from its checkpoint: `restore_state`), showing the pairs done."""
+        from tqdm.auto import tqdm
+
         if self.data.train_pairs.ref_chosen is not None:
             return
         reference = self.model_class().from_pretrained(self.config.init_from).to(device)
-        for pairs in (self.data.train_pairs, self.data.val_pairs):
-            pairs.ref_chosen, pairs.ref_rejected = reference_logps(reference, pairs, self.data.pad_id, device)
+        total = len(self.data.train_pairs) + len(self.data.val_pairs)
+        with tqdm(total=total, desc="reference log-probabilities", unit="pair", file=sys.stderr,
+                  disable=not (self.main and self.config.progress)) as progress:
+            for pairs in (self.data.train_pairs, self.data.val_pairs):
+                pairs.ref_chosen, pairs.ref_rejected = reference_logps(reference, pairs, self.data.pad_id, device,
+                                                                       progress=progress)
         del reference
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        """The reference's log-probabilities of every pair: a resumed run scores against the reference the run
+        started with, even when the `init_from` folder was trained again meanwhile."""
+        train, val = self.data.train_pairs, self.data.val_pairs
+        if train.ref_chosen is None:
+            return {}
+        return {"ref_train_chosen": train.ref_chosen, "ref_train_rejected": train.ref_rejected,
+                "ref_val_chosen": val.ref_chosen, "ref_val_rejected": val.ref_rejected}
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        """Take the reference log-probabilities a checkpoint saved (`checkpoint_state`); a checkpoint from before
+        they were saved has none, and they are computed from `init_from` again."""
+        if not state:
+            return
+        train, val = self.data.train_pairs, self.data.val_pairs
+        train.ref_chosen, train.ref_rejected = state["ref_train_chosen"], state["ref_train_rejected"]
+        val.ref_chosen, val.ref_rejected = state["ref_val_chosen"], state["ref_val_rejected"]
 
     def micro_batch(self, sampler: torch.Generator, size: int, rows: slice, device: torch.device,
                     seed: tuple[int, ...]) -> tuple[torch.Tensor, ...]:
@@ -272,7 +343,19 @@ class DirectPreferenceOptimization(Objective):
         self.prepare_reference(device)
         batches = iter_pair_batches(self.data.val_pairs, max(batch_size, 1), self.data.pad_id)
         result: dict[str, Any] = evaluate_pairs(model, batches, self.config.dpo_beta, device, autocast)
-        return {**result, **sample_chat_reply(model, self.data.tokenizer, self.config)}
+        return {**result, **self.sample(model)}
+
+    def sample(self, model: torch.nn.Module) -> dict[str, Any]:
+        """An evaluation's sample: a chat model's reply to `sample_prompt` sent as the user's message; a model whose
+        tokenizer has no chat template (plain-string pairs over a base model) continues `sample_prompt` (default: the
+        first validation pair's prompt) as plain text."""
+        tokenizer, config = self.data.tokenizer, self.config
+        if tokenizer.chat_template:
+            return sample_chat_reply(model, tokenizer, config)
+        if not config.sample_tokens:
+            return {}
+        prompt = config.sample_prompt or tokenizer.decode(self.data.val_pairs.pairs[0].prompt)
+        return {"sample_prompt": prompt, "sample": sample_completion(model, tokenizer, prompt, config.sample_tokens)}
 
     @classmethod
     def describe_objective(cls, summary: RunSummary) -> str:

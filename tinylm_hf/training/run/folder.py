@@ -4,7 +4,9 @@ A folder holds one run. Training into it again without `resume` refuses (or, wit
 deletes the previous run's outputs first, and only in a folder whose run.json says a tinylm run wrote
 them); `resume` continues only the run named in run.json, so checkpoints of another run are never
 picked up, and with no run there it refuses rather than starting fresh. A start that fails before its
-first checkpoint takes its run.json back, so the corrected command is not refused. A second process
+first step takes its run.json back, and a run that stopped before its first checkpoint (a crash at a later
+step) left nothing to continue: the next command, with or without `resume`, starts afresh in its place and
+says so, so neither the corrected command nor `--resume` is refused. A second process
 training into the same folder at the same time is refused by an exclusive lock (a lock file that is a
 symlink or a hard link is refused, never written through). The folder's mode is set only if we create it.
 """
@@ -34,6 +36,7 @@ HF_DIR = "hf"  # the run's Hugging Face folder, once published
 # Everything a run writes into its folder; --overwrite removes exactly these.
 RUN_OUTPUTS = (CHECKPOINTS_DIR, METRICS_FILE, LOSS_PLOT, RUN_FILE, SUMMARY_FILE, HF_DIR, TENSORBOARD_DIR,
                "chat_tokenizer")
+KEPT_OUTPUTS = (SUMMARY_FILE, HF_DIR)  # a run that wrote one of these finished: it is never replaced unasked
 
 
 class RunInUseError(RuntimeError):
@@ -119,6 +122,12 @@ class RunDirectory:
         A folder written before run ids existed resumes with id None (its checkpoints carry none).
         """
         previous = self.run_id()
+        if previous is not None and self.stopped_before_checkpoint():
+            print(f"{self.path}: run {previous} stopped before its first checkpoint and left nothing to continue; "
+                  "starting afresh in its place")
+            self._remove(self.used())
+            previous = None
+            resume = False
         if resume:
             if previous is None and not self.checkpoints.is_dir():
                 raise FileNotFoundError(f"no run to resume in {self.path} (no {RUN_FILE}, no checkpoints): "
@@ -139,6 +148,14 @@ class RunDirectory:
         run_id = uuid.uuid4().hex[:12]
         write_json_atomic(self.path / RUN_FILE, {"run_id": run_id})
         return run_id, False
+
+    def stopped_before_checkpoint(self) -> bool:
+        """True when the folder's run wrote no checkpoint and never finished (it crashed or was killed before its first
+        checkpoint): nothing of it can be resumed or published."""
+        checkpoints = self.checkpoints
+        if checkpoints.is_dir() and any(p.suffix == ".pt" for p in checkpoints.iterdir()):
+            return False
+        return not any((self.path / name).exists() for name in KEPT_OUTPUTS)
 
     def abandon(self, run_id: str | None) -> None:
         """Undo the start of new run `run_id` when it failed before its first step (a typo'd preset, missing data):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -19,6 +19,9 @@ from ..config import TrainConfig
 from .checkpoint import BEST_CHECKPOINT, Checkpoint, newest_loadable_state, restore_training_state, save_training_state
 from .folder import RunDirectory
 from .summary import DataProvenance
+
+if TYPE_CHECKING:
+    from ..objectives.base import Objective
 
 
 @dataclass
@@ -58,6 +61,11 @@ RUN_TOKENIZER_DIR = "tokenizer"  # in checkpoints/: the tokenizer the run publis
 RESUMED_MODEL_FIELDS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
                         "max_position_embeddings", "rope_theta", "tie_word_embeddings", "use_bidirectional_attention")
 """The TinyLMConfig fields a resumed run must share with its checkpoint: every one changes the model."""
+CHANGEABLE_SETTINGS = ("batch_size", "grad_accum_steps", "max_iters", "time_budget_s", "max_lr", "min_lr",
+                       "warmup_iters", "cosine_cycle_iters", "muon_lr", "muon_momentum", "weight_decay", "beta1", "beta2",
+                       "eps", "grad_clip", "dtype", "masking", "mlm_probability", "dpo_beta")
+"""The TrainConfig fields a resumed run may change: from the resumed step on the run trains with the new value, and
+its metrics.jsonl records the change (a `changed` record), which the summary lists."""
 
 
 class RunCheckpoints:
@@ -65,13 +73,15 @@ class RunCheckpoints:
 
     def __init__(self, run: RunDirectory, run_id: str | None, config: TrainConfig, model: torch.nn.Module,
                  optimizer: torch.optim.Optimizer, *, tokenizer_fingerprint: str | None, world_size: int,
-                 main: bool, data: DataProvenance | None = None, tokenizer: Any = None) -> None:
+                 main: bool, data: DataProvenance | None = None, tokenizer: Any = None,
+                 objective: Objective | None = None) -> None:
         self.run, self.run_id, self.config = run, run_id, config
         self.model, self.optimizer = model, optimizer  # the plain model (no DDP or compile wrapper)
         self.tokenizer_fingerprint = tokenizer_fingerprint
         self.data = data  # the data the run trains on: its checkpoints record its digest and name
         self.tokenizer = tokenizer  # what the run publishes, loaded before the first step: kept beside the checkpoints
         self.world_size, self.main = world_size, main
+        self.objective = objective  # what it computed that a resumed run reuses (`Objective.checkpoint_state`)
 
     def resume(self, sampler: torch.Generator) -> TrainState:
         """Restore the model, optimizer, random streams and `sampler` from the newest loadable checkpoint."""
@@ -81,7 +91,11 @@ class RunCheckpoints:
         self._check_same_tokenizer(extra.get("tokenizer_fingerprint"))
         self._check_same_data(extra.get("data"))
         self._check_same_model(path, saved)
+        settings = group_settings(self.optimizer)  # the command's hyper-parameters, before the saved ones load
         restore_training_state(saved, model=self.model, optimizer=self.optimizer, generator=sampler)
+        apply_group_settings(self.optimizer, settings)
+        if self.objective is not None:
+            self.objective.restore_state(extra.get("objective_state") or {})
         iteration = saved.iteration
         plan = StepPlan.of(config)
         if config.time_budget_s is not None and "budget_schedule" in extra:  # keep the plan the budget made
@@ -92,10 +106,15 @@ class RunCheckpoints:
             best_val_loss=float(extra.get("best_val_loss", math.inf)),
             metrics=[m for m in saved.metrics if m.get("iter", 0) <= iteration],
         )
+        changes = changed_settings(saved.train_config, config.to_dict())
+        if changes:
+            state.metrics.append({"iter": iteration, "tokens": state.tokens, "changed": changes})
         if self.main:
             for reason in skipped:
                 print(f"skipped a checkpoint: {reason}")
             print(f"resumed from {path} at iteration {iteration} (run {self.run_id})")
+            if changes:
+                print(f"from iteration {iteration} on the run trains with {describe_changes(changes)}")
         return state
 
     def _check_same_tokenizer(self, fingerprint: str | None) -> None:
@@ -114,7 +133,8 @@ class RunCheckpoints:
         if not saved or now is None or not saved.get("token_digest") or not now.token_digest:
             return  # a checkpoint from before runs recorded their data
         if saved["token_digest"] != now.token_digest:
-            where = self.config.data_dir or self.config.conversations or self.config.train_file
+            where = (self.config.data_dir or self.config.conversations or self.config.train_file
+                     or self.config.preferences)
             raise ValueError(
                 f"the data in {where} changed since the run in {self.run.path} started (it started on "
                 f"{saved.get('name')}, {saved.get('train_tokens', 0):,} training tokens; now {now.name}, "
@@ -157,6 +177,8 @@ class RunCheckpoints:
                              "train_tokens": self.data.train_tokens}
         if self.config.time_budget_s is not None:
             extra["budget_schedule"] = state.plan.as_list()
+        if self.objective is not None and (objective_state := self.objective.checkpoint_state()):
+            extra["objective_state"] = objective_state
         sampler = torch.Generator()
         sampler.set_state(sampler_state)
         saved = save_training_state(
@@ -178,3 +200,33 @@ class RunCheckpoints:
 
         with staged_folder(folder) as stage:
             self.tokenizer.save_pretrained(stage)
+
+
+def group_settings(optimizer: torch.optim.Optimizer) -> list[dict[str, Any]]:
+    """Each param group's hyper-parameters (everything but its parameters)."""
+    return [{key: value for key, value in group.items() if key != "params"} for group in optimizer.param_groups]
+
+
+def apply_group_settings(optimizer: torch.optim.Optimizer, settings: list[dict[str, Any]]) -> None:
+    """Set the param groups' hyper-parameters to `settings` (`group_settings` of the optimizer the command built):
+    `load_state_dict` restores the saved run's values (weight decay, betas, Muon's momentum and rate), and a resumed
+    run trains with the values it was started with now, as its summary and card state."""
+    for group, values in zip(optimizer.param_groups, settings, strict=True):
+        group.update(values)
+
+
+def changed_settings(saved: dict[str, Any], now: dict[str, Any]) -> dict[str, list[Any]]:
+    """The `CHANGEABLE_SETTINGS` whose value differs between a checkpoint's train config and the resuming one:
+    name -> [before, after]."""
+    return {name: [saved[name], now.get(name)] for name in CHANGEABLE_SETTINGS
+            if name in saved and saved[name] != now.get(name)}
+
+
+def describe_changes(changes: dict[str, list[Any]]) -> str:
+    """`weight_decay 0.1 -> 0.05, beta2 0.95 -> 0.99`."""
+    return ", ".join(f"{name} {before} -> {after}" for name, (before, after) in changes.items())
+
+
+def setting_changes(records: list[dict[str, Any]]) -> list[str]:
+    """The settings a run changed on resume, from its metrics records: `at step 4 weight_decay 0.1 -> 0.05`."""
+    return [f"at step {r['iter']} {describe_changes(r['changed'])}" for r in records if r.get("changed")]

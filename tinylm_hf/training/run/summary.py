@@ -172,6 +172,9 @@ class RunSummary:
     """The highest learning rate a step used."""
     final_lr: float | None = None
     """The learning rate of the last step."""
+    setting_changes: list[str] = field(default_factory=list)
+    """Settings a `--resume` changed, where it changed them (`at step 4 weight_decay 0.1 -> 0.05`): train_config holds
+    the values of the last part of the run only."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict."""
