@@ -1,8 +1,7 @@
 """Print `name==floor` for every runtime dependency in pyproject.toml: the constraints of CI's floor job.
 
 Each floor (the `>=` bound) is a release CI installs and runs the contract tests on, so the floors
-pyproject.toml declares are the ones tested. torch is left out: CI pins the local CPU build for every
-job (README, "Install"), and a build of torch is the user's choice of CPU or CUDA.
+pyproject.toml declares are the ones tested; torch's too (.ci/run installs it first, as its CPU build).
 
     pip install -e ".[dev]" -c <(python scripts/floor_requirements.py)
 """
@@ -15,7 +14,6 @@ import tomllib
 from pathlib import Path
 
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
-NOT_PINNED = {"torch"}
 
 
 def floor_requirements(pyproject: Path = PYPROJECT) -> list[str]:
@@ -27,8 +25,7 @@ def floor_requirements(pyproject: Path = PYPROJECT) -> list[str]:
         if match is None:
             raise SystemExit(f"error: {requirement!r} in {pyproject} has no '>=' floor; declare one (CI tests it)")
         name, version = match.groups()
-        if name not in NOT_PINNED:
-            pins.append(f"{name}=={version}")
+        pins.append(f"{name}=={version}")
     return pins
 
 

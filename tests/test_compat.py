@@ -61,8 +61,8 @@ def test_an_older_transformers_is_refused_with_what_to_install(version: str) -> 
 
 
 def test_a_newer_transformers_warns_that_nobody_tested_it() -> None:
-    with pytest.warns(UserWarning, match=r"tested with transformers>=.*found 5\.25\.0"):
-        require_supported_transformers("5.25.0")
+    with pytest.warns(UserWarning, match=r"tested with transformers>=.*found 5\.26\.0"):
+        require_supported_transformers("5.26.0")
 
 
 def test_the_installed_transformers_is_supported_quietly() -> None:

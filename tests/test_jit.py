@@ -31,7 +31,8 @@ tok.encode("ab")
 
 
 def run(code: str, setup: str = "", **env: str) -> list[str]:
-    """The stderr lines of `code` in a fresh interpreter (the last says whether numba was imported)."""
+    """The stderr lines of `code` in a fresh interpreter (the last says whether numba was imported); a warning that
+    an upstream package prints on import comes before them, so callers look for their own lines."""
     done = subprocess.run([sys.executable, "-c", PROBE.format(setup=setup, code=code)], capture_output=True,
                           text=True, timeout=600, env=os.environ | env)
     assert done.returncode == 0, done.stderr
@@ -39,7 +40,7 @@ def run(code: str, setup: str = "", **env: str) -> list[str]:
 
 
 def test_import_tinylm_hf_does_not_import_numba() -> None:
-    assert run("import tinylm_hf, tinylm_hf.tokenization") == ["False"]
+    assert run("import tinylm_hf, tinylm_hf.tokenization")[-1] == "False"
 
 
 def test_cli_help_does_not_import_numba() -> None:
@@ -49,7 +50,7 @@ def test_cli_help_does_not_import_numba() -> None:
 
 def test_numba_loads_at_the_first_encode_not_at_construction() -> None:
     lines = run(ENCODE)
-    assert lines[0] == "built False"
+    assert [line for line in lines if line.startswith("built ")] == ["built False"]
     assert lines[-1] == "True"
 
 

@@ -142,7 +142,8 @@ class TinyLMPreTrainedModel(PreTrainedModel):
 
     @classmethod
     def from_pretrained(cls, *args, **kwargs):
-        """Load as transformers does, but decoder weights missing from or left over in the checkpoint are an error.
+        """Load as transformers does, but decoder weights missing from or left over in the checkpoint are an error,
+        and hub kernels are off unless ``use_kernels=True`` or a ``kernel_config`` asks for them.
 
         transformers would silently re-initialise missing weights (a config with more layers than the
         checkpoint) or drop extra ones (fewer layers): both are wrong answers, not a loaded model. Only a head
@@ -151,6 +152,10 @@ class TinyLMPreTrainedModel(PreTrainedModel):
         ``output_loading_info``) or left over (the reverse).
         """
         want_info = kwargs.pop("output_loading_info", False)
+        # transformers >= 5.25 turns hub kernels on unless told: a download from the Hub at load time (on a GPU),
+        # and a refusal where `kernels` is not installed. Ours stay off unless asked for (use_kernels=True or a
+        # kernel_config), as on every earlier release.
+        kwargs.setdefault("use_kernels", kwargs.get("kernel_config") is not None)
         model, info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
         missing = sorted(k for k in info.get("missing_keys", ()) if not _is_head_weight(k))
         unexpected = sorted(k for k in info.get("unexpected_keys", ()) if not _is_head_weight(k))

@@ -171,7 +171,9 @@ def load_folder(folder: str | os.PathLike, *, trust_remote_code: bool = False, a
     folder = Path(folder)
     tokenizer = load_tokenizer(folder, trust_remote_code=trust_remote_code, from_hub=not local)
     try:
-        model = model_class.from_pretrained(folder, trust_remote_code=trust_remote_code)
+        # use_kernels: off for any folder (a Llama export too), as TinyLM's classes are: transformers >= 5.25
+        # would fetch hub kernels at load time, and refuse to load without `kernels` installed
+        model = model_class.from_pretrained(folder, trust_remote_code=trust_remote_code, use_kernels=False)
     except ValueError as err:
         if "trust_remote_code" in str(err):
             raise needs_remote_code_error(folder) from None

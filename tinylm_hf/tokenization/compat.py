@@ -28,12 +28,12 @@ import warnings
 import transformers
 
 TRANSFORMERS_FLOOR = (5, 10, 1)  # the oldest release CI runs (.ci/run, the floor virtualenv)
-TRANSFORMERS_CAP = (5, 25)  # the first minor release nobody has tested
+TRANSFORMERS_CAP = (5, 26)  # the first minor release nobody has tested
 TRANSFORMERS_REQUIREMENT = f">={'.'.join(map(str, TRANSFORMERS_FLOOR))},<{'.'.join(map(str, TRANSFORMERS_CAP))}"
 
 
 def transformers_release(version: str) -> tuple[int, ...]:
-    """The numeric release of a version string: "5.24.0" -> (5, 24, 0); "5.25.0rc1" and "5.25.0.dev0" -> (5, 25, 0)."""
+    """The numeric release of a version string: "5.24.0" -> (5, 24, 0); "5.26.0rc1" and "5.26.0.dev0" -> (5, 26, 0)."""
     match = re.match(r"\d+(\.\d+)*", version)
     return tuple(int(part) for part in match.group(0).split(".")) if match else ()
 
