@@ -147,7 +147,8 @@ def test_a_failing_tokenizing_thread_is_one_line_exit_2_and_earlier_outputs_stay
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
 
-STAGES = {"loading": ".prepare-*/datasets", "tokenizing": ".prepare-*/.train.bin-*"}  # what is in the stage folder
+# what is in out/ at each stage: the stage folder (made before the sources are read), a token file being written
+STAGES = {"loading": ".prepare-*", "tokenizing": ".prepare-*/.train.bin-*"}
 
 
 def start_prepare(tmp_path: Path, tok_dir: Path, workers: int, stage: str = "tokenizing") -> tuple[Any, Path]:
@@ -357,6 +358,21 @@ def test_a_sigkilled_prepare_leaves_its_stage_and_the_next_run_removes_it(tmp_pa
     (tmp_path / "small.txt").write_text("One.\n\nTwo.\n\nThree.\n", encoding="utf-8")
     prepare_dataset(tok_dir, out, input_files=[tmp_path / "small.txt"], num_workers=1)
     assert sorted(p.name for p in out.iterdir()) == ["train.bin", "train.json", "val.bin", "val.json"]
+
+
+def test_a_sigkilled_prepare_run_again_writes_the_bytes_of_an_uninterrupted_run(tmp_path, tok_dir):
+    """Killed while its token file grows, prepare run again into the same folder writes what one run writes."""
+    import os
+    import signal
+
+    proc, out = start_prepare(tmp_path, tok_dir, 2)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=60)
+    again = prepare_dataset(tok_dir, out, input_files=[tmp_path / "big.txt"], num_workers=2)
+    once = prepare_dataset(tok_dir, tmp_path / "once", input_files=[tmp_path / "big.txt"], num_workers=2)
+    assert again == once
+    for name in ("train.bin", "val.bin", "train.json", "val.json"):
+        assert (out / name).read_bytes() == (tmp_path / "once" / name).read_bytes(), name
 
 
 # (count, token_digest) of each split, as the process-pool prepare (datasets.map over worker processes) wrote them with

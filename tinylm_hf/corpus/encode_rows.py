@@ -84,5 +84,24 @@ def encode_rows(ds: Any, column: str, blocks: Iterable[tuple[int, int]], encode:
 
     Blocks are read in this thread (the Arrow reader) and encoded by `encode` on `workers` threads.
     """
-    texts = (ds[first:last][column] for first, last in blocks)
-    yield from map_in_threads(lambda block: with_end_ids(encode(block), end_id), texts, workers)
+    yield from encode_blocks((ds[first:last][column] for first, last in blocks), encode, end_id, workers=workers)
+
+
+def text_blocks(texts: Iterable[str], block_chars: int = BLOCK_CHARS) -> Iterator[list[str]]:
+    """Texts gathered into lists of at least `block_chars` characters (the last may hold fewer), in order."""
+    block: list[str] = []
+    size = 0
+    for text in texts:
+        block.append(text)
+        size += len(text)
+        if size >= block_chars:
+            yield block
+            block, size = [], 0
+    if block:
+        yield block
+
+
+def encode_blocks(blocks: Iterable[list[str]], encode: Encoder, end_id: int, *, workers: int) -> Iterator[np.ndarray]:
+    """The ids of each block of texts, `end_id` after each text, in order; blocks are taken in this thread as the
+    threads need them (a few ahead), so a stream of texts is never held whole."""
+    yield from map_in_threads(lambda block: with_end_ids(encode(block), end_id), blocks, workers)

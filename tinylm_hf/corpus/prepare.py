@@ -3,9 +3,11 @@
 Documents come from structure, never from text content: JSON-lines records, `datasets` rows, or
 plain-text files cut by `split_documents` (separator lines, else blank lines, else fixed-size
 pieces). Document text is tokenized as plain text (a literal `<|endoftext|>` inside it is not the
-control token); the eos id is appended after every document. Sources load through `datasets` (Arrow
-tables); their rows are tokenized in blocks over threads (`encode_rows`) and streamed into the token
-files, so memory stays bounded by the block size. Outputs are staged in a temporary folder and moved
+control token); the eos id is appended after every document. Plain-text files are read as they go
+(`FileDocuments`: a pass to measure, then one per split to tokenize, one document in memory at a time);
+JSON lines and datasets load through `datasets` (Arrow tables on disk). Either way documents are
+tokenized in blocks over threads (`encode_rows`) and streamed into the token files, so memory stays
+bounded by the block size and the largest document, never the corpus. Outputs are staged in a temporary folder and moved
 into place at the end, so a failed run (a full disk, a kill) leaves earlier outputs intact and no
 partial files.
 
@@ -24,6 +26,7 @@ import os
 import shutil
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +36,8 @@ from ..fileio import make_folders, make_temp, no_space
 from ..tokenization.pretokenize import EOS_TOKEN
 from ..tokenization.jit import resolve_workers
 from ..tokenizer_loading import load_tokenizer
-from .documents import choose_split_rule, split_documents
-from .encode_rows import Encoder, encode_rows, plain_encoder, row_blocks, text_lengths
-from .sources import TEXT_ENCODING, check_text_column, check_utf8_file, expand_inputs, load_named_dataset
+from .encode_rows import Encoder, encode_blocks, encode_rows, plain_encoder, row_blocks, text_blocks, text_lengths
+from .sources import check_text_column, check_utf8_file, expand_inputs, iter_file_documents, load_named_dataset
 from .token_files import header_path, load_tokens, read_header, token_dtype, tokenizer_fingerprint, write_tokens
 
 SPLITS = ("train", "val")
@@ -43,22 +45,25 @@ TOKENIZE_VERSION = 2  # part of the tokens' cache key: raise it when what `_toke
 CACHE_PREFIX = "tinylm-tokens-"  # a named dataset's cached tokens: <its datasets cache folder>/tinylm-tokens-<key>.bin
 
 
-def _split_text_file(batch: dict[str, list], column: str) -> dict[str, list]:
-    docs, rules = [], []
-    for text in batch[column]:
-        rule = choose_split_rule(text)
-        parts = split_documents(text, rule=rule)
-        docs += parts
-        rules += [rule] * len(parts)
-    return {"text": docs, "split_rule": rules}
+class FileDocuments:
+    """The documents of UTF-8 text files (`iter_file_documents`), from the `first` up to the `last` (exclusive):
+    every iteration reads the files again, so a corpus larger than memory is never held."""
+
+    def __init__(self, files: Sequence[str], first: int = 0, last: int | None = None) -> None:
+        self.files, self.first, self.last = list(files), first, last
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        """(document, the rule that cut it) in order."""
+        documents = (document for path in self.files for document in iter_file_documents(path))
+        return islice(documents, self.first, self.last)
 
 
 def _load_files(files: Sequence[str], text_column: str, cache_dir: Path) -> tuple[Any, str]:
-    """A `datasets.Dataset` of documents from text or JSON-lines files (read by `sources`' UTF-8 rule), and its
-    text column.
+    """The documents of text files (`FileDocuments`, read as they go), or a `datasets.Dataset` of JSON-lines
+    records; and their text column. Every file is checked to be UTF-8 first (`sources`' rule).
 
-    `datasets` keys its cache of local files by their paths and times only, so they are loaded into `cache_dir`
-    (the run's stage folder), never from an earlier run's cache."""
+    `datasets` keys its cache of local files by their paths and times only, so JSON lines are loaded into
+    `cache_dir` (the run's stage folder), never from an earlier run's cache."""
     from datasets import load_dataset
 
     for f in files:
@@ -70,12 +75,7 @@ def _load_files(files: Sequence[str], text_column: str, cache_dir: Path) -> tupl
         return ds, text_column
     if suffixes & {".json", ".jsonl"}:
         raise ValueError(f"mix of JSON and text inputs {list(files)}: prepare them separately")
-    # "text" is line-based; with sample_by="document" each file is one row, cut into documents here.
-    raw = load_dataset("text", data_files=list(files), sample_by="document", split="train", encoding=TEXT_ENCODING,
-                       cache_dir=str(cache_dir))
-    docs = raw.map(_split_text_file, batched=True, batch_size=1, remove_columns=raw.column_names,
-                   fn_kwargs={"column": "text"}, desc="splitting documents")
-    return docs, "text"
+    return FileDocuments(files), "text"
 
 
 def _load_input_files(input_files: Sequence[str | os.PathLike], val_files: Sequence[str | os.PathLike] | None,
@@ -123,16 +123,21 @@ def tokenize_cache_key(ds: Any, fn_kwargs: dict[str, Any]) -> str:
 
 def _carve_validation(ds: Any, column: str, val_fraction: float) -> tuple[Any, Any]:
     """The trailing documents holding about `val_fraction` of the characters become validation."""
-    if len(ds) < 2:
+    if isinstance(ds, FileDocuments):
+        lengths = np.fromiter((len(text) for text, _ in ds), dtype=np.int64)
+    else:
+        lengths, _ = text_lengths(ds, column)
+    if len(lengths) < 2:
         raise ValueError(
             "the input holds a single document: nothing to carve a validation split from; "
             "give --val-input, or more text"
         )
-    lengths, _ = text_lengths(ds, column)
     from_end = np.cumsum(lengths[::-1])
     n_val = int(np.searchsorted(from_end, val_fraction * from_end[-1])) + 1
-    n_val = min(max(n_val, 1), len(ds) - 1)
-    return ds.select(range(len(ds) - n_val)), ds.select(range(len(ds) - n_val, len(ds)))
+    cut = len(lengths) - min(max(n_val, 1), len(lengths) - 1)
+    if isinstance(ds, FileDocuments):
+        return FileDocuments(ds.files, 0, cut), FileDocuments(ds.files, cut)
+    return ds.select(range(cut)), ds.select(range(cut, len(ds)))
 
 
 def document_end_id(tok: Any, where: str) -> int:
@@ -240,18 +245,21 @@ def _reraise_interruption(err: BaseException) -> None:
 
 def _tokenize_split(ds: Any, name: str, stage: Path, dtype: np.dtype, base: dict[str, Any], options: dict[str, Any],
                     encode: Encoder, workers: int) -> dict[str, Any]:
-    """Tokenize one split's rows into `stage/<name>.bin` and its header (or take a named dataset's cached tokens);
-    returns the header."""
-    column = options["column"]
-    chars, nbytes = text_lengths(ds, column)
-    header = {**base, "split": name, "documents": len(ds), "bytes": int(nbytes.sum())}
-    if "split_rule" in ds.column_names:
-        header["split_rules"] = dict(Counter(ds["split_rule"]))
-    cached = _cache_path(ds, options, stage)
-    chunks = _cached_tokens(cached, header)
-    hit = chunks is not None
-    if not hit:
-        chunks = encode_rows(ds, column, row_blocks(chars), encode, options["eos_id"], workers=workers)
+    """Tokenize one split's rows (or file documents) into `stage/<name>.bin` and its header (or take a named
+    dataset's cached tokens); returns the header."""
+    if isinstance(ds, FileDocuments):
+        tally = _DocumentTally(ds)
+        header: dict[str, Any] | Any = lambda: {**base, "split": name, **tally.counts()}  # noqa: E731
+        chunks, cached, hit = encode_blocks(text_blocks(tally), encode, options["eos_id"], workers=workers), None, False
+    else:
+        column = options["column"]
+        chars, nbytes = text_lengths(ds, column)
+        header = {**base, "split": name, "documents": len(ds), "bytes": int(nbytes.sum())}
+        cached = _cache_path(ds, options, stage)
+        chunks = _cached_tokens(cached, header)
+        hit = chunks is not None
+        if not hit:
+            chunks = encode_rows(ds, column, row_blocks(chars), encode, options["eos_id"], workers=workers)
     try:
         header = write_tokens(chunks, stage / f"{name}.bin", dtype, None, header)
     except MemoryError:
@@ -260,6 +268,24 @@ def _tokenize_split(ds: Any, name: str, stage: Path, dtype: np.dtype, base: dict
     if cached is not None and not hit:
         write_tokens(_slices(load_tokens(stage / f"{name}.bin")), cached, dtype, None, header)
     return header
+
+
+class _DocumentTally:
+    """The texts of file documents, counted as they pass: documents, UTF-8 bytes, and how many each rule cut."""
+
+    def __init__(self, documents: FileDocuments) -> None:
+        self.documents, self.rules, self.bytes, self.count = documents, Counter(), 0, 0
+
+    def __iter__(self) -> Iterator[str]:
+        for text, rule in self.documents:
+            self.count += 1
+            self.bytes += len(text.encode("utf-8"))
+            self.rules[rule] += 1
+            yield text
+
+    def counts(self) -> dict[str, Any]:
+        """The header's counts, once every text has passed."""
+        return {"documents": self.count, "bytes": self.bytes, "split_rules": dict(self.rules)}
 
 
 def _cache_path(ds: Any, options: dict[str, Any], stage: Path) -> Path | None:

@@ -11,14 +11,17 @@ import codecs
 import glob
 import os
 from collections.abc import Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ..fileio import check_input_file
+from .documents import SplitRule, choose_stream_split_rule, split_fixed_size_stream, split_lines_stream
 
 PACKAGE_DATA = Path(__file__).resolve().parent.parent / "data"  # the text and conversations bundled with tinylm_hf
 TEXT_ENCODING = "utf-8-sig"  # UTF-8 whose leading byte-order mark, if any, is dropped
 _CHUNK_BYTES = 1 << 20
+_LINE_PIECE_CHARS = 1 << 16  # a line longer than this is read in pieces while its split rule is chosen
 
 
 def not_utf8(path: str | os.PathLike, data: bytes, err: UnicodeDecodeError, *, line: int = 1, offset: int = 0,
@@ -68,6 +71,24 @@ def iter_lines(path: str | os.PathLike, what: str = "input file") -> Iterator[tu
             except UnicodeDecodeError as err:
                 raise not_utf8(path, raw, err, line=number, offset=offset, what=what) from None
             offset += len(raw)
+
+
+def iter_file_documents(path: str | os.PathLike) -> Iterator[tuple[str, SplitRule]]:
+    """(document, the rule that cut it) of a UTF-8 text file, one document in memory at a time.
+
+    The file is read as `datasets`' text loader reads it (the `TEXT_ENCODING`, universal newlines: "\\r\\n" and "\\r"
+    become "\\n"), once to choose its split rule and once to cut it; the documents are `split_documents`' of its
+    whole text. Check the file first (`check_utf8_file`): a byte that is not UTF-8 raises UnicodeDecodeError here.
+    """
+    with open(path, encoding=TEXT_ENCODING) as fh:
+        rule = choose_stream_split_rule(iter(partial(fh.readline, _LINE_PIECE_CHARS), ""))
+    with open(path, encoding=TEXT_ENCODING) as fh:
+        if rule == "fixed_size":
+            documents = split_fixed_size_stream(iter(partial(fh.read, _CHUNK_BYTES), ""))
+        else:
+            documents = split_lines_stream(fh, rule)
+        for document in documents:
+            yield document, rule
 
 
 def expand_inputs(patterns: Sequence[str | os.PathLike]) -> list[Path]:

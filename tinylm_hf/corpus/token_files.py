@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -140,10 +141,11 @@ def token_digest(tokens: np.ndarray) -> str:
 
 
 def write_tokens(
-    chunks: Any, path: Path, dtype: np.dtype, total: int | None, header: dict[str, Any]
+    chunks: Any, path: Path, dtype: np.dtype, total: int | None,
+    header: dict[str, Any] | Callable[[], dict[str, Any]],
 ) -> dict[str, Any]:
     """Write the ids of an iterable of int arrays (`total` of them, when known ahead) to `path` (via a temp file),
-    then its header.
+    then its header (or what `header()` gives once the chunks are written: counts a stream knows only at its end).
 
     Every id is checked against `dtype` before it is stored, so ids never wrap silently. The header records the
     tokens' count and `token_digest`: what a resumed run knows its data by.
@@ -163,6 +165,7 @@ def write_tokens(
                 written += ids.size
         if total is not None and written != total:
             raise RuntimeError(f"wrote {written} tokens to {path}, expected {total}")
-    header = {**header, "dtype": dtype.name, "count": written, "token_digest": digest.hexdigest()[:16]}
+    header = {**(header() if callable(header) else header), "dtype": dtype.name, "count": written,
+              "token_digest": digest.hexdigest()[:16]}
     write_json_atomic(header_path(path), header)
     return header
