@@ -218,3 +218,19 @@ def test_a_sigterm_that_arrives_inside_a_finalizer_is_raised_after_it() -> None:
             time.sleep(5)
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_train_ends_with_a_few_lines_and_keeps_every_number_in_summary_json(byte_data, tmp_path, capsys):
+    from tinylm_hf.training.run.summary import RunSummary
+
+    out = tmp_path / "run"
+    assert main(["train", "--data-dir", str(byte_data), "--out-dir", str(out), "--threads", "1", "--model",
+                 '{"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2}',
+                 "--max-iters", "2", "--warmup-iters", "1", "--eval-every", "2", "--eval-iters", "1",
+                 "--context-length", "16", "--batch-size", "2", "--publish", "none"]) == 0
+    said = capsys.readouterr().out.rstrip().splitlines()
+    summary = RunSummary.load(out)
+    assert said[-3:] == summary.describe().splitlines()
+    assert said[-3].startswith("2 steps (64 tokens) in ") and "bits per byte" in said[-2]
+    assert said[-1] == f"run folder: {out} (every number in {out / 'summary.json'})"
+    assert not [line for line in said if line.lstrip().startswith(("{", '"'))]  # no JSON on the screen
