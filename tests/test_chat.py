@@ -186,11 +186,25 @@ def test_the_loop_answers_each_line_until_exit(session, capsys):
     assert capsys.readouterr().out.count("model> ") == 2
 
 
-def test_tinylm_chat_talks_on_standard_input(folder, monkeypatch, capsys):
+def test_tinylm_chat_on_piped_input_echoes_each_line_so_the_output_reads_as_the_conversation(folder, monkeypatch,
+                                                                                             capsys):
     monkeypatch.setattr("sys.stdin", io.StringIO("Tell me a story.\n/exit\n"))
     assert main(["chat", str(folder), "--temperature", "0", "--max-new-tokens", "4", "--threads", "1"]) == 0
     out = capsys.readouterr().out
-    assert "chatting with" in out and "you> model> " in out
+    assert "chatting with" in out and "\nyou> Tell me a story.\nmodel> " in out
+    assert out.rstrip().endswith("you> /exit")
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_tinylm_chat_at_a_terminal_does_not_repeat_what_was_typed(folder, monkeypatch, capsys):
+    monkeypatch.setattr("sys.stdin", Terminal("Tell me a story.\n/exit\n"))
+    assert main(["chat", str(folder), "--temperature", "0", "--max-new-tokens", "4", "--threads", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "you> model> " in out and "Tell me a story." not in out
 
 
 def test_the_sft_sample_reply_sends_the_prompt_as_plain_text(session, monkeypatch):

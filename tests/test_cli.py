@@ -75,7 +75,7 @@ def test_foreign_code_runs_only_with_the_flag(planted, tmp_path, capsys):
     (["eval", "{dir}", "--input", "{text}", "--limit", "-1"], "limit must be a positive number"),
     (["eval", "{dir}", "--input", "{text}", "--context-length", "100000"], "context-length must be in"),
     (["train-tokenizer", "--input", "{text}", "--vocab-size", "300", "--out", "{text}"], "is a file, not a folder"),
-    (["quickstart", "--time-budget", "-5", "--out", "{out}"], "budget must be a positive number"),
+    (["quickstart", "--time-budget-s", "-5", "--out", "{out}"], "budget must be a positive number"),
     (["train", "--data-dir", "{parent}", "--optimizer", "sgd"], "optimizer must be one of adamw, muon"),
     (["train", "--data-dir", "{parent}", "--optimizer", "muon", "--muon-momentum", "1"], "muon_momentum < 1"),
     (["push", "{dir}", "--repo-id", "a/b.git"], "not a valid 'owner/name' Hub id"),
@@ -218,3 +218,39 @@ def test_a_sigterm_that_arrives_inside_a_finalizer_is_raised_after_it() -> None:
             time.sleep(5)
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_train_ends_with_a_few_lines_and_keeps_every_number_in_summary_json(byte_data, tmp_path, capsys):
+    from tinylm_hf.training.run.summary import RunSummary
+
+    out = tmp_path / "run"
+    assert main(["train", "--data-dir", str(byte_data), "--out-dir", str(out), "--threads", "1", "--model",
+                 '{"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2}',
+                 "--max-iters", "2", "--warmup-iters", "1", "--eval-every", "2", "--eval-iters", "1",
+                 "--context-length", "16", "--batch-size", "2", "--publish", "none"]) == 0
+    said = capsys.readouterr().out.rstrip().splitlines()
+    summary = RunSummary.load(out)
+    assert said[-3:] == summary.describe().splitlines()
+    assert said[-3].startswith("2 steps (64 tokens) in ") and "bits per byte" in said[-2]
+    assert said[-1] == f"run folder: {out} (every number in {out / 'summary.json'})"
+    assert not [line for line in said if line.lstrip().startswith(("{", '"'))]  # no JSON on the screen
+
+
+def test_quickstart_names_its_time_budgets_as_train_does_and_takes_the_old_names_with_a_notice(capsys):
+    from tinylm_hf.cli import build_parser
+
+    parser = build_parser(with_flags=["quickstart", "train"])
+    new = parser.parse_args(["quickstart", "--time-budget-s", "30", "--chat-time-budget-s", "9"])
+    assert (new.time_budget_s, new.chat_time_budget_s) == (30, 9)
+    assert parser.parse_args(["train", "--time-budget-s", "30"]).time_budget_s == 30  # the same name
+    assert capsys.readouterr().err == ""
+    old = parser.parse_args(["quickstart", "--time-budget", "30", "--chat-budget", "9"])
+    assert (old.time_budget_s, old.chat_time_budget_s) == (30, 9)
+    assert capsys.readouterr().err.splitlines() == [
+        "tinylm quickstart: --time-budget is now called --time-budget-s (the old name will go)",
+        "tinylm quickstart: --chat-budget is now called --chat-time-budget-s (the old name will go)"]
+    with pytest.raises(SystemExit):
+        parser.parse_args(["quickstart", "--help"])
+    shown = capsys.readouterr().out
+    assert "--time-budget-s" in shown and "--chat-time-budget-s" in shown
+    assert not re.search(r"--(time-budget|train-budget|chat-budget)\b(?!-s)", shown)

@@ -29,6 +29,12 @@ print(hash(tuple(tok.encode(text))), tok.encode("ab ab"), file=sys.stderr)
 tok.encode("ab")
 """
 
+COUNT_SPANS = """
+import numpy as np
+from tinylm_hf.tokenizer_training.pretoken_counts_kernels import count_spans
+count_spans(np.frombuffer(b"ab ab", dtype=np.uint8), np.array([0, 2]), np.array([2, 5]), np.ones(2, dtype=np.int64))
+"""
+
 
 def run(code: str, setup: str = "", **env: str) -> list[str]:
     """The stderr lines of `code` in a fresh interpreter (the last says whether numba was imported); a warning that
@@ -61,6 +67,15 @@ def test_without_numba_the_reference_runs_and_says_so_once() -> None:
     assert len(notes) == 1 and "pip install numba" in notes[0]
     assert lines[-1] == "False"
     assert lines[-2] == with_kernels[-2]  # the same ids
+
+
+def test_a_compile_is_said_once_and_a_kernel_loaded_from_the_cache_is_not(tmp_path) -> None:
+    from tinylm_hf.tokenization.jit import COMPILING_NOTE
+
+    cold = run(COUNT_SPANS, NUMBA_CACHE_DIR=str(tmp_path))  # an empty cache: numba compiles
+    warm = run(COUNT_SPANS, NUMBA_CACHE_DIR=str(tmp_path))
+    assert cold.count(COMPILING_NOTE) == 1
+    assert COMPILING_NOTE not in warm
 
 
 def test_kernels_can_be_turned_off() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import REPO_ROOT, run_cli_error
 from tiny_runs import byte_data, cli_env  # noqa: F401  (byte_data: a fixture)
-from tinylm_hf.training.memory import step_memory_bytes
+from tinylm_hf.training.memory import meminfo_available, step_memory_bytes
 
 SHAPE = {"vocab_size": 4096, "hidden_size": 128, "intermediate_size": 344, "num_hidden_layers": 4}
 
@@ -65,3 +65,22 @@ def test_sft_and_finetune_refuse_it_too(tmp_path, capsys):
     for command, data in (("sft", chats), ("finetune", labelled)):
         err = run_cli_error([command, "--data", str(data), "--out-dir", str(tmp_path / command), *common], capsys)
         assert "--batch-size 1000000000" in err and not (tmp_path / command).exists()
+
+
+def test_free_memory_is_read_without_psutil():
+    """psutil is not a runtime dependency (only `dev` brings it): the CPU's free memory comes from /proc/meminfo."""
+    code = ('import sys, torch; sys.modules["psutil"] = None\n'
+            'from tinylm_hf.training.memory import available_memory\n'
+            'print(available_memory(torch.device("cpu")))')
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, env=cli_env())
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) > 0  # the bytes MemAvailable says
+
+
+def test_meminfo_gives_the_available_line_in_bytes_or_none(tmp_path):
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       24683772 kB\nMemFree:        18138552 kB\nMemAvailable:   22884772 kB\n")
+    assert meminfo_available(meminfo) == 22884772 * 1024
+    meminfo.write_text("MemTotal:       24683772 kB\nMemFree:        18138552 kB\n")  # Linux before 3.14
+    assert meminfo_available(meminfo) is None
+    assert meminfo_available(tmp_path / "missing") is None  # not Linux: the check is skipped

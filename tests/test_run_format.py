@@ -64,3 +64,13 @@ def test_an_old_run_publishes_the_model_it_saved(old_run, data):
     with torch.no_grad():
         logits = model(torch.tensor([list(EXPECTED["input"].encode())])).logits[0, -1]
     torch.testing.assert_close(logits, torch.tensor(EXPECTED["last_logits"]), rtol=1e-5, atol=1e-5)
+
+
+def test_a_summary_describes_an_objectives_own_numbers():
+    """DPO's reward numbers (val_metrics) and a classifier's baseline reach the few lines a command ends with."""
+    dpo = RunSummary("r", "runs/dpo", 4, 512, 256, 2, 0.6, val_loss=0.69, best_val_loss=0.65, elapsed_s=3,
+                     val_metrics={"val_reward_accuracy": 0.75, "val_reward_margin": 0.0123}, objective="dpo")
+    assert dpo.describe().splitlines()[1] == ("validation: loss 0.6900 (best 0.6500), reward_accuracy 0.75, "
+                                              "reward_margin 0.0123")
+    none = RunSummary("r", "runs/x", 1, 8, 8, 1, 2.0)
+    assert none.describe().splitlines()[1] == "validation: none (no evaluation ran)"

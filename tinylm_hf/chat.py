@@ -125,14 +125,18 @@ def check_chat_format(tokenizer: Any) -> None:
 
 
 def chat_loop(session: ChatSession, lines: Iterable[str], *, prompt: Callable[[], None] = lambda: None,
-              say: Callable[[str], None] = print) -> int:
+              say: Callable[[str], None] = print, echo: bool = False) -> int:
     """Answer each line of `lines` (streamed to stdout) until one of EXIT_WORDS or the end; returns replies given.
 
     `prompt` is called before each line is read (the REPL's "you> "); `RESET_WORD` starts the conversation anew.
+    `echo` prints each line after the prompt, for input the terminal did not show (piped in), so that the output
+    reads as the conversation.
     """
     replies = 0
     prompt()
     for line in lines:
+        if echo:
+            print(line.rstrip("\r\n"), flush=True)
         text = line.strip()
         if text in EXIT_WORDS:
             break

@@ -8,6 +8,7 @@ characters, never the control token. Type /reset to start anew, /exit (or end th
 from __future__ import annotations
 
 import argparse
+import sys
 
 HELP = "talk to a chat model folder (fine-tuned with `tinylm sft`), replies streamed"
 
@@ -37,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
                           max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
                           top_k=args.top_k, seed=args.seed)
     print(f"chatting with {args.dir} (context {session.context} tokens); /reset starts anew, /exit leaves")
-    chat_loop(session, read_lines(), prompt=lambda: print("you> ", end="", flush=True))
+    chat_loop(session, read_lines(), prompt=lambda: print("you> ", end="", flush=True),
+              echo=not sys.stdin.isatty())  # piped in: the terminal did not show the user's lines
     print()
     return 0

@@ -36,14 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..training import train
-    from ..training.distributed import is_main_process
     from .train import finish_run
 
     args.objective = TASKS[args.task].name  # over a --config file's objective too
-    summary = train(config_from_args(args, DEFAULTS))
-    code = finish_run(summary, args.publish)
-    task = summary.task
-    if is_main_process() and not summary.interrupted and task is not None and summary.val_accuracy is not None:
-        print(f"validation accuracy {summary.val_accuracy:.3f}, macro-F1 {summary.val_macro_f1:.3f} on "
-              f"{task.validation_examples} examples; majority-class baseline {task.majority_accuracy:.3f}")
-    return code
+    return finish_run(train(config_from_args(args, DEFAULTS)), args.publish)

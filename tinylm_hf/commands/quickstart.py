@@ -4,9 +4,20 @@ With --chat, the model is then fine-tuned on the bundled story conversations and
 from __future__ import annotations
 
 import argparse
+import sys
 
 EXIT_INTERRUPTED = 130  # as `tinylm train` after Ctrl-C: the checkpoint kept, nothing published
 HELP = "tokenizer + data + a small model on bundled TinyStories (CPU)"
+
+
+class OldSpelling(argparse.Action):
+    """A flag's former name: still taken, left out of --help, and said to be the new one (`dest`'s flag)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        new = "--" + self.dest.replace("_", "-")
+        print(f"tinylm quickstart: {option_string} is now called {new} (the old name will go)", file=sys.stderr)
+        setattr(namespace, self.dest, values)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -15,9 +26,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--val-file", default=None, help="validation text (default: bundled TinyStories valid slice)")
     parser.add_argument("--vocab-size", type=int, default=2048, help="BPE vocabulary size (default: 2048)")
     parser.add_argument("--max-iters", type=int, default=None,
-                        help="training steps (default: as many as fit in --time-budget seconds)")
-    parser.add_argument("--time-budget", "--train-budget", dest="time_budget", type=float, default=360.0,
+                        help="training steps (default: as many as fit in --time-budget-s seconds)")
+    parser.add_argument("--time-budget-s", type=float, default=360.0,
                         help="seconds of training when --max-iters is unset (default: 360)")
+    parser.add_argument("--time-budget", "--train-budget", dest="time_budget_s", type=float, action=OldSpelling,
+                        help=argparse.SUPPRESS)
     parser.add_argument("--batch-size", type=int, default=None, help="sequences per step (default: 16; 8 with --chat)")
     parser.add_argument("--context-length", type=int, default=None,
                         help="tokens per sequence (default: 128; 256 with --chat)")
@@ -26,8 +39,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chat", action="store_true",
                         help="then fine-tune the model on the bundled story conversations (as `tinylm sft`) and print "
                              "its replies to a few requests; talk to it with `tinylm chat OUT/chat/hf`")
-    parser.add_argument("--chat-budget", type=float, default=120.0,
+    parser.add_argument("--chat-time-budget-s", type=float, default=120.0,
                         help="seconds of fine-tuning with --chat when --chat-max-iters is unset (default: 120)")
+    parser.add_argument("--chat-budget", dest="chat_time_budget_s", type=float, action=OldSpelling,
+                        help=argparse.SUPPRESS)
     parser.add_argument("--chat-max-iters", type=int, default=None, help="fine-tuning steps with --chat")
     parser.add_argument("--optimizer", choices=("muon", "adamw"), default=None,
                         help="muon: Muon for the block matrices, AdamW for the rest; adamw: AdamW for all (default: the "
@@ -38,9 +53,9 @@ def run(args: argparse.Namespace) -> int:
     from ..quickstart import quickstart
 
     result = quickstart(args.out, train_file=args.train_file, val_file=args.val_file, vocab_size=args.vocab_size,
-                        max_iters=args.max_iters, train_budget_s=args.time_budget, batch_size=args.batch_size,
+                        max_iters=args.max_iters, train_budget_s=args.time_budget_s, batch_size=args.batch_size,
                         context_length=args.context_length, max_new_tokens=args.max_new_tokens, threads=args.threads,
-                        chat=args.chat, chat_budget_s=args.chat_budget, chat_max_iters=args.chat_max_iters,
+                        chat=args.chat, chat_budget_s=args.chat_time_budget_s, chat_max_iters=args.chat_max_iters,
                         **({"optimizer": args.optimizer} if args.optimizer else {}))
     interrupted = result.get("interrupted") or result.get("chat", {}).get("interrupted")
     return EXIT_INTERRUPTED if interrupted else 0

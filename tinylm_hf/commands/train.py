@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import TYPE_CHECKING
 
 from ..training.objectives.sections import CausalLMSection, MaskedLMSection
@@ -32,7 +31,8 @@ def train_and_publish(config: TrainConfig, publish: str) -> int:
 
 
 def finish_run(summary: RunSummary, publish: str) -> int:
-    """Publish a finished run (`publish`: last, best or none) and print its summary; the command's exit code."""
+    """Publish a finished run (`publish`: last, best or none) and print a few lines about it (every number is in the
+    run folder's summary.json); the command's exit code."""
     from ..publish import publish_run
     from ..training.distributed import is_main_process, wait_for_all_ranks
 
@@ -44,5 +44,5 @@ def finish_run(summary: RunSummary, publish: str) -> int:
     if summary.interrupted:
         print(f"interrupted at iteration {summary.iterations}: continue with --resume")
         return 130
-    print(json.dumps({k: v for k, v in summary.to_dict().items() if k not in ("train_config",)}, indent=2))
+    print(summary.describe())
     return 0

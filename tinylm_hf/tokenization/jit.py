@@ -7,6 +7,8 @@ first that is writable). Every kernel sits beside a
 short pure-Python reference of the same algorithm: the specification, the oracle the tests compare the
 kernel to, and the path that runs where numba is not installed (a saved folder's remote code on a machine
 without it). `kernels_enabled()` says which path runs, and says it once, in one line, when it is the slow one.
+A first run compiles for tens of seconds: that is said once too, when numba actually compiles one of our
+kernels (its cache is cold), never when it loads them from the cache.
 
 Importing this module imports neither numba nor numpy, so `import tinylm_hf` and `tinylm --help` stay light;
 a caller imports a kernel module inside the function that runs it, after `kernels_enabled()`.
@@ -26,6 +28,7 @@ from typing import Any
 # Set to "0" to run the pure-Python references even where numba is installed (tests, debugging).
 KERNELS_ENV = "TINYLM_KERNELS"
 INSTALL_HINT = "pip install numba"
+COMPILING_NOTE = "tinylm_hf: compiling the tokenizer kernels once (cached for later runs)"
 IN_FLIGHT_PER_WORKER = 2  # tasks a thread may have ahead of the consumer: bounds the memory of results not yet read
 
 
@@ -103,5 +106,30 @@ def njit(*, parallel: bool = False, inline: bool = False,
     """
     import numba
 
+    _say_when_compiling()
     return numba.njit(cache=True, nogil=True, parallel=parallel, inline="always" if inline else "never",
                       _nrt=refcounts)
+
+
+@functools.cache
+def _say_when_compiling() -> None:
+    """Have numba's compile event (sent only on a cache miss, never for a kernel loaded from the cache) print
+    `COMPILING_NOTE` on stderr the first time it compiles a kernel of this package's."""
+    from numba.core import event
+
+    package = __name__.partition(".")[0]  # "tinylm_hf" (or "transformers_modules" where a saved folder runs it)
+
+    class SayCompiling(event.Listener):
+        def on_start(self, ev: event.Event) -> None:
+            if ev.data["dispatcher"].py_func.__module__.startswith(package):
+                _say_compiling_once()
+
+        def on_end(self, ev: event.Event) -> None:
+            pass
+
+    event.register("numba:compile", SayCompiling())
+
+
+@functools.cache
+def _say_compiling_once() -> None:
+    print(COMPILING_NOTE, file=sys.stderr, flush=True)

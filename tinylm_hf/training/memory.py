@@ -18,6 +18,7 @@ import torch
 from .config import TrainConfig
 
 ADAMW_BYTES_PER_PARAMETER = 16  # float32 weight, gradient and AdamW's two moments
+MEMINFO = Path("/proc/meminfo")  # Linux's account of memory, in kB
 
 
 def step_memory_bytes(rows: int, context: int, shape: dict[str, int], *, activation_bytes: int = 4) -> int:
@@ -35,9 +36,21 @@ def available_memory(device: torch.device) -> int | None:
     if device.type == "cuda":
         return int(torch.cuda.mem_get_info(device)[0])
     if device.type == "cpu":
-        import psutil
+        return meminfo_available()
+    return None
 
-        return int(psutil.virtual_memory().available)
+
+def meminfo_available(meminfo: Path = MEMINFO) -> int | None:
+    """Bytes the OS can give without swapping: `MemAvailable` of /proc/meminfo (Linux 3.14+, what `free` shows as
+    available and psutil reads), or None where there is no such line (another OS): the check is then skipped."""
+    try:
+        lines = meminfo.read_text(encoding="ascii").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    for line in lines:
+        name, _, value = line.partition(":")
+        if name == "MemAvailable" and value.split()[1:] == ["kB"]:
+            return int(value.split()[0]) * 1024
     return None
 
 

@@ -180,6 +180,33 @@ class RunSummary:
         """A JSON-serialisable dict."""
         return dataclasses.asdict(self)
 
+    def describe(self) -> str:
+        """Three lines for a person at the end of a run: its length, the last evaluation's numbers, and where the run
+        folder is (its summary.json holds every number).
+
+        >>> print(RunSummary("r", "runs/x", 20, 40960, 128, 16, 4.2, val_loss=4.1, best_val_loss=4.1, val_bpb=1.65,
+        ...                  elapsed_s=35.2).describe())
+        20 steps (40,960 tokens) in 35 s
+        validation: loss 4.1000, 1.650 bits per byte
+        run folder: runs/x (every number in runs/x/summary.json)
+        """
+        scores = [] if self.val_loss is None else [f"loss {self.val_loss:.4f}"]
+        if self.best_val_loss is not None and self.val_loss is not None and self.best_val_loss < self.val_loss:
+            scores[0] += f" (best {self.best_val_loss:.4f})"
+        if self.val_bpb is not None:
+            scores.append(f"{self.val_bpb:.3f} bits per byte")
+        if self.val_accuracy is not None:
+            baseline = (f" on {self.task.validation_examples} examples (majority-class baseline "
+                        f"{self.task.majority_accuracy:.3f})") if self.task else ""
+            scores.append(f"accuracy {self.val_accuracy:.3f}{baseline}")
+        if self.val_macro_f1 is not None:
+            scores.append(f"macro-F1 {self.val_macro_f1:.3f}")
+        scores += [f"{name.removeprefix('val_')} {value:.4g}" for name, value in self.val_metrics.items()]
+        summary = Path(self.out_dir) / SUMMARY_FILE
+        return "\n".join([f"{self.iterations:,} steps ({self.tokens:,} tokens) in {self.elapsed_s:,.0f} s",
+                          f"validation: {', '.join(scores) or 'none (no evaluation ran)'}",
+                          f"run folder: {self.out_dir} (every number in {summary})"])
+
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> RunSummary:
         """Inverse of `to_dict`."""
