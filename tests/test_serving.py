@@ -352,8 +352,8 @@ def test_a_field_this_server_does_not_serve_is_a_400_naming_it(server, route, fi
     _, name, url = server
     base = {"chat": {"messages": MESSAGES}, "completions": {"prompt": "Once"}, "responses": {"input": "Hi"}}[route]
     path = {"chat": "/v1/chat/completions", "completions": "/v1/completions", "responses": "/v1/responses"}[route]
-    status, body = post(url, path, {"model": name, **base, "max_tokens" if route != "responses" else
-                                    "max_output_tokens": 2, **fields})
+    limit = "max_output_tokens" if route == "responses" else "max_tokens"
+    status, body = post(url, path, {"model": name, **base, limit: 2, "temperature": 0, **fields})
     assert status == 400, body
     assert param in body["error"]["message"] or body["error"]["param"] == param, body
     assert health(url) == 200
@@ -362,6 +362,20 @@ def test_a_field_this_server_does_not_serve_is_a_400_naming_it(server, route, fi
 def test_a_missing_folder_is_one_line_and_exit_2(tmp_path, capsys) -> None:
     message = run_cli_error(["serve", str(tmp_path / "nothing")], capsys)
     assert "nothing" in message
+
+
+def test_continuous_batching_refuses_sampling_other_than_it_runs(server, request) -> None:
+    # transformers' batching samples every request as the one that started it: a request asking for other settings
+    # would silently get those
+    client, name, _ = server
+    greedy_answer = client.chat.completions.create(model=name, messages=MESSAGES, temperature=0, max_tokens=2)
+    assert greedy_answer.choices[0].message.content is not None
+    ask = dict(model=name, messages=MESSAGES, temperature=0.9, top_p=0.5, max_tokens=2)
+    if "continuous-batching" in request.node.callspec.id:
+        with pytest.raises(openai.BadRequestError, match="continuous-batching"):
+            client.chat.completions.create(**ask)
+    else:
+        assert client.chat.completions.create(**ask).choices[0].finish_reason in ("stop", "length")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA GPU is here")
