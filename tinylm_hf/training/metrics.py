@@ -148,9 +148,11 @@ class RunLog:
     def __init__(self, config: TrainConfig, run_path: Path, run_id: str | None, records: list[dict[str, Any]], *,
                  total: int, initial: int, main: bool) -> None:
         path = run_path / METRICS_FILE
+        # the tracker first: a missing tracker package then fails before metrics.jsonl exists, and the failed start
+        # leaves the folder as it was (`RunDirectory.abandon`)
+        self.tracker = Tracker(config.report_to, run_path, run_id or "run", config.to_dict()) if main else None
         if main:
             rewrite_metrics(path, records)  # on resume: the lines up to the checkpoint's step
-        self.tracker = Tracker(config.report_to, run_path, run_id or "run", config.to_dict()) if main else None
         self.metrics = MetricsLog(path, records, self.tracker)
         self.console = Console(total, initial, enabled=main and config.progress)
         self.main, self.log_every = main, config.log_every
