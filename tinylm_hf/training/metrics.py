@@ -4,7 +4,8 @@ loss plot.
 
 One vocabulary end to end: `iter`, `tokens`, `loss`, `lr`, `grad_norm`, `tok_per_s` for training
 steps (and an objective's own: DPO's `rewards/chosen`, `rewards/rejected`, `rewards/accuracies`,
-`rewards/margins`, TRL's names); `val_loss`, `val_perplexity`, `val_bpb`, `val_accuracy`, `val_macro_f1` and `sample` for evaluations.
+`rewards/margins`, TRL's names); `val_loss`, `val_perplexity`, `val_bpb`, `val_accuracy`, `val_macro_f1` and `sample`
+for evaluations.
 `RunSummary` and the model card use the same names.
 """
 
