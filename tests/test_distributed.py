@@ -102,3 +102,15 @@ def test_two_gloo_ranks_under_a_time_budget_agree_on_the_rate_and_the_last_step(
                               "--publish", "none")
     assert '"world_size": 2' in proc.stdout
     assert 5 < max(losses(tmp_path / "ddp")) < 100_000
+
+
+def test_two_gloo_ranks_resume_a_run_that_died_before_its_first_checkpoint_afresh(tmp_path):
+    # the main process starts afresh in such a folder; the other rank looked for a checkpoint to resume
+    data = write_byte_dataset(tmp_path / "data", n_bytes=20_000)
+    cfg = tiny_config(data, tmp_path / "ddp", batch_size=8, max_iters=2, eval_every=0, resume=True)
+    (tmp_path / "ddp").mkdir()
+    (tmp_path / "ddp" / "run.json").write_text(json.dumps({"run_id": "died0000000"}))  # what a run that died left
+    (tmp_path / "ddp" / "metrics.jsonl").write_text(json.dumps({"iter": 1, "tokens": 128, "loss": 5.5}) + "\n")
+    (tmp_path / "cfg.json").write_text(json.dumps(cfg.to_dict()))
+    proc = run_two_gloo_ranks(tmp_path, "-m", "tinylm_hf.cli", "train", "--config", str(tmp_path / "cfg.json"))
+    assert "starting afresh" in proc.stdout and '"iterations": 2' in proc.stdout

@@ -295,6 +295,8 @@ def test_plain_pairs_over_a_base_model_train_evaluate_and_publish(tmp_path):
     last = evaluations(out)[-1]
     assert last["iter"] == 3 and isinstance(last["sample"], str) and last["sample_prompt"]
     assert (out / "hf" / "model.safetensors").is_file()
+    card = (out / "hf" / "README.md").read_text(encoding="utf-8")
+    assert "Preference-tuned" in card and "with a chat template" not in card  # a base model, tuned, is no chat model
 
 
 def test_a_schedule_that_cannot_decay_is_said_in_one_line(base, pairs, tmp_path, capsys):

@@ -222,6 +222,7 @@ def test_missing_tracker_package_is_a_clear_error(byte_data, tmp_path, tracker, 
     monkeypatch.setattr(builtins, "__import__", no_tracker)
     with pytest.raises(ImportError, match=f"report_to={tracker} needs the {tracker} package: pip install {tracker}"):
         train(tiny_config(byte_data, tmp_path / "run", max_iters=2, report_to=tracker))
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [".lock"]  # it left run.json and metrics.jsonl
 
 
 def test_time_budget_on_the_process_clock_stops_the_run(byte_data, tmp_path):

@@ -138,3 +138,12 @@ def test_eval_results_of_other_weights_are_refused_never_reported(folder, tmp_pa
         render_model_card(copy, summary())
     message = run_cli_error(["push", str(copy), "--repo-id", "someone/model", "--dry-run"], capsys)
     assert "eval_results.json" in message and "tinylm eval" in message
+
+
+def test_settings_a_resume_changed_are_stated_where_they_changed(folder):
+    # the card stated only the last values, as if every step had used them
+    config = {**QUICKSTART_CONFIG, "weight_decay": 0.05}
+    text = render_model_card(folder, summary(train_config=config,
+                                             setting_changes=["at step 40 weight_decay 0.1 -> 0.05"])).text
+    assert "settings changed on resume (the values above are the last ones): at step 40 weight_decay 0.1 -> 0.05" in text
+    assert "settings changed on resume" not in render_model_card(folder, summary()).text

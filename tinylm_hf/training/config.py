@@ -165,8 +165,9 @@ class TrainConfig(*FIELD_SECTIONS):  # type: ignore[misc]
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
         if self.max_lr <= 0 or self.min_lr > self.max_lr:
-            raise ValueError(f"need 0 <= min_lr <= max_lr and max_lr > 0, got min_lr={self.min_lr}, max_lr={self.max_lr}: "
-                             "the cosine decays from --max-lr to --min-lr (default 1e-4); pass a lower --min-lr")
+            raise ValueError(f"need 0 <= min_lr <= max_lr and max_lr > 0, got min_lr={self.min_lr}, "
+                             f"max_lr={self.max_lr}: the cosine decays from --max-lr to --min-lr (default 1e-4); "
+                             "pass a lower --min-lr")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
         if self.muon_lr <= 0 or self.muon_momentum >= 1:
@@ -188,8 +189,8 @@ class TrainConfig(*FIELD_SECTIONS):  # type: ignore[misc]
             )
         if self.cosine_cycle_iters is not None and self.cosine_cycle_iters < self.warmup_iters:
             raise ValueError(
-                f"cosine_cycle_iters ({self.cosine_cycle_iters}) is smaller than warmup_iters ({self.warmup_iters}): the "
-                "cosine would end before the warm-up does; raise --cosine-cycle-iters or lower --warmup-iters"
+                f"cosine_cycle_iters ({self.cosine_cycle_iters}) is smaller than warmup_iters ({self.warmup_iters}): "
+                "the cosine would end before the warm-up does; raise --cosine-cycle-iters or lower --warmup-iters"
             )
         if self.batch_size % self.grad_accum_steps:
             raise ValueError(f"batch_size {self.batch_size} must be divisible by grad_accum_steps {self.grad_accum_steps}")

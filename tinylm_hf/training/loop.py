@@ -43,7 +43,7 @@ from .metrics import RunLog, plot_losses
 from .objectives import OBJECTIVE_CLASSES, Objective, open_objective
 from .muon import MuonWithAdamW, param_groups_for_muon
 from .optimizer import AdamW, param_groups_for_weight_decay
-from .run.checkpoint import BEST_CHECKPOINT, find_latest_checkpoint, remove_orphaned_temp_files
+from .run.checkpoint import BEST_CHECKPOINT, find_latest_checkpoint, list_checkpoints, remove_orphaned_temp_files
 from .run.folder import LOSS_PLOT, RunDirectory
 from .run.state import RunCheckpoints, TrainState, setting_changes
 from .run.summary import RunSummary, learning_rate_facts
@@ -191,8 +191,8 @@ def open_run(config: TrainConfig, ddp: DataParallel) -> Iterator[tuple[RunDirect
             run_id, resuming = run.start(resume=config.resume, overwrite=config.overwrite)
             remove_orphaned_temp_files(run.checkpoints)
         ddp.barrier()
-        if not ddp.main:
-            run_id, resuming = run.run_id(), config.resume
+        if not ddp.main:  # resuming as the main process decided: a run with no checkpoint starts afresh (`start`)
+            run_id, resuming = run.run_id(), config.resume and bool(list_checkpoints(run.checkpoints))
         yield run, run_id, resuming
     except BaseException:
         if ddp.main and not resuming:

@@ -3,8 +3,9 @@ experiment trackers (TensorBoard, Trackio, W&B when installed), the `RunLog` tha
 loss plot.
 
 One vocabulary end to end: `iter`, `tokens`, `loss`, `lr`, `grad_norm`, `tok_per_s` for training
-steps (and an objective's own: DPO's `rewards/chosen`, `rewards/rejected`, `rewards/accuracies`, `rewards/margins`, TRL's
-names); `val_loss`, `val_perplexity`, `val_bpb`, `val_accuracy`, `val_macro_f1` and `sample` for evaluations.
+steps (and an objective's own: DPO's `rewards/chosen`, `rewards/rejected`, `rewards/accuracies`,
+`rewards/margins`, TRL's names); `val_loss`, `val_perplexity`, `val_bpb`, `val_accuracy`, `val_macro_f1` and `sample`
+for evaluations.
 `RunSummary` and the model card use the same names.
 """
 
@@ -148,9 +149,11 @@ class RunLog:
     def __init__(self, config: TrainConfig, run_path: Path, run_id: str | None, records: list[dict[str, Any]], *,
                  total: int, initial: int, main: bool) -> None:
         path = run_path / METRICS_FILE
+        # the tracker first: a missing tracker package then fails before metrics.jsonl exists, and the failed start
+        # leaves the folder as it was (`RunDirectory.abandon`)
+        self.tracker = Tracker(config.report_to, run_path, run_id or "run", config.to_dict()) if main else None
         if main:
             rewrite_metrics(path, records)  # on resume: the lines up to the checkpoint's step
-        self.tracker = Tracker(config.report_to, run_path, run_id or "run", config.to_dict()) if main else None
         self.metrics = MetricsLog(path, records, self.tracker)
         self.console = Console(total, initial, enabled=main and config.progress)
         self.main, self.log_every = main, config.log_every

@@ -62,8 +62,8 @@ RESUMED_MODEL_FIELDS = ("vocab_size", "hidden_size", "intermediate_size", "num_h
                         "max_position_embeddings", "rope_theta", "tie_word_embeddings", "use_bidirectional_attention")
 """The TinyLMConfig fields a resumed run must share with its checkpoint: every one changes the model."""
 CHANGEABLE_SETTINGS = ("batch_size", "grad_accum_steps", "max_iters", "time_budget_s", "max_lr", "min_lr",
-                       "warmup_iters", "cosine_cycle_iters", "muon_lr", "muon_momentum", "weight_decay", "beta1", "beta2",
-                       "eps", "grad_clip", "dtype", "masking", "mlm_probability", "dpo_beta")
+                       "warmup_iters", "cosine_cycle_iters", "muon_lr", "muon_momentum", "weight_decay", "beta1",
+                       "beta2", "eps", "grad_clip", "dtype", "masking", "mlm_probability", "dpo_beta")
 """The TrainConfig fields a resumed run may change: from the resumed step on the run trains with the new value, and
 its metrics.jsonl records the change (a `changed` record), which the summary lists."""
 
