@@ -107,6 +107,20 @@ def test_slow_equals_fast_with_a_word_like_added_token(folders, family, flags):
     assert mismatches(slow, fast, texts) == []
 
 
+@pytest.mark.parametrize("content", ["Caf\u00e9", "\u00e9", "\u0120x", "\u00bf?"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_an_added_token_outside_ascii_decodes_as_its_text(folders, family, content):
+    """Characters of GPT-2's byte alphabet ("é" stands for byte 0xE9 there) in an added token decode as themselves
+    in both classes (`tokenizers`' ByteLevel decoder alone would read "Café" as b"Caf\\xe9": U+FFFD)."""
+    slow, fast = load_pair(folders[family])
+    for tokenizer in (slow, fast):
+        tokenizer.add_tokens([content])
+    texts = [t.replace("X", content) for t in TEXTS]
+    assert mismatches(slow, fast, texts) == []
+    text = f"{LINES[0]} {content}."
+    assert content in fast.decode(fast(text, add_special_tokens=False)["input_ids"])
+
+
 @pytest.mark.parametrize("saver", ["slow", "fast"])
 @pytest.mark.parametrize("family", FAMILIES)
 def test_slow_equals_fast_after_save_and_load(folders, family, saver, tmp_path):
