@@ -118,9 +118,17 @@ class MetaspaceTokenizer:
         """Ids of `text`: metaspace units segmented one by one (cached), unknowns handled."""
         if not isinstance(text, str):
             raise TypeError(f"encode takes a str, got {type(text).__name__}")
-        metaspace = to_metaspace(
+        return self.encode_metaspace(self.normalize(text))
+
+    def normalize(self, text: str) -> str:
+        """`text` as the pieces spell it (`to_metaspace` with this model's options): what `encode_metaspace` takes."""
+        return to_metaspace(
             text, add_dummy_prefix=self.add_dummy_prefix, remove_extra_whitespaces=self.remove_extra_whitespaces
         )
+
+    def encode_metaspace(self, metaspace: str) -> list[int]:
+        """Ids of text already normalised (`normalize`): the Hugging Face classes normalise each piece of text
+        between added tokens, and match normalised added tokens in it, before encoding what is left."""
         if not metaspace:
             return []
         units = split_encoding_units(metaspace) if self._cut_units else [metaspace]

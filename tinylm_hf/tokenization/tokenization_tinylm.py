@@ -22,7 +22,7 @@ from .bpe import BPETokenizer
 from .byte_level_backend import base_init_kwargs, build_byte_level_bpe, check_fast_pattern
 from .byte_unicode import token_to_unicode, unicode_to_token
 from .gpt2_files import MERGES_FILE, VOCAB_FILE, load_merges_txt, load_vocab_json
-from .pretokenize import EOS_TOKEN, pattern_name, split_on_special_tokens
+from .pretokenize import EOS_TOKEN, pattern_name
 from .tokenization_tinylm_base import TinyLMCoreTokenizer
 # siblings the imports above reach, named so that transformers < 5.10 copies them too (compat.py)
 from .atomic_files import FILE_MODE  # noqa: F401
@@ -119,31 +119,6 @@ class TinyLMTokenizer(TinyLMCoreTokenizer):
         return self._tokens
 
     # ------------------------------------------------------------------------- encode / decode
-    def tokenize(self, text: str, **kwargs: Any) -> list[str]:
-        """Token strings of `text`; with `split_special_tokens=True` special-token text is plain text.
-
-        Added tokens are cut out with one longest-first regex (the base class's trie is ~3x slower than
-        the BPE itself on long texts). Plain (non-special) added tokens still match under
-        `split_special_tokens`, as in `tokenizers`, so the fast twin gives the same ids: only special
-        tokens are control tokens that untrusted text must not forge. Added tokens with
-        lstrip/rstrip/single_word take the base class's path, which honours those flags.
-        """
-        split_special = kwargs.pop("split_special_tokens", self.split_special_tokens)
-        added = list(self._added_tokens_decoder.values())
-        if any(t.lstrip or t.rstrip or t.single_word for t in added):
-            return super().tokenize(text, split_special_tokens=split_special, **kwargs)
-        text, kwargs = self.prepare_for_tokenization(text, **kwargs)
-        matchable = [t.content for t in added if not (split_special and t.special)]
-        # split_on_special_tokens(keep=True) alternates text, match, text, ...: odd items are matches.
-        parts = split_on_special_tokens(text, matchable, keep=True)
-        tokens: list[str] = []
-        for i, part in enumerate(parts):
-            if i % 2:
-                tokens.append(part)
-            elif part:
-                tokens.extend(self._tokenize(part))
-        return tokens
-
     def convert_tokens_to_ids(self, tokens: str | list[str]) -> int | list[int]:
         """Token strings -> ids, one dict lookup each (the base class makes two method calls a token)."""
         if isinstance(tokens, str) or tokens is None:

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from typing import Any
 
-from tokenizers import Tokenizer
+import regex
+from tokenizers import AddedToken, Tokenizer
 from transformers import PreTrainedTokenizer, PreTrainedTokenizerFast
 
 from .atomic_files import write_text_atomic
@@ -28,11 +30,64 @@ TOKENIZER_FILE = "tokenizer.json"  # the `tokenizers` twin, in every folder a Ti
 # Arguments `from_pretrained` hands every tokenizer class that a TinyLM fast class builds for itself
 # (auto_map: the slow class's remote-code pointer; this class does not copy that code when it saves).
 FOLDER_KWARGS = ("tokenizer_object", "tokenizer_file", "auto_map")
+# `tokenizers`' AddedVocabulary decides single_word, lstrip and rstrip with Rust regex classes: `\w` (Unicode
+# word characters) and `\s` (White_Space), which Python's `re` spells otherwise (it counts "²" as a word character
+# and "\x1c" as a space).
+_WORD_CHAR = regex.compile(r"[\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}]")
+_SPACE_RUN = regex.compile(r"\p{White_Space}*")
+_SPACE_RUN_BEFORE = regex.compile(r"\p{White_Space}*", flags=regex.REVERSE)
 
 
 def save_tokenizer_json(tokenizer: Tokenizer, path: str | os.PathLike) -> str:
     """Write `tokenizer.json` atomically; returns the path as a string."""
     return str(write_text_atomic(path, tokenizer.to_str(pretty=True)))
+
+
+class AddedTokenSplitter:
+    """Cuts text at added tokens as `tokenizers`' AddedVocabulary does (`find_matches`): the leftmost, then longest,
+    match of `patterns` (what each token matches: its content, or its normalised content) wins, and a match then
+    refused (single_word inside a word, a special token under `split_special_tokens`) is passed over, not tried
+    shorter. lstrip and rstrip take the spaces beside the token into it."""
+
+    def __init__(self, patterns: dict[str, AddedToken]) -> None:
+        self.tokens = patterns  # pattern (a token's content or normalised content) -> the token
+        longest_first = sorted(patterns, key=len, reverse=True)
+        self.regex = re.compile("|".join(map(re.escape, longest_first))) if patterns else None
+
+    def split(self, text: str, skip_special: bool) -> list[tuple[str, AddedToken | None]]:
+        """(text, None) and (matched text, token) pieces of `text`, in order."""
+        if self.regex is None or not text:
+            return [(text, None)]
+        pieces: list[tuple[str, AddedToken | None]] = []
+        done = 0
+        for match in self.regex.finditer(text):
+            start, stop = match.span()
+            token = self.tokens[match.group()]
+            if skip_special and token.special:
+                continue
+            if token.single_word and _touches_word(text, start, stop):
+                continue
+            if token.lstrip:
+                start = max(_spaces_before(text, start), done)
+            if token.rstrip:
+                stop = _SPACE_RUN.match(text, stop).end()
+            if done < start:
+                pieces.append((text[done:start], None))
+            pieces.append((text[start:stop], token))
+            done = stop
+        if done < len(text):
+            pieces.append((text[done:], None))
+        return pieces
+
+
+def _touches_word(text: str, start: int, stop: int) -> bool:
+    """Whether a word character is right before `start` or right at `stop` (a single_word token inside a word)."""
+    return bool(start and _WORD_CHAR.match(text, start - 1)) or _WORD_CHAR.match(text, stop) is not None
+
+
+def _spaces_before(text: str, end: int) -> int:
+    """Where the run of spaces that ends at `end` starts (`end` itself if there is none)."""
+    return _SPACE_RUN_BEFORE.match(text, 0, end).start()
 
 
 def file_prefix(filename_prefix: str | None) -> str:
@@ -87,6 +142,69 @@ class TinyLMCoreTokenizer(PreTrainedTokenizer):
         vocab = dict(self._vocab)
         vocab.update(self._added_tokens_encoder)
         return vocab
+
+    # ------------------------------------------------------------------------------ added tokens
+    def tokenize(self, text: str, **kwargs: Any) -> list[str]:
+        """Token strings of `text`, added tokens matched as the fast twin (`tokenizers`) matches them.
+
+        As `tokenizers` does: tokens with `normalized=False` are cut out of the raw text first; each piece between
+        them is normalised (`_normalize`: the dummy prefix and `▁` of the sentencepiece families, BERT's clean-up)
+        and tokens with `normalized=True` are matched, by their normalised content, in the normalised piece; what
+        is left is encoded by the core (`_tokenize_normalized`). With `split_special_tokens=True` special tokens are
+        plain text, plain added tokens still match (they are vocabulary, not control tokens).
+        """
+        skip_special = kwargs.pop("split_special_tokens", self.split_special_tokens)
+        text, kwargs = self.prepare_for_tokenization(text, **kwargs)
+        raw, normalized = self._added_token_splitters()
+        tokens: list[str] = []
+        for piece, token in raw.split(text, skip_special):
+            if token is not None:
+                tokens.append(token.content)
+                continue
+            for part, inner in normalized.split(self._normalize(piece), skip_special):
+                if inner is not None:
+                    tokens.append(inner.content)
+                elif part:
+                    tokens.extend(self._tokenize_normalized(part))
+        return tokens
+
+    def _added_token_splitters(self) -> tuple[AddedTokenSplitter, AddedTokenSplitter]:
+        """(splitter of the raw text, of normalised text), built again whenever the added tokens change."""
+        key = tuple((i, t.content, t.single_word, t.lstrip, t.rstrip, t.normalized, t.special)
+                    for i, t in self._added_tokens_decoder.items())
+        if getattr(self, "_splitters_key", None) != key:
+            added = sorted(self._added_tokens_decoder.items())
+            self._splitters = (
+                AddedTokenSplitter({t.content: t for _, t in added if not t.normalized}),
+                AddedTokenSplitter({self._normalize(t.content): t for _, t in added if t.normalized}),
+            )
+            self._splitters_key = key
+        return self._splitters
+
+    def _normalize(self, text: str) -> str:
+        """`text` as the twin's normaliser leaves it (none here: the text unchanged)."""
+        return text
+
+    def _tokenize_normalized(self, text: str) -> list[str]:
+        """Token strings of normalised text holding no added token (`_tokenize` where nothing normalises)."""
+        return self._tokenize(text)
+
+    def convert_ids_to_tokens(self, ids: int | list[int], skip_special_tokens: bool = False) -> str | list[str]:
+        """Token strings of `ids` as the twin gives them (and decodes them): a normalised added token as its
+        normalised content (`▁<new>`); `skip_special_tokens` drops the strings that spell a special token."""
+        if isinstance(ids, int):
+            return self._token_string(ids)
+        tokens = [self._token_string(int(index)) for index in ids]
+        if skip_special_tokens:
+            special = {t.content for t in self._added_tokens_decoder.values() if t.special}
+            tokens = [t for t in tokens if t not in special]
+        return tokens
+
+    def _token_string(self, index: int) -> str:
+        token = self._added_tokens_decoder.get(index)
+        if token is None:
+            return self._convert_id_to_token(index)
+        return self._normalize(token.content) if token.normalized else token.content
 
     def _convert_token_to_id(self, token: str) -> int | None:
         index = self._vocab.get(token)

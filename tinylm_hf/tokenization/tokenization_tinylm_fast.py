@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from tokenizers import models
 
 from .byte_level_backend import base_init_kwargs, build_byte_level_bpe, check_fast_pattern
+from .byte_unicode import unicode_to_bytes, unicode_to_token
 from .gpt2_files import MERGES_FILE, VOCAB_FILE, read_merges_txt, read_vocab_json, write_gpt2_files
 from .pretokenize import EOS_TOKEN
 from .tokenization_tinylm import TinyLMTokenizer
@@ -29,7 +30,6 @@ from .tokenization_tinylm_base import TOKENIZER_FILE, TinyLMCoreTokenizerFast, d
 from .atomic_files import FILE_MODE  # noqa: F401
 from .bpe import BPETokenizer  # noqa: F401
 from .bpe_merge import NO_RANK  # noqa: F401
-from .byte_unicode import bytes_to_unicode  # noqa: F401
 from .jit import KERNELS_ENV  # noqa: F401
 from .regex_classes import LETTER  # noqa: F401
 if TYPE_CHECKING:  # named, not imported: bpe.py imports the kernels only once numba is there to run them
@@ -104,14 +104,31 @@ class TinyLMTokenizerFast(TinyLMCoreTokenizerFast):
         # loading a folder this class saved does not claim to run on `tokenizers`.
         self.init_kwargs.pop("backend", None)
 
-    def _decode(self, token_ids: int | list[int], *args: Any, **kwargs: Any) -> str:
-        """As `TinyLMTokenizer.decode`: an id outside the vocabulary is a ValueError, not silently dropped."""
+    def _decode(self, token_ids: int | list[int], skip_special_tokens: bool = False, **kwargs: Any) -> str:
+        """As `TinyLMTokenizer.decode`: an id outside the vocabulary is a ValueError, not silently dropped, and an
+        added token reads as its own characters. (`tokenizers`' ByteLevel decoder reads a token whose characters all
+        lie in GPT-2's byte alphabet through that alphabet: an added "Café" would end in the lone byte 0xE9, U+FFFD.)"""
         ids = [token_ids] if isinstance(token_ids, int) else token_ids
         size = len(self)
         for index in ids:
             if not 0 <= int(index) < size:
                 raise ValueError(f"token id {index} is not in the vocabulary (size {size})")
-        return super()._decode(token_ids, *args, **kwargs)
+        if not self._misread_added_ids().intersection(map(int, ids)):
+            return super()._decode(token_ids, skip_special_tokens=skip_special_tokens, **kwargs)
+        added = self.added_tokens_encoder
+        tokens = self.convert_ids_to_tokens(list(ids), skip_special_tokens=skip_special_tokens)
+        data = b"".join(t.encode("utf-8") if t in added else unicode_to_token(t) for t in tokens)
+        return data.decode("utf-8", errors=self.init_kwargs.get("errors", "replace"))
+
+    def _misread_added_ids(self) -> set[int]:
+        """Ids of the added tokens that `tokenizers`' ByteLevel decoder would read through the byte alphabet into other
+        bytes than their UTF-8 (kept until the vocabulary grows)."""
+        if getattr(self, "_misread_size", None) != len(self):
+            alphabet = unicode_to_bytes()
+            self._misread = {i for i, t in self.added_tokens_decoder.items() if all(c in alphabet for c in t.content)
+                             and unicode_to_token(t.content) != t.content.encode("utf-8")}
+            self._misread_size = len(self)
+        return self._misread
 
     def save_core_files(self, save_directory: str | os.PathLike, prefix: str) -> tuple[str, ...]:
         """vocab.json + merges.txt of the backend's model, so the folder loads with TinyLMTokenizer."""

@@ -73,6 +73,14 @@ class TinyLMMetaspaceTokenizer(TinyLMCoreTokenizer):
         pieces = self.core.pieces
         return [pieces[i] for i in self.core.encode(text)]
 
+    def _normalize(self, text: str) -> str:
+        """Spaces to `▁` and the dummy prefix, as the twin's normaliser (each piece between added tokens gets one)."""
+        return self.core.normalize(text)
+
+    def _tokenize_normalized(self, text: str) -> list[str]:
+        pieces = self.core.pieces
+        return [pieces[i] for i in self.core.encode_metaspace(text)]
+
     def convert_tokens_to_string(self, tokens: list[str]) -> str:
         """Pieces back to text: `▁` to spaces, byte pieces to UTF-8, the dummy prefix dropped."""
         return decode_pieces(tokens, add_dummy_prefix=self.core.add_dummy_prefix)

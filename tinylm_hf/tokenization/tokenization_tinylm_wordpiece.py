@@ -32,6 +32,7 @@ from .wordpiece import (
     WordPieceTokenizer,
     join_wordpieces,
     load_vocab_txt,
+    normalize_bert,
 )
 from .wordpiece_backend import build_bert_wordpiece, wordpiece_init_kwargs
 # siblings the imports above reach, named so that transformers < 5.10 copies them too (compat.py)
@@ -118,6 +119,14 @@ class TinyLMWordPieceTokenizer(TinyLMCoreTokenizer):
     def _tokenize(self, text: str, **kwargs: Any) -> list[str]:
         """WordPiece tokens of text that holds no added tokens (the base class split them out)."""
         return self.wordpiece.tokenize(text)
+
+    def _normalize(self, text: str) -> str:
+        """BERT's clean-up (and lower-casing), as the twin's BertNormalizer."""
+        return normalize_bert(text, lowercase=self.do_lower_case)
+
+    def _tokenize_normalized(self, text: str) -> list[str]:
+        vocab = self.wordpiece.vocab
+        return [vocab[i] for i in self.wordpiece.encode_normalized(text)]
 
     def convert_tokens_to_string(self, tokens: list[str]) -> str:
         """Join tokens as `tokenizers.decoders.WordPiece` does, so slow and fast decode alike."""

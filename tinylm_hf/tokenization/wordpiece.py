@@ -263,7 +263,10 @@ class WordPieceTokenizer:
 
     def encode_ordinary(self, text: str) -> list[int]:
         """Ids of `text`, special-token text included as plain text."""
-        normalized = normalize_bert(text, lowercase=self.lowercase)
+        return self.encode_normalized(normalize_bert(text, lowercase=self.lowercase))
+
+    def encode_normalized(self, normalized: str) -> list[int]:
+        """Ids of text already normalised (`normalize_bert` with this tokenizer's `lowercase`)."""
         kernel = self._use_kernel()
         return self._encode_reference(normalized) if kernel is None else kernel.encode(normalized)
 
