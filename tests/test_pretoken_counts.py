@@ -36,12 +36,27 @@ def stories_slice(tmp_path) -> Path:
     return write(tmp_path, "stories.txt", text)
 
 
-def test_chunk_boundaries_sit_at_special_token_starts(stories_slice):
+def _at_special_or_safe_newline(data: bytes, bound: int) -> bool:
+    return data[bound : bound + len(EOT)] == EOT.encode() or (
+        data[bound - 1 : bound] == b"\n" and data[bound - 2 : bound - 1].strip() and data[bound : bound + 1].strip())
+
+
+def test_chunk_boundaries_sit_at_special_token_starts_or_safe_newlines(stories_slice):
     bounds = pretoken_counts.find_chunk_boundaries(str(stories_slice), 8, [EOT], GPT2_PATTERN)
     data = stories_slice.read_bytes()
     assert bounds[0] == 0 and bounds[-1] == len(data) and bounds == sorted(set(bounds))
     assert len(bounds) == 9
-    assert all(data[b : b + len(EOT)] == EOT.encode() for b in bounds[1:-1])
+    assert all(_at_special_or_safe_newline(data, b) for b in bounds[1:-1])
+
+
+def test_a_file_without_its_special_tokens_is_still_cut_into_chunks(tmp_path):
+    """Special tokens named but absent (a corpus without separators): the file is cut at safe newlines, not read as
+    one chunk (issue 38: 908 MB of source code counted as one chunk peaked at 8 GB)."""
+    path = write(tmp_path, "code.txt", (PACKAGE_DATA / "tinystories_valid_small.txt").read_text(
+        encoding="utf-8")[:120_000].replace(EOT, "x = 1"))
+    bounds = pretoken_counts.find_chunk_boundaries(str(path), 8, [EOT], GPT2_PATTERN)
+    assert len(bounds) == 9
+    assert all(_at_special_or_safe_newline(path.read_bytes(), b) for b in bounds[1:-1])
 
 
 def test_chunk_boundary_never_splits_a_longer_special_token(tmp_path):
@@ -65,8 +80,8 @@ def test_newline_chunk_boundaries_sit_between_plain_bytes():
 
 @pytest.mark.parametrize(
     ("specials", "pattern"),
-    [([EOT], GPT2_PATTERN), ([], GPT2_PATTERN), ([], GPT4_PATTERN)],
-    ids=["eot", "newline-cuts-gpt2", "newline-cuts-gpt4"],
+    [([EOT], GPT2_PATTERN), ([], GPT2_PATTERN), ([], GPT4_PATTERN), (["<|absent|>"], GPT4_PATTERN)],
+    ids=["eot", "newline-cuts-gpt2", "newline-cuts-gpt4", "absent-special-gpt4"],
 )
 @pytest.mark.parametrize("workers", [1, 2], ids=["one-thread", "two-threads"])
 def test_chunked_counts_equal_whole_text_counts(monkeypatch, kernel_path, stories_slice, specials, pattern, workers):

@@ -92,6 +92,24 @@ def test_dataset_source_streams_a_local_dataset(tmp_path, shards):
     assert len(AutoTokenizer.from_pretrained(tmp_path / "tok")) == 500
 
 
+@pytest.mark.parametrize("algorithm", ["bpe", "wordpiece"])
+def test_count_words_of_a_streamed_parquet_folder_equal_those_of_the_file(tmp_path, shards, algorithm):
+    """`count-words --dataset` streams a local Parquet folder (the stories one per row), counting what `--input`
+    counts in the file they came from (the file's special tokens cut the same texts apart)."""
+    from datasets import Dataset
+
+    stories = [t for t in shards[0].read_text(encoding="utf-8").split("<|endoftext|>") if t.strip()]
+    (tmp_path / "ds").mkdir()
+    Dataset.from_dict({"story": stories}).to_parquet(tmp_path / "ds" / "train.parquet")
+    specials = ["--special-token", "<|endoftext|>"]
+    assert main(["count-words", "--algorithm", algorithm, "--dataset", str(tmp_path / "ds"), "--text-column", "story",
+                 *specials, "--out", str(tmp_path / "streamed.json")]) == 0
+    assert main(["count-words", "--algorithm", algorithm, "--input", str(shards[0]), *specials,
+                 "--out", str(tmp_path / "file.json")]) == 0
+    streamed, whole = (json.loads((tmp_path / f"{n}.json").read_text(encoding="utf-8")) for n in ("streamed", "file"))
+    assert streamed == whole and streamed["counts"]
+
+
 def test_unknown_algorithm_and_missing_glob_are_clear_errors(tmp_path, capsys):
     with pytest.raises(ValueError, match="unknown algorithm 'bpe2'"):
         train_tokenizer([PACKAGE_DATA / "tinystories_valid_small.txt"], 300, algorithm="bpe2")

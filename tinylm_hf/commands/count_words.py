@@ -14,7 +14,10 @@ HELP = "count one shard's words for a tokenizer trainer (sum shards with train-t
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from ..tokenizer_training.families import FAMILIES
 
-    parser.add_argument("--input", nargs="+", required=True, help="the shard's text files or globs")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--input", nargs="+", help="the shard's text files or globs")
+    source.add_argument("--dataset", help="a `datasets` dataset NAME or NAME:SPLIT (or local data folder), streamed")
+    parser.add_argument("--text-column", default="text", help="the text column with --dataset (default: text)")
     parser.add_argument("--algorithm", choices=list(FAMILIES), default="bpe",
                         help="whose words to count (default: bpe)")
     parser.add_argument("--special-token", action="append", dest="special_tokens", default=None,
@@ -25,15 +28,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..corpus.sources import expand_inputs
+    from ..corpus.sources import expand_inputs, iter_dataset_texts
     from ..fileio import check_not_an_input
     from ..tokenizer_training import count_words, save_word_counts
     from ..tokenizer_training.families import FAMILIES
 
     specials = list(FAMILIES[args.algorithm].special_tokens) if args.special_tokens is None else args.special_tokens
-    files = expand_inputs(args.input)
-    check_not_an_input(args.out, files)
-    counts = count_words(files, algorithm=args.algorithm, special_tokens=specials,
+    if args.dataset:
+        inputs = iter_dataset_texts(args.dataset, args.text_column)
+    else:
+        inputs = expand_inputs(args.input)
+        check_not_an_input(args.out, inputs)
+    counts = count_words(inputs, algorithm=args.algorithm, special_tokens=specials,
                          pattern=args.pattern, lowercase=args.lowercase)
     path = save_word_counts(counts, args.out, algorithm=args.algorithm, pattern=args.pattern,
                             lowercase=args.lowercase, special_tokens=specials)

@@ -1,7 +1,7 @@
 """Counting the pre-tokens of a text file for byte-level BPE training, over threads.
 
 The file is cut into chunks where no cut changes its pre-tokens (at a special token, or after a newline
-between two plain bytes); threads count the chunks (read, drop special tokens, count) and the chunk counts
+between two plain bytes, whichever comes first: a file without its special tokens is still cut); threads count the chunks (read, drop special tokens, count) and the chunk counts
 are summed, so memory stays bounded by the chunks in flight. GPT-2's and cl100k's patterns are counted by
 kernels that release the GIL: the encoder's scanner (`bpe_kernels.pretoken_bounds`) finds the pre-tokens in
 one pass over the UTF-8 bytes, and `pretoken_counts_kernels.count_spans` counts equal spans in a hash table
@@ -133,16 +133,18 @@ def find_chunk_boundaries(
 ) -> list[int]:
     """Byte offsets [0, ..., size] cutting the file where pre-tokenization cannot be changed.
 
-    With special tokens, a boundary is the start of the first special token at or after an even
-    split point. Without them, and only for the built-in patterns, it is just after a newline
-    that sits between two non-space ASCII bytes (both patterns end and start a pre-token there).
-    Otherwise the file is one chunk. The search reads small blocks, never the whole file.
+    A boundary is the first cut at or after an even split point: the start of a special token, or, for
+    the built-in patterns, just after a newline that sits between two non-space ASCII bytes (both patterns
+    end and start a pre-token there; a special token covering it moves the cut to its start). With neither
+    the file is one chunk. The search reads small blocks, never the whole file.
     """
     size = os.path.getsize(path)
-    if not special_tokens and pattern not in (GPT2_PATTERN, GPT4_PATTERN):
+    newlines = pattern in (GPT2_PATTERN, GPT4_PATTERN)
+    if not special_tokens and not newlines:
         return [0, size]
     needles = sorted({token.encode("utf-8") for token in special_tokens}, key=len)
-    cut_at = re.compile(b"|".join(map(re.escape, needles))) if needles else _SAFE_NEWLINE
+    cuts = [b"(?P<special>" + b"|".join(map(re.escape, needles)) + b")"] if needles else []
+    cut_at = re.compile(b"|".join(cuts + ([b"(?P<newline>" + _SAFE_NEWLINE.pattern + b")"] if newlines else [])))
     bounds = [0]
     with open(path, "rb") as handle:
         for k in range(1, num_chunks):
@@ -160,12 +162,12 @@ def find_chunk_boundaries(
 def _search_forward(handle: BinaryIO, position: int, size: int, cut_at: re.Pattern, needles: list[bytes]) -> int:
     """Offset of the first cut at or after `position` (or `size` when there is none): the start of a special
     token, or the end of a safe newline."""
-    overlap = max(map(len, needles), default=2)  # a match that starts in a block ends in its overlap
+    overlap = max([2, *map(len, needles)])  # a match that starts in a block ends in its overlap
     while position < size:
         handle.seek(position)
         found = cut_at.search(handle.read(SEARCH_BLOCK_BYTES + overlap))
         if found:
-            return position + (found.start() if needles else found.end())
+            return position + (found.start() if found.lastgroup == "special" else found.end())
         position += SEARCH_BLOCK_BYTES
     return size
 
