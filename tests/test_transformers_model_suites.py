@@ -5,7 +5,8 @@ The suites come from the tests tree of the INSTALLED transformers (``TRANSFORMER
 ``transformers_tests_tree.py``; .ci/run downloads it). Without the variable this module is skipped; set wrong
 (not that tree, or another version's) it fails to collect. The sdist lacks ``generation/test_utils.py``: then
 ``GenerationTesterMixin``'s tests do not run and ``test_generation_suite_is_present`` says so (skipped); a
-checkout of the installed version's tag runs them too.
+checkout of the installed version's tag has the file (not tried yet: no checkout was reachable where this was
+written). tests/test_modeling_tinylm_contract.py checks those generation behaviours against Llama.
 
 Upstream tests marked slow (flash attention and torch.compile ones: 16 on transformers 5.24) run only with
 ``-m slow``, as ours do. Upstream tests skipped here, each with its reason (the suites' own skips, for an
