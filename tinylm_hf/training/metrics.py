@@ -19,7 +19,7 @@ from ..fileio import FILE_MODE, atomic_output, write_text_atomic
 from .config import TrainConfig
 from .run.folder import METRICS_FILE, TENSORBOARD_DIR
 
-TRACKER_PACKAGES = {"tensorboard": "tensorboard", "trackio": "trackio", "wandb": "wandb"}
+TRACKER_PACKAGES = {"tensorboard": "tensorboard", "trackio": "trackio", "wandb": "wandb"}  # each the extra of its name
 
 
 def rewrite_metrics(path: Path, records: list[dict[str, Any]]) -> None:
@@ -52,7 +52,7 @@ class Tracker:
                                           config=config, dir=str(out_dir))
         except ImportError as err:
             raise ImportError(
-                f"report_to={kind} needs the {TRACKER_PACKAGES[kind]} package: pip install {TRACKER_PACKAGES[kind]} "
+                f"report_to={kind} needs the {TRACKER_PACKAGES[kind]} package: pip install 'tinylm-hf[{kind}]' "
                 f"({err})"
             ) from None
 
