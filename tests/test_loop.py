@@ -220,7 +220,8 @@ def test_missing_tracker_package_is_a_clear_error(byte_data, tmp_path, tracker, 
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_tracker)
-    with pytest.raises(ImportError, match=f"report_to={tracker} needs the {tracker} package: pip install {tracker}"):
+    message = rf"report_to={tracker} needs the {tracker} package: pip install 'tinylm-hf\[{tracker}\]'"
+    with pytest.raises(ImportError, match=message):
         train(tiny_config(byte_data, tmp_path / "run", max_iters=2, report_to=tracker))
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [".lock"]  # it left run.json and metrics.jsonl
 

@@ -21,7 +21,7 @@ from ..fileio import FILE_MODE, atomic_output, write_text_atomic
 from .config import TrainConfig
 from .run.folder import METRICS_FILE, TENSORBOARD_DIR
 
-TRACKER_PACKAGES = {"tensorboard": "tensorboard", "trackio": "trackio", "wandb": "wandb"}
+TRACKER_PACKAGES = {"tensorboard": "tensorboard", "trackio": "trackio", "wandb": "wandb"}  # each the extra of its name
 REWARD_CURVES = (("rewards/margins", "margin"), ("rewards/chosen", "chosen"), ("rewards/rejected", "rejected"),
                  ("val_reward_margin", "validation margin"))  # record key, label: DPO's panel of loss.png
 
@@ -56,7 +56,7 @@ class Tracker:
                                           config=config, dir=str(out_dir))
         except ImportError as err:
             raise ImportError(
-                f"report_to={kind} needs the {TRACKER_PACKAGES[kind]} package: pip install {TRACKER_PACKAGES[kind]} "
+                f"report_to={kind} needs the {TRACKER_PACKAGES[kind]} package: pip install 'tinylm-hf[{kind}]' "
                 f"({err})"
             ) from None
 
