@@ -25,6 +25,7 @@ from tinylm_hf.tokenization.plain_text import encode_plain
 FAMILIES = ["bpe", "wordpiece", "unigram", "sentencepiece-bpe"]
 FLAG_NAMES = ("single_word", "lstrip", "rstrip", "normalized", "special")
 FLAGS = list(itertools.product([False, True], repeat=len(FLAG_NAMES)))
+FLAG_IDS = ["".join(letter if on else "-" for letter, on in zip("SLRNP", flags)) for flags in FLAGS]  # "S-R-P"
 ADDERS = ["add_tokens", "add_special_tokens"]
 CORPUS = PACKAGE_DATA / "tinystories_valid_small.txt"
 LINES = [line for line in CORPUS.read_text(encoding="utf-8").splitlines() if len(line) > 60][:3]
@@ -87,7 +88,7 @@ def mismatches(slow, fast, texts: list[str]) -> list[tuple]:
 
 
 @pytest.mark.parametrize("adder", ADDERS)
-@pytest.mark.parametrize("flags", FLAGS, ids=["".join("SLRNP"[i] if f else "-" for i, f in enumerate(fl)) for fl in FLAGS])
+@pytest.mark.parametrize("flags", FLAGS, ids=FLAG_IDS)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_slow_equals_fast_with_an_added_token(folders, family, flags, adder):
     slow, fast = load_pair(folders[family])
@@ -96,7 +97,8 @@ def test_slow_equals_fast_with_an_added_token(folders, family, flags, adder):
     assert mismatches(slow, fast, [t.replace("X", "<new>") for t in TEXTS]) == []
 
 
-@pytest.mark.parametrize("flags", FLAGS, ids=["".join("SLRNP"[i] if f else "-" for i, f in enumerate(fl)) for fl in FLAGS])
+@pytest.mark.slow  # the "<new>" matrix above, and the hypothesis test, cover each flag in the default run
+@pytest.mark.parametrize("flags", FLAGS, ids=FLAG_IDS)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_slow_equals_fast_with_a_word_like_added_token(folders, family, flags):
     """A token made of word characters ("tinylm"): single_word refuses it inside "tinylmword"."""
