@@ -123,6 +123,17 @@ def test_an_added_token_outside_ascii_decodes_as_its_text(folders, family, conte
     assert content in fast.decode(fast(text, add_special_tokens=False)["input_ids"])
 
 
+def test_a_token_normalised_to_nothing_cuts_the_text_as_the_fast_twin(folders):
+    """BERT's clean-up deletes "\x01": normalised, the token is empty, matches nowhere yet cuts the text at each
+    character in `tokenizers`; it never becomes an id."""
+    slow, fast = load_pair(folders["wordpiece"])
+    for tokenizer in (slow, fast):
+        tokenizer.add_tokens([AddedToken("\x01", normalized=True), "ab"])
+    texts = ["a\x01b c", "\x01", "abc dab", "hello  world, it is"]
+    assert mismatches(slow, fast, texts) == []
+    assert slow.convert_tokens_to_ids("\x01") not in slow("a\x01b c")["input_ids"]
+
+
 @pytest.mark.parametrize("saver", ["slow", "fast"])
 @pytest.mark.parametrize("family", FAMILIES)
 def test_slow_equals_fast_after_save_and_load(folders, family, saver, tmp_path):

@@ -73,7 +73,8 @@ class AddedTokenSplitter:
                 stop = _SPACE_RUN.match(text, stop).end()
             if done < start:
                 pieces.append((text[done:start], None))
-            pieces.append((text[start:stop], token))
+            if start < stop:  # a token normalised to nothing ("\x01" in BERT) matches nothing but cuts the text there
+                pieces.append((text[start:stop], token))
             done = stop
         if done < len(text):
             pieces.append((text[done:], None))
