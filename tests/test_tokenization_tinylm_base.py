@@ -134,6 +134,18 @@ def test_a_token_normalised_to_nothing_cuts_the_text_as_the_fast_twin(folders):
     assert slow.convert_tokens_to_ids("\x01") not in slow("a\x01b c")["input_ids"]
 
 
+@pytest.mark.parametrize("family", FAMILIES)
+def test_decode_cleans_up_spaces_as_the_fast_twin(folders, family):
+    """`clean_up_tokenization_spaces=True`: transformers' fast classes leave a BPE model's text as it is (the clean-up
+    is WordPiece's); the slow classes do the same."""
+    slow, fast = load_pair(folders[family])
+    ids = slow("Hi , there . I do not know !", add_special_tokens=False)["input_ids"]
+    for forced in (False, True):
+        for tokenizer in (slow, fast):
+            tokenizer.clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output = forced
+        assert slow.decode(ids, clean_up_tokenization_spaces=True) == fast.decode(ids, clean_up_tokenization_spaces=True)
+
+
 @pytest.mark.parametrize("saver", ["slow", "fast"])
 @pytest.mark.parametrize("family", FAMILIES)
 def test_slow_equals_fast_after_save_and_load(folders, family, saver, tmp_path):

@@ -201,6 +201,20 @@ class TinyLMCoreTokenizer(PreTrainedTokenizer):
             tokens = [t for t in tokens if t not in special]
         return tokens
 
+    def _decode(self, token_ids: int | list[int], skip_special_tokens: bool = False,
+                clean_up_tokenization_spaces: bool | None = None, **kwargs: Any) -> str:
+        """As transformers decodes, and as its fast classes, never cleaning up the text of a BPE model (" ," stays):
+        the clean-up is WordPiece's, and would drop spaces that BPE text holds (unless
+        `clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output`)."""
+        if self.model_is_bpe and not self.clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output:
+            clean_up_tokenization_spaces = False
+        return super()._decode(token_ids, skip_special_tokens, clean_up_tokenization_spaces, **kwargs)
+
+    @property
+    def model_is_bpe(self) -> bool:
+        """Whether the twin's model is `tokenizers`' BPE."""
+        return False
+
     def _token_string(self, index: int) -> str:
         token = self._added_tokens_decoder.get(index)
         if token is None:
