@@ -25,6 +25,7 @@ from tinylm_hf.tokenization.plain_text import encode_plain
 FAMILIES = ["bpe", "wordpiece", "unigram", "sentencepiece-bpe"]
 FLAG_NAMES = ("single_word", "lstrip", "rstrip", "normalized", "special")
 FLAGS = list(itertools.product([False, True], repeat=len(FLAG_NAMES)))
+FLAG_IDS = ["".join(letter if on else "-" for letter, on in zip("SLRNP", flags)) for flags in FLAGS]  # "S-R-P"
 ADDERS = ["add_tokens", "add_special_tokens"]
 CORPUS = PACKAGE_DATA / "tinystories_valid_small.txt"
 LINES = [line for line in CORPUS.read_text(encoding="utf-8").splitlines() if len(line) > 60][:3]
@@ -87,7 +88,7 @@ def mismatches(slow, fast, texts: list[str]) -> list[tuple]:
 
 
 @pytest.mark.parametrize("adder", ADDERS)
-@pytest.mark.parametrize("flags", FLAGS, ids=["".join("SLRNP"[i] if f else "-" for i, f in enumerate(fl)) for fl in FLAGS])
+@pytest.mark.parametrize("flags", FLAGS, ids=FLAG_IDS)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_slow_equals_fast_with_an_added_token(folders, family, flags, adder):
     slow, fast = load_pair(folders[family])
@@ -96,7 +97,8 @@ def test_slow_equals_fast_with_an_added_token(folders, family, flags, adder):
     assert mismatches(slow, fast, [t.replace("X", "<new>") for t in TEXTS]) == []
 
 
-@pytest.mark.parametrize("flags", FLAGS, ids=["".join("SLRNP"[i] if f else "-" for i, f in enumerate(fl)) for fl in FLAGS])
+@pytest.mark.slow  # the "<new>" matrix above, and the hypothesis test, cover each flag in the default run
+@pytest.mark.parametrize("flags", FLAGS, ids=FLAG_IDS)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_slow_equals_fast_with_a_word_like_added_token(folders, family, flags):
     """A token made of word characters ("tinylm"): single_word refuses it inside "tinylmword"."""
@@ -119,6 +121,29 @@ def test_an_added_token_outside_ascii_decodes_as_its_text(folders, family, conte
     assert mismatches(slow, fast, texts) == []
     text = f"{LINES[0]} {content}."
     assert content in fast.decode(fast(text, add_special_tokens=False)["input_ids"])
+
+
+def test_a_token_normalised_to_nothing_cuts_the_text_as_the_fast_twin(folders):
+    """BERT's clean-up deletes "\x01": normalised, the token is empty, matches nowhere yet cuts the text at each
+    character in `tokenizers`; it never becomes an id."""
+    slow, fast = load_pair(folders["wordpiece"])
+    for tokenizer in (slow, fast):
+        tokenizer.add_tokens([AddedToken("\x01", normalized=True), "ab"])
+    texts = ["a\x01b c", "\x01", "abc dab", "hello  world, it is"]
+    assert mismatches(slow, fast, texts) == []
+    assert slow.convert_tokens_to_ids("\x01") not in slow("a\x01b c")["input_ids"]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_decode_cleans_up_spaces_as_the_fast_twin(folders, family):
+    """`clean_up_tokenization_spaces=True`: transformers' fast classes leave a BPE model's text as it is (the clean-up
+    is WordPiece's); the slow classes do the same."""
+    slow, fast = load_pair(folders[family])
+    ids = slow("Hi , there . I do not know !", add_special_tokens=False)["input_ids"]
+    for forced in (False, True):
+        for tokenizer in (slow, fast):
+            tokenizer.clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output = forced
+        assert slow.decode(ids, clean_up_tokenization_spaces=True) == fast.decode(ids, clean_up_tokenization_spaces=True)
 
 
 @pytest.mark.parametrize("saver", ["slow", "fast"])

@@ -150,6 +150,8 @@ class TinyLMTokenizer(TinyLMCoreTokenizer):
         data = b"".join(self._token_bytes(t) for t in tokens)
         return data.decode("utf-8", errors=self.errors)
 
+    model_is_bpe = True  # the twin runs `tokenizers`' BPE
+
     # ----------------------------------------------------------------------------------- files
     def has_backend_twin(self) -> bool:
         """Only the gpt2 pattern can be mirrored by `tokenizer.json` (see `check_fast_pattern`)."""

@@ -73,7 +73,8 @@ class AddedTokenSplitter:
                 stop = _SPACE_RUN.match(text, stop).end()
             if done < start:
                 pieces.append((text[done:start], None))
-            pieces.append((text[start:stop], token))
+            if start < stop:  # a token normalised to nothing ("\x01" in BERT) matches nothing but cuts the text there
+                pieces.append((text[start:stop], token))
             done = stop
         if done < len(text):
             pieces.append((text[done:], None))
@@ -199,6 +200,20 @@ class TinyLMCoreTokenizer(PreTrainedTokenizer):
             special = {t.content for t in self._added_tokens_decoder.values() if t.special}
             tokens = [t for t in tokens if t not in special]
         return tokens
+
+    def _decode(self, token_ids: int | list[int], skip_special_tokens: bool = False,
+                clean_up_tokenization_spaces: bool | None = None, **kwargs: Any) -> str:
+        """As transformers decodes, and as its fast classes, never cleaning up the text of a BPE model (" ," stays):
+        the clean-up is WordPiece's, and would drop spaces that BPE text holds (unless
+        `clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output`)."""
+        if self.model_is_bpe and not self.clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output:
+            clean_up_tokenization_spaces = False
+        return super()._decode(token_ids, skip_special_tokens, clean_up_tokenization_spaces, **kwargs)
+
+    @property
+    def model_is_bpe(self) -> bool:
+        """Whether the twin's model is `tokenizers`' BPE."""
+        return False
 
     def _token_string(self, index: int) -> str:
         token = self._added_tokens_decoder.get(index)

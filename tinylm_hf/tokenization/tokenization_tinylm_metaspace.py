@@ -85,6 +85,11 @@ class TinyLMMetaspaceTokenizer(TinyLMCoreTokenizer):
         """Pieces back to text: `▁` to spaces, byte pieces to UTF-8, the dummy prefix dropped."""
         return decode_pieces(tokens, add_dummy_prefix=self.core.add_dummy_prefix)
 
+    @property
+    def model_is_bpe(self) -> bool:
+        """Whether the twin's model is `tokenizers`' BPE (SentencePiece BPE), not Unigram."""
+        return self.core.model_type == "bpe"
+
     def to_backend_tokenizer(self) -> Tokenizer:
         """The same pieces as a `tokenizers.Tokenizer` (what `tokenizer.json` holds)."""
         return build_metaspace_backend(self.core)
