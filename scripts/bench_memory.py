@@ -6,7 +6,12 @@ high-water mark (`ru_maxrss` from `wait4`, which catches a spike between two pol
 (`tokenizers`' BpeTrainer, same file, special token and vocabulary size) runs the same way, for scale.
 
     python scripts/bench_memory.py --small /work/bigcorpus/corpus_100mb.txt --large /work/bigcorpus/corpus_1000mb.txt \\
-        [--commands bpe,prepare,count-words,wordpiece,unigram,sentencepiece-bpe,peer-bpe] [--vocab-size 32000]
+        [--commands bpe,prepare,count-words,count-words:wordpiece,wordpiece,unigram,sentencepiece-bpe,peer-bpe]
+        [--vocab-size 32000] [--tokenizer FOLDER]
+
+`bpe`, `wordpiece`, `unigram`, `sentencepiece-bpe` are `train-tokenizer --algorithm NAME`; `count-words:NAME` counts
+that family's words (`count-words` alone: bpe's); `prepare` tokenizes with `--tokenizer` (default: the bpe trained on
+`--small` in this run).
 
 It prints one Markdown row per command and size (wall s, peak MB), then the ratio large/small per command, and the
 slope (MB of peak per GB of text) that the docs extrapolate to 10 GB and 100 GB.
@@ -85,9 +90,10 @@ def command(name: str, corpus: Path, work: Path, args: argparse.Namespace) -> li
     if name == "prepare":
         return [*cli, "prepare", "--tokenizer", str(args.tokenizer), "--input", str(corpus), "--workers",
                 str(args.workers), "--out", str(work / "prepared")]
-    if name == "count-words":
-        return [*cli, "count-words", "--input", str(corpus), "--special-token", SPECIAL, "--out",
-                str(work / "counts.json")]
+    if name.startswith("count-words"):  # count-words:ALGORITHM (default bpe)
+        algorithm = name.partition(":")[2] or "bpe"
+        return [*cli, "count-words", "--algorithm", algorithm, "--input", str(corpus), "--special-token", SPECIAL,
+                "--out", str(work / "counts.json")]
     return [*cli, "train-tokenizer", "--algorithm", name, "--input", str(corpus), "--vocab-size",
             str(args.vocab_size), "--special-token", SPECIAL, "--num-workers", str(args.workers), "--no-progress",
             "--out", str(work / "tokenizer")]

@@ -3,7 +3,9 @@
 Every UTF-8 source, header and documentation file under the roots (default: /usr, the shared virtualenv, pyenv's
 installs), walked in sorted order (symlinks skipped), each distinct content once (SHA-1), is written to one text file,
 documents separated by `<|endoftext|>` alone on a line (prepare's separator rule; a special token for the tokenizer
-trainers). `--size-mb` stops at that size, so a smaller corpus is a prefix of a larger one made on the same machine.
+trainers), or with `--separator ""` by an empty line (a corpus that never spells the special token: the trainers are
+then given a special token the text lacks). `--size-mb` stops at that size, so a smaller corpus is a prefix of a
+larger one made on the same machine.
 
     python scripts/make_big_corpus.py --out /work/bigcorpus/corpus_1000mb.txt --size-mb 1000
     python scripts/make_big_corpus.py --out /work/bigcorpus/corpus_100mb.txt --size-mb 100
@@ -56,8 +58,9 @@ def read_document(path: Path) -> str | None:
     return text.replace("\r\n", "\n").strip("\n")
 
 
-def make_corpus(out: Path, roots: list[str], size_mb: float) -> tuple[int, int]:
-    """Write the corpus to `out` (via a temp file); returns (documents, bytes)."""
+def make_corpus(out: Path, roots: list[str], size_mb: float, separator: str = SEPARATOR) -> tuple[int, int]:
+    """Write the corpus to `out` (via a temp file), a line holding `separator` after each document; returns
+    (documents, bytes)."""
     limit = int(size_mb * 1e6)
     seen: set[bytes] = set()
     documents = written = 0
@@ -69,14 +72,14 @@ def make_corpus(out: Path, roots: list[str], size_mb: float) -> tuple[int, int]:
             text = read_document(path)
             if text is None:
                 continue
-            data = (text + f"\n{SEPARATOR}\n").encode("utf-8")
+            data = (text + f"\n{separator}\n").encode("utf-8")
             digest = hashlib.sha1(data).digest()
             if digest in seen:
                 continue
             if written + len(data) > limit:
                 break
             seen.add(digest)
-            sink.write(text + f"\n{SEPARATOR}\n")
+            sink.write(text + f"\n{separator}\n")
             documents, written = documents + 1, written + len(data)
             if written - shown >= 50e6:
                 shown = written
@@ -92,8 +95,9 @@ def main() -> None:
     parser.add_argument("--size-mb", type=float, default=1000.0, help="stop before this many MB (1e6 bytes)")
     parser.add_argument("--root", action="append", dest="roots", default=None,
                         help=f"folder to walk (repeatable; default: {', '.join(ROOTS)})")
+    parser.add_argument("--separator", default=SEPARATOR, help=f"the line after each document (default: {SEPARATOR})")
     args = parser.parse_args()
-    documents, written = make_corpus(args.out, args.roots or list(ROOTS), args.size_mb)
+    documents, written = make_corpus(args.out, args.roots or list(ROOTS), args.size_mb, args.separator)
     print(f"wrote {args.out}: {written / 1e6:.1f} MB, {documents:,} documents")
 
 

@@ -375,6 +375,28 @@ def test_a_sigkilled_prepare_run_again_writes_the_bytes_of_an_uninterrupted_run(
         assert (out / name).read_bytes() == (tmp_path / "once" / name).read_bytes(), name
 
 
+def test_a_local_dataset_is_streamed_and_tokenized_as_the_same_text_file(tmp_path, tok_dir, monkeypatch):
+    """A Parquet folder holding a text file's documents, one per row, is read with `streaming=True` (never copied
+    into an Arrow cache) and gives the token files of the text file."""
+    import datasets
+    from datasets import Dataset
+
+    from tinylm_hf.corpus.documents import split_documents
+
+    text = (PACKAGE_DATA / "tinystories_valid_small.txt").read_text(encoding="utf-8")[:60_000]
+    (tmp_path / "stories.txt").write_text(text, encoding="utf-8")
+    (tmp_path / "rows").mkdir()
+    Dataset.from_dict({"text": split_documents(text)}).to_parquet(tmp_path / "rows" / "train.parquet")
+    calls = []
+    load = datasets.load_dataset
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: calls.append(k) or load(*a, **k))
+    prepare_dataset(tok_dir, tmp_path / "from_rows", dataset=str(tmp_path / "rows"), num_workers=2)
+    prepare_dataset(tok_dir, tmp_path / "from_file", input_files=[tmp_path / "stories.txt"], num_workers=2)
+    assert [k.get("streaming") for k in calls] == [True]
+    for name in ("train.bin", "val.bin"):
+        assert (tmp_path / "from_rows" / name).read_bytes() == (tmp_path / "from_file" / name).read_bytes(), name
+
+
 # (count, token_digest) of each split, as the process-pool prepare (datasets.map over worker processes) wrote them with
 # GPT-2's files: the threads must write the same bytes
 PROCESS_POOL_OUTPUTS = {

@@ -11,7 +11,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tokenizer", required=True, help="folder of a saved tokenizer (AutoTokenizer)")
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument("--input", nargs="+", help="UTF-8 text files, or .jsonl files with a text column")
-    src.add_argument("--dataset", help="a `datasets` name or local data folder")
+    src.add_argument("--dataset", help="a `datasets` name or local data folder (a folder is streamed, never copied)")
     parser.add_argument("--val-input", nargs="+", default=None, help="validation files (else carved off by size)")
     parser.add_argument("--split", default=None, help="dataset split (with --dataset)")
     parser.add_argument("--text-column", default="text", help="column holding the text (default: text)")

@@ -4,8 +4,9 @@ Documents come from structure, never from text content: JSON-lines records, `dat
 plain-text files cut by `split_documents` (separator lines, else blank lines, else fixed-size
 pieces). Document text is tokenized as plain text (a literal `<|endoftext|>` inside it is not the
 control token); the eos id is appended after every document. Plain-text files are read as they go
-(`FileDocuments`: a pass to measure, then one per split to tokenize, one document in memory at a time);
-JSON lines and datasets load through `datasets` (Arrow tables on disk). Either way documents are
+(`StreamedDocuments`: a pass to measure, then one per split to tokenize, one document in memory at a time), and
+so is a dataset in a local folder (`datasets` streaming); JSON-lines files and a dataset named on the Hub load
+through `datasets` (Arrow tables on disk, the Hub's beside its cached tokens). Either way documents are
 tokenized in blocks over threads (`encode_rows`) and streamed into the token files, so memory stays
 bounded by the block size and the largest document, never the corpus. Outputs are staged in a temporary folder and moved
 into place at the end, so a failed run (a full disk, a kill) leaves earlier outputs intact and no
@@ -25,7 +26,7 @@ import json
 import os
 import shutil
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -45,21 +46,52 @@ TOKENIZE_VERSION = 2  # part of the tokens' cache key: raise it when what `_toke
 CACHE_PREFIX = "tinylm-tokens-"  # a named dataset's cached tokens: <its datasets cache folder>/tinylm-tokens-<key>.bin
 
 
-class FileDocuments:
-    """The documents of UTF-8 text files (`iter_file_documents`), from the `first` up to the `last` (exclusive):
-    every iteration reads the files again, so a corpus larger than memory is never held."""
+class StreamedDocuments:
+    """Documents read as they go (text files, a streamed dataset), from the `first` up to the `last` (exclusive):
+    every iteration reads the source again, so a corpus larger than memory is never held.
 
-    def __init__(self, files: Sequence[str], first: int = 0, last: int | None = None) -> None:
-        self.files, self.first, self.last = list(files), first, last
+    `read()` gives (document, the rule that cut it, or None for rows); `rules` says whether the header counts them.
+    """
 
-    def __iter__(self) -> Iterator[tuple[str, str]]:
-        """(document, the rule that cut it) in order."""
-        documents = (document for path in self.files for document in iter_file_documents(path))
-        return islice(documents, self.first, self.last)
+    def __init__(self, read: Callable[[], Iterator[tuple[str, str | None]]], *, rules: bool, first: int = 0,
+                 last: int | None = None) -> None:
+        self.read, self.rules, self.first, self.last = read, rules, first, last
+
+    def __iter__(self) -> Iterator[tuple[str, str | None]]:
+        return islice(self.read(), self.first, self.last)
+
+    def part(self, first: int, last: int | None) -> StreamedDocuments:
+        """The documents from the `first` up to the `last` of these (from their start)."""
+        return StreamedDocuments(self.read, rules=self.rules, first=first, last=last)
+
+
+def _file_documents(files: Sequence[str]) -> StreamedDocuments:
+    """The documents of UTF-8 text files (`iter_file_documents`), each with the rule that cut it."""
+    return StreamedDocuments(lambda: (document for path in files for document in iter_file_documents(path)),
+                             rules=True)
+
+
+def _row_documents(rows: Any, column: str, source: str) -> StreamedDocuments:
+    """The texts of a streamed `datasets` split (`IterableDataset`), each checked as `check_text_column` checks an
+    Arrow table's (the column is there, and holds text, never null)."""
+    def read() -> Iterator[tuple[str, None]]:
+        for number, row in enumerate(rows, 1):
+            if column not in row:
+                raise ValueError(f"text column {column!r} is not in {source} (columns: {list(row)}); pass --text-column")
+            text = row[column]
+            if text is None:
+                raise ValueError(f"row {number} of {source} has no text in column {column!r} (null): remove the row "
+                                 "or give it a text")
+            if not isinstance(text, str):
+                raise ValueError(f"column {column!r} of {source} holds {type(text).__name__}, not text; name a text "
+                                 "column with --text-column")
+            yield text, None
+
+    return StreamedDocuments(read, rules=False)
 
 
 def _load_files(files: Sequence[str], text_column: str, cache_dir: Path) -> tuple[Any, str]:
-    """The documents of text files (`FileDocuments`, read as they go), or a `datasets.Dataset` of JSON-lines
+    """The documents of text files (`StreamedDocuments`, read as they go), or a `datasets.Dataset` of JSON-lines
     records; and their text column. Every file is checked to be UTF-8 first (`sources`' rule).
 
     `datasets` keys its cache of local files by their paths and times only, so JSON lines are loaded into
@@ -75,7 +107,7 @@ def _load_files(files: Sequence[str], text_column: str, cache_dir: Path) -> tupl
         return ds, text_column
     if suffixes & {".json", ".jsonl"}:
         raise ValueError(f"mix of JSON and text inputs {list(files)}: prepare them separately")
-    return FileDocuments(files), "text"
+    return _file_documents(files), "text"
 
 
 def _load_input_files(input_files: Sequence[str | os.PathLike], val_files: Sequence[str | os.PathLike] | None,
@@ -93,14 +125,23 @@ def _load_input_files(input_files: Sequence[str | os.PathLike], val_files: Seque
     return train_ds, val_ds, column, source
 
 
-def _load_named(dataset: str, split: str | None, text_column: str, cache_dir: Path) -> tuple[Any, Any, str, dict[str, Any]]:
+def _load_named(dataset: str, split: str | None, text_column: str) -> tuple[Any, Any, str, dict[str, Any]]:
     """(train rows, its validation split or None, text column, source record) of a `datasets` dataset, every text
-    checked (no nulls). A local folder loads into `cache_dir`; a dataset name through the `datasets` cache (its
-    revision keys it)."""
-    from datasets import DatasetDict
+    checked (no nulls). A local folder is streamed (`StreamedDocuments`: never copied, never held); a dataset name
+    loads through the `datasets` cache (its revision keys it, and its tokens are cached beside it)."""
+    from datasets import DatasetDict, IterableDatasetDict
 
-    local = Path(str(dataset)).exists()
-    loaded = load_named_dataset(dataset, split=split, cache_dir=str(cache_dir) if local else None)
+    source = {"dataset": dataset, "split": split}
+    if Path(str(dataset)).exists():
+        loaded = load_named_dataset(dataset, split=split, streaming=True)
+        parts = loaded if isinstance(loaded, IterableDatasetDict) else {"train": loaded}
+        if "train" not in parts:
+            raise ValueError(f"dataset {dataset} has no train split (splits: {sorted(parts)}); name one with --split")
+        val = next((parts[n] for n in ("validation", "valid", "val", "test") if n in parts), None)
+        train_docs = _row_documents(parts["train"], text_column, f"dataset {dataset}")
+        val_docs = None if val is None else _row_documents(val, text_column, f"dataset {dataset}")
+        return train_docs, val_docs, text_column, source
+    loaded = load_named_dataset(dataset, split=split)
     val_ds = None
     if isinstance(loaded, DatasetDict):
         train_ds = loaded["train"]
@@ -110,7 +151,7 @@ def _load_named(dataset: str, split: str | None, text_column: str, cache_dir: Pa
     for part in (train_ds, val_ds):
         if part is not None:
             check_text_column(part, text_column, f"dataset {dataset}")
-    return train_ds, val_ds, text_column, {"dataset": dataset, "split": split}
+    return train_ds, val_ds, text_column, source
 
 
 def tokenize_cache_key(ds: Any, fn_kwargs: dict[str, Any]) -> str:
@@ -123,7 +164,7 @@ def tokenize_cache_key(ds: Any, fn_kwargs: dict[str, Any]) -> str:
 
 def _carve_validation(ds: Any, column: str, val_fraction: float) -> tuple[Any, Any]:
     """The trailing documents holding about `val_fraction` of the characters become validation."""
-    if isinstance(ds, FileDocuments):
+    if isinstance(ds, StreamedDocuments):
         lengths = np.fromiter((len(text) for text, _ in ds), dtype=np.int64)
     else:
         lengths, _ = text_lengths(ds, column)
@@ -135,8 +176,8 @@ def _carve_validation(ds: Any, column: str, val_fraction: float) -> tuple[Any, A
     from_end = np.cumsum(lengths[::-1])
     n_val = int(np.searchsorted(from_end, val_fraction * from_end[-1])) + 1
     cut = len(lengths) - min(max(n_val, 1), len(lengths) - 1)
-    if isinstance(ds, FileDocuments):
-        return FileDocuments(ds.files, 0, cut), FileDocuments(ds.files, cut)
+    if isinstance(ds, StreamedDocuments):
+        return ds.part(0, cut), ds.part(cut, None)
     return ds.select(range(cut)), ds.select(range(cut, len(ds)))
 
 
@@ -159,12 +200,13 @@ def _load_sources(
 ) -> tuple[Any, Any, str, dict[str, Any]]:
     """(training rows, validation rows, their text column, where the text came from).
 
-    Local files, and a dataset that is a local folder, load into `cache_dir`: `datasets` would know them again by
-    their paths and times alone. A dataset name loads through the `datasets` cache (its revision keys it)."""
+    Text files and a dataset in a local folder are streamed; JSON-lines files load into `cache_dir`: `datasets` would
+    know them again by their paths and times alone. A dataset name loads through the `datasets` cache (its revision
+    keys it)."""
     if input_files is not None:
         train_ds, val_ds, column, source = _load_input_files(input_files, val_files, text_column, cache_dir)
     else:
-        train_ds, val_ds, column, source = _load_named(str(dataset), split, text_column, cache_dir)
+        train_ds, val_ds, column, source = _load_named(str(dataset), split, text_column)
     if val_ds is None:
         train_ds, val_ds = _carve_validation(train_ds, column, val_fraction)
         source["val_carved"] = val_fraction
@@ -247,7 +289,7 @@ def _tokenize_split(ds: Any, name: str, stage: Path, dtype: np.dtype, base: dict
                     encode: Encoder, workers: int) -> dict[str, Any]:
     """Tokenize one split's rows (or file documents) into `stage/<name>.bin` and its header (or take a named
     dataset's cached tokens); returns the header."""
-    if isinstance(ds, FileDocuments):
+    if isinstance(ds, StreamedDocuments):
         tally = _DocumentTally(ds)
         header: dict[str, Any] | Any = lambda: {**base, "split": name, **tally.counts()}  # noqa: E731
         chunks, cached, hit = encode_blocks(text_blocks(tally), encode, options["eos_id"], workers=workers), None, False
@@ -271,21 +313,23 @@ def _tokenize_split(ds: Any, name: str, stage: Path, dtype: np.dtype, base: dict
 
 
 class _DocumentTally:
-    """The texts of file documents, counted as they pass: documents, UTF-8 bytes, and how many each rule cut."""
+    """The texts of streamed documents, counted as they pass: documents, UTF-8 bytes, and how many each rule cut."""
 
-    def __init__(self, documents: FileDocuments) -> None:
+    def __init__(self, documents: StreamedDocuments) -> None:
         self.documents, self.rules, self.bytes, self.count = documents, Counter(), 0, 0
 
     def __iter__(self) -> Iterator[str]:
         for text, rule in self.documents:
             self.count += 1
             self.bytes += len(text.encode("utf-8"))
-            self.rules[rule] += 1
+            if rule is not None:
+                self.rules[rule] += 1
             yield text
 
     def counts(self) -> dict[str, Any]:
         """The header's counts, once every text has passed."""
-        return {"documents": self.count, "bytes": self.bytes, "split_rules": dict(self.rules)}
+        counts = {"documents": self.count, "bytes": self.bytes}
+        return {**counts, "split_rules": dict(self.rules)} if self.documents.rules else counts
 
 
 def _cache_path(ds: Any, options: dict[str, Any], stage: Path) -> Path | None:
