@@ -278,15 +278,39 @@ def _link_words(symbols, lengths, freqs, like):
 @njit()
 def _count_pairs(links, state, like):
     """The pair table (key, weighted count, head of its position list) and the position-list nodes
-    (position, next node: linked newest first)."""
+    (position, next node: linked newest first).
+
+    Each pair's first nodes lie side by side, in position order (counted, then placed): reading a list
+    then walks memory in order, not one node per cache miss across all the pairs' interleaved nodes.
+    """
     # Sized by the distinct pairs, not the positions, so that the table stays in the CPU's cache.
     table = _new_table(1 << 12)
-    occ = np.empty((max(len(links), 16), 2), dtype=like.dtype)
-    for p in range(len(links)):
+    for p in range(len(links)):  # 1. count each pair, and its occurrences in HEAD for now
         q = links[p, NEXT]
         if q >= 0:
-            key = (np.int64(links[p, SYM]) << 32) | links[q, SYM]
-            table = _add(table, occ, state, key, links[p, WEIGHT], p)[1]
+            slot = _slot(table, (np.int64(links[p, SYM]) << 32) | links[q, SYM])
+            if table[slot, KEY] == _EMPTY:
+                table[slot, KEY], table[slot, HEAD] = (np.int64(links[p, SYM]) << 32) | links[q, SYM], 0
+                state[USED] += 1
+            table[slot, COUNT] += links[p, WEIGHT]
+            table[slot, HEAD] += 1
+            if 2 * state[USED] > len(table):
+                table = _rehash(table)
+    fill = np.empty(len(table), dtype=np.int64)  # 2. each pair's first node
+    for slot in range(len(table)):
+        if table[slot, KEY] != _EMPTY:
+            fill[slot] = state[NUM_OCC]
+            state[NUM_OCC] += table[slot, HEAD]
+            table[slot, HEAD] = _EMPTY
+    occ = np.empty((max(len(links), 16), 2), dtype=like.dtype)
+    for p in range(len(links)):  # 3. place the positions
+        q = links[p, NEXT]
+        if q >= 0:
+            slot = _slot(table, (np.int64(links[p, SYM]) << 32) | links[q, SYM])
+            node = fill[slot]
+            fill[slot] = node + 1
+            occ[node, 0], occ[node, 1] = p, table[slot, HEAD]
+            table[slot, HEAD] = node
     return table, occ
 
 
