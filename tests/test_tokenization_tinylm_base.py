@@ -146,6 +146,19 @@ def test_decode_cleans_up_spaces_as_the_fast_twin(folders, family):
         assert slow.decode(ids, clean_up_tokenization_spaces=True) == fast.decode(ids, clean_up_tokenization_spaces=True)
 
 
+@pytest.mark.parametrize("family", FAMILIES)
+def test_skip_special_tokens_drops_a_normalized_special_token(folders, family):
+    """`tokenizers` compares a normalised special token's normalised string ("▁<new>") with the special tokens'
+    contents, so `skip_special_tokens=True` kept it in the text; both classes drop it."""
+    slow, fast = load_pair(folders[family])
+    for tokenizer in (slow, fast):
+        tokenizer.add_special_tokens({"extra_special_tokens": [AddedToken("<new>", special=True, normalized=True)]})
+    ids = fast("a <new> b", add_special_tokens=False)["input_ids"]
+    assert slow.convert_tokens_to_ids("<new>") in ids
+    assert "new" not in slow.decode(ids, skip_special_tokens=True)
+    assert "new" not in fast.decode(ids, skip_special_tokens=True)
+
+
 @pytest.mark.parametrize("saver", ["slow", "fast"])
 @pytest.mark.parametrize("family", FAMILIES)
 def test_slow_equals_fast_after_save_and_load(folders, family, saver, tmp_path):

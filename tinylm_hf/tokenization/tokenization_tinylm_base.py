@@ -192,14 +192,12 @@ class TinyLMCoreTokenizer(PreTrainedTokenizer):
 
     def convert_ids_to_tokens(self, ids: int | list[int], skip_special_tokens: bool = False) -> str | list[str]:
         """Token strings of `ids` as the twin gives them (and decodes them): a normalised added token as its
-        normalised content (`▁<new>`); `skip_special_tokens` drops the strings that spell a special token."""
+        normalised content (`▁<new>`); `skip_special_tokens` drops the special added tokens."""
         if isinstance(ids, int):
             return self._token_string(ids)
-        tokens = [self._token_string(int(index)) for index in ids]
         if skip_special_tokens:
-            special = {t.content for t in self._added_tokens_decoder.values() if t.special}
-            tokens = [t for t in tokens if t not in special]
-        return tokens
+            ids = drop_special_ids(ids, self._added_tokens_decoder)
+        return [self._token_string(int(index)) for index in ids]
 
     def _decode(self, token_ids: int | list[int], skip_special_tokens: bool = False,
                 clean_up_tokenization_spaces: bool | None = None, **kwargs: Any) -> str:
@@ -283,6 +281,12 @@ class TinyLMCoreTokenizer(PreTrainedTokenizer):
         raise NotImplementedError
 
 
+def drop_special_ids(ids: list[int], added: dict[int, AddedToken]) -> list[int]:
+    """`ids` without the special ones among the `added` tokens (id -> token)."""
+    special = {index for index, token in added.items() if token.special}
+    return [index for index in ids if int(index) not in special]
+
+
 class TinyLMCoreTokenizerFast(PreTrainedTokenizerFast):
     """A fast tokenizer that also saves its slow twin's files (`save_core_files`).
 
@@ -301,6 +305,14 @@ class TinyLMCoreTokenizerFast(PreTrainedTokenizerFast):
                 os.path.join(folder, TOKENIZER_FILE)):
             return cls.slow_tokenizer_class.from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
         return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+
+    def _decode(self, token_ids: int | list[int], skip_special_tokens: bool = False, **kwargs: Any) -> str:
+        """As transformers decodes, but `skip_special_tokens` drops every special added token by its id: `tokenizers`
+        drops a token whose string spells a special token, and a normalised one's string is its normalised content
+        (`▁<new>`, `<new>` for an uncased `<NEW>`), so it stayed in the text."""
+        if skip_special_tokens and not isinstance(token_ids, int):
+            token_ids = drop_special_ids(token_ids, self.added_tokens_decoder)
+        return super()._decode(token_ids, skip_special_tokens=skip_special_tokens, **kwargs)
 
     def _save_pretrained(
         self,
