@@ -395,6 +395,15 @@ def test_a_folder_that_cannot_generate_is_refused_as_generate_refuses_it(tmp_pat
         assert words in served and served.split(": ", 1)[1] == generate.split(": ", 1)[1]
 
 
+def test_a_port_in_use_is_refused_in_one_line_before_the_folder_is_read(tmp_path, capsys) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        message = run_cli_error(["serve", str(tmp_path / "nothing"), "--device", "cpu", "--port", str(port)], capsys)
+    assert f"127.0.0.1:{port}" in message and "in use" in message
+
+
 def test_an_unknown_attention_implementation_is_refused_in_one_line(chat_folder, capsys) -> None:
     message = run_cli_error(["serve", str(chat_folder), "--device", "cpu", "--attn-implementation", "bogus",
                              "--port", str(free_port())], capsys)

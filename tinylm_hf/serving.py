@@ -139,35 +139,51 @@ def _request_id() -> str:
     return str(uuid.uuid4())
 
 
+def listening_socket(host: str, port: int) -> Any:
+    """A socket bound to `host`:`port`; OSError naming the address and why when it cannot be (in use, not here)."""
+    import socket
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as err:
+        raise OSError(f"cannot listen on {host}:{port}: {err.strerror or err} (another port, or an address of "
+                      "this machine)") from None
+    return sock
+
+
 class Server:
     """A running `tinylm serve` server: `url` and `model_name` are where it listens and what clients send."""
 
     def __init__(self, uvicorn_server: Any, generation_state: Any, url: str, model_name: str) -> None:
-        import threading
-
         self.url, self.model_name = url, model_name
         self._server, self._generation_state = uvicorn_server, generation_state
-        self._thread = threading.Thread(target=uvicorn_server.run, name="tinylm-serve", daemon=True)
+        self._thread: Any = None
 
-    def start(self, host: str, port: int, timeout: float = 60.0) -> None:
-        """Start listening; OSError when the server stopped before it listened (the port in use, ...)."""
+    def start(self, sock: Any, timeout: float = 60.0) -> None:
+        """Serve on the bound socket `sock` in a thread; OSError when it stopped before it listened."""
+        import threading
+
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, name="tinylm-serve",
+                                        daemon=True)
         self._thread.start()
         deadline = time.monotonic() + timeout
         while not self._server.started and self._thread.is_alive() and time.monotonic() < deadline:
             time.sleep(0.05)
         if not self._server.started:
             self.stop()
-            raise OSError(f"the server could not listen on {host}:{port} (is the port in use, or the address not "
-                          "this machine's?)")
+            raise OSError(f"the server did not start on {self.url}")
 
     def is_running(self) -> bool:
-        return self._thread.is_alive()
+        return self._thread is not None and self._thread.is_alive()
 
     def stop(self) -> None:
         """Stop listening and stop the generation threads (continuous batching's would keep the process alive)."""
         self._generation_state.shutdown()
         self._server.should_exit = True
-        if self._thread.is_alive():
+        if self.is_running():
             self._thread.join(timeout=10)
 
 
@@ -198,6 +214,7 @@ def serve(
     cb_sizes = {"cb_num_blocks": cb_num_blocks, "cb_max_batch_tokens": cb_max_batch_tokens,
                 "cb_block_size": cb_block_size}
     check_start(port, cb_sizes)
+    listening_socket(host, port).close()  # an address in use or not here is refused before the model is read
     from .publish.folder import check_folder_files
 
     check_folder_files(folder)
@@ -215,7 +232,7 @@ def serve(
                             cb_config=ContinuousBatchingConfig(**sizes) if sizes else None)
     config = uvicorn.Config(build_app(served, state), host=host, port=port, log_level="warning")
     server = Server(uvicorn.Server(config), state, server_url(host, port), served.name)
-    server.start(host, port)
+    server.start(listening_socket(host, port))
     if on_start is not None:
         on_start(server)
     if non_blocking:
