@@ -360,7 +360,7 @@ def test_a_field_this_server_does_not_serve_is_a_400_naming_it(server, route, fi
 
 
 def test_a_missing_folder_is_one_line_and_exit_2(tmp_path, capsys) -> None:
-    message = run_cli_error(["serve", str(tmp_path / "nothing")], capsys)
+    message = run_cli_error(["serve", str(tmp_path / "nothing"), "--port", str(free_port())], capsys)
     assert "nothing" in message
 
 
@@ -402,6 +402,19 @@ def test_a_port_in_use_is_refused_in_one_line_before_the_folder_is_read(tmp_path
         port = taken.getsockname()[1]
         message = run_cli_error(["serve", str(tmp_path / "nothing"), "--device", "cpu", "--port", str(port)], capsys)
     assert f"127.0.0.1:{port}" in message and "in use" in message
+
+
+def test_a_batching_cache_smaller_than_the_context_is_refused_at_start(chat_folder) -> None:
+    # with it, one request as long as the context stopped the batching worker for good (every later request: 503)
+    command = [sys.executable, "-m", "tinylm_hf.cli", "serve", str(chat_folder), "--device", "cpu", "--port",
+               str(free_port()), "--continuous-batching", "--cb-num-blocks", "1", "--cb-block-size", "32"]
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=START_TIMEOUT,
+                                env={**os.environ, "TRANSFORMERS_VERBOSITY": "error"})
+    except subprocess.TimeoutExpired:
+        raise AssertionError("tinylm serve started with a cache smaller than the context") from None
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "32 tokens of cache" in result.stderr and "(64)" in result.stderr
 
 
 def test_an_unknown_attention_implementation_is_refused_in_one_line(chat_folder, capsys) -> None:

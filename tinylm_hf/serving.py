@@ -52,6 +52,16 @@ def check_start(port: int, cb_sizes: dict[str, int | None]) -> None:
             raise ValueError(f"{name} must be a positive number of blocks or tokens, got {value}")
 
 
+def check_cache_holds_the_context(num_blocks: int | None, block_size: int | None, context: int | None) -> None:
+    """ValueError when the paged cache cannot hold one request as long as the context: transformers' batching
+    worker stops for good on such a request ("no requests can be scheduled"), and with it every later request."""
+    if num_blocks is None or block_size is None or context is None or num_blocks * block_size >= context:
+        return
+    raise ValueError(f"--cb-num-blocks {num_blocks} x --cb-block-size {block_size} = {num_blocks * block_size} "
+                     f"tokens of cache, fewer than the model's context ({context}): give at least {context} tokens "
+                     f"(e.g. --cb-num-blocks {-(-context // block_size)})")
+
+
 def served_name(folder: str | os.PathLike) -> str:
     """The model's name in requests and in `/v1/models`: the folder as given, without a trailing slash."""
     return str(Path(folder))
@@ -221,6 +231,8 @@ def serve(
     check_serve_packages()
     use_tokenizers_twins()
     served = load_served_model(folder, device, attn_implementation)
+    if continuous_batching:
+        check_cache_holds_the_context(cb_num_blocks, cb_block_size, served.context)
 
     import uvicorn
     from transformers import ContinuousBatchingConfig
