@@ -140,13 +140,22 @@ def text_content(content: Any, where: str) -> str:
 
 
 def chat_ids(served: ServedModel, messages: list[dict[str, str]]) -> list[int]:
-    """The prompt ids of a conversation: the template's markers as control tokens, each content as plain text."""
+    """The prompt ids of a conversation: the template's markers as control tokens, each content as plain text.
+
+    Encoding stops as soon as the ids leave no room for a reply (a long conversation is never encoded whole).
+    """
     from jinja2.exceptions import TemplateError
 
+    limit = None if served.context is None else served.context - 1
     try:
-        return encode_chat(served.tokenizer, messages, add_generation_prompt=True).ids
+        encoded = encode_chat(served.tokenizer, messages, add_generation_prompt=True, max_tokens=limit)
     except (ValueError, TemplateError) as err:
         raise RequestError(400, f"messages: {err}", param="messages") from None
+    if encoded is None:
+        raise RequestError(400, f"the prompt is more than {limit} tokens but this model reads at most "
+                           f"{served.context} (its context), with room for a reply: shorten it to {limit} tokens or "
+                           "fewer", param="messages", code="context_length_exceeded")
+    return encoded.ids
 
 
 def reply_room(prompt_length: int, context: int | None) -> int | None:
