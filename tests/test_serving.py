@@ -284,6 +284,18 @@ def test_a_prompt_past_the_context_is_a_400_naming_it_and_the_server_keeps_servi
     assert health(url) == 200
 
 
+def test_concurrent_clients_whose_prompts_together_pass_the_context_are_all_answered(server) -> None:
+    # with continuous batching their prompts share one packed row of more tokens than the context
+    from concurrent.futures import ThreadPoolExecutor
+
+    client, name, url = server
+    texts = [f"Tell me a long story about a dog named Spot and his friend number {i}." for i in range(6)]
+    with ThreadPoolExecutor(len(texts)) as pool:
+        answers = list(pool.map(lambda text: reply(client, name, "chat", text, False, 4), texts))
+    assert all(finish in ("stop", "length") for _, _, finish in answers)
+    assert sum(prompt_tokens for _, prompt_tokens, _ in answers) > 64 and health(url) == 200
+
+
 def test_a_reply_that_reaches_the_context_ends_with_length_and_keeps_its_text(server, chat_folder) -> None:
     # no max_tokens (transformers asks for 1024) and a huge one: the reply stops where the context is full
     from transformers import AutoTokenizer
