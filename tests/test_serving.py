@@ -390,6 +390,15 @@ def test_continuous_batching_refuses_sampling_other_than_it_runs(server, request
         assert client.chat.completions.create(**ask).choices[0].finish_reason in ("stop", "length")
 
 
+@pytest.mark.parametrize(("host", "url"), [("127.0.0.1", "http://127.0.0.1:8000/v1"), ("::1", "http://[::1]:8000/v1"),
+                                           ("localhost", "http://localhost:8000/v1")])
+def test_the_printed_url_is_one_a_client_can_use(host, url) -> None:
+    from tinylm_hf.serving import served_name, server_url
+
+    assert server_url(host, 8000) == url
+    assert served_name("runs/chat/hf/") == served_name("runs/chat/hf") == "runs/chat/hf"
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA GPU is here")
 def test_a_device_that_is_not_here_is_refused_in_one_line(chat_folder, capsys) -> None:
     message = run_cli_error(["serve", str(chat_folder), "--device", "cuda", "--port", str(free_port())], capsys)
