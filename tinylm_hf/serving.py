@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-# what transformers' server imports (its `serving` extra); `pip install 'tinylm-hf[serve]'` installs them
+# what transformers' server machinery imports (its `serving` extra); `pip install 'tinylm-hf[serve]'` installs them
 SERVE_PACKAGES = ("fastapi", "uvicorn", "openai", "pydantic")
 SERVE_INSTALL = "pip install 'tinylm-hf[serve]'"
 
@@ -75,8 +75,8 @@ def server_url(host: str, port: int) -> str:
 def load_served_model(folder: str | os.PathLike, device: str, attn_implementation: str | None) -> Any:
     """The folder's model and tokenizer on `device`, refused as `tinylm generate` refuses them (one ValueError)."""
     from .publish import load_folder
-    from .serving_requests import ServedModel
     from .runtime import resolve_device
+    from .serving_requests import ServedModel
 
     from transformers import AutoTokenizer
 

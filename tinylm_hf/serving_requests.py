@@ -236,10 +236,12 @@ class ServedHandler:
         return await self.dispatch(body, request_id, inputs, config, manager)
 
     def prompt_ids(self, body: dict[str, Any]) -> list[int]:
+        """The prompt's ids, by this route's fields (each route's own)."""
         raise NotImplementedError
 
     async def dispatch(self, body: dict[str, Any], request_id: str, inputs: dict[str, Any], config: Any,
                        manager: Any) -> Any:
+        """The answer: transformers' streaming or non-streaming reply of this route (each route's own)."""
         raise NotImplementedError
 
 
@@ -253,7 +255,8 @@ class ChatHandler(ServedHandler, ChatCompletionHandler):
     def prompt_ids(self, body: dict[str, Any]) -> list[int]:
         return chat_ids(self.served, plain_messages(body.get("messages")))
 
-    async def dispatch(self, body, request_id, inputs, config, manager):  # noqa: ANN001, ANN201 (as ServedHandler's)
+    async def dispatch(self, body: dict[str, Any], request_id: str, inputs: dict[str, Any], config: Any,
+                       manager: Any) -> Any:
         served = self.served
         if body.get("stream"):
             return self._streaming(request_id, served.model, served.tokenizer, served.name, inputs, config,
@@ -277,7 +280,8 @@ class TextCompletionHandler(ServedHandler, CompletionHandler):
         except ValueError as err:
             raise RequestError(400, f"prompt: {err}", param="prompt") from None
 
-    async def dispatch(self, body, request_id, inputs, config, manager):  # noqa: ANN001, ANN201 (as ServedHandler's)
+    async def dispatch(self, body: dict[str, Any], request_id: str, inputs: dict[str, Any], config: Any,
+                       manager: Any) -> Any:
         served = self.served
         if body.get("stream"):
             return self._streaming(request_id, served.model, served.tokenizer, served.name, inputs, config, manager)
@@ -310,7 +314,8 @@ class ResponsesHandler(ServedHandler, ResponseHandler):
             messages = [{"role": "system", "content": instructions}, *messages]
         return chat_ids(self.served, plain_messages(messages))
 
-    async def dispatch(self, body, request_id, inputs, config, manager):  # noqa: ANN001, ANN201 (as ServedHandler's)
+    async def dispatch(self, body: dict[str, Any], request_id: str, inputs: dict[str, Any], config: Any,
+                       manager: Any) -> Any:
         served = self.served
         if body.get("stream", True):
             return self._streaming(request_id, served.model, served.tokenizer, served.name, body, inputs, config,
