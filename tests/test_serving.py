@@ -296,6 +296,33 @@ def test_concurrent_clients_whose_prompts_together_pass_the_context_are_all_answ
     assert sum(prompt_tokens for _, prompt_tokens, _ in answers) > 64 and health(url) == 200
 
 
+@pytest.mark.parametrize("route", ["chat", "completions"])
+def test_a_megabyte_prompt_is_refused_unencoded_and_the_server_keeps_serving(server, route) -> None:
+    # encoding it whole took seconds on the event loop, during which no client was answered
+    client, name, url = server
+    with pytest.raises(openai.BadRequestError, match="characters"):
+        reply(client, name, route, "Once upon a time there was a dog. " * 30_000, False, 2)
+    assert reply(client, name, route, "Hi", False, 2)[0] is not None and health(url) == 200
+
+
+def test_the_character_bound_never_refuses_a_prompt_that_fits(chat_folder) -> None:
+    # any text longer than max_prompt_chars is more tokens than the context: text of every script, emoji, spaces
+    from transformers import AutoTokenizer
+
+    from tinylm_hf.serving import use_tokenizers_twins
+    from tinylm_hf.serving_requests import max_prompt_chars
+    from tinylm_hf.tokenization.plain_text import encode_plain
+
+    use_tokenizers_twins()
+    tokenizer = AutoTokenizer.from_pretrained(chat_folder)
+    bound = max_prompt_chars(tokenizer, 64)
+    story = (PACKAGE_DATA / "tinystories_train_small.txt").read_text(encoding="utf-8")
+    samples = [story, "a" * 10_000, " " * 10_000, "\n" * 10_000, "汉字" * 5_000, "🙂" * 5_000, "<|end|>" * 2_000,
+               "The  cat,\tsat." * 1_000]
+    for text in samples:
+        assert len(encode_plain(tokenizer, text[:bound + 1])) > 64, text[:20]
+
+
 def test_a_reply_that_reaches_the_context_ends_with_length_and_keeps_its_text(server, chat_folder) -> None:
     # no max_tokens (transformers asks for 1024) and a huge one: the reply stops where the context is full
     from transformers import AutoTokenizer

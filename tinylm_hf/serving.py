@@ -76,7 +76,7 @@ def load_served_model(folder: str | os.PathLike, device: str, attn_implementatio
     """The folder's model and tokenizer on `device`, refused as `tinylm generate` refuses them (one ValueError)."""
     from .publish import load_folder
     from .runtime import resolve_device
-    from .serving_requests import ServedModel
+    from .serving_requests import ServedModel, max_prompt_chars
 
     from transformers import AutoTokenizer
 
@@ -89,7 +89,8 @@ def load_served_model(folder: str | os.PathLike, device: str, attn_implementatio
     model = model.to(place).eval()
     if attn_implementation is not None:
         model.set_attn_implementation(attn_implementation)
-    return ServedModel(served_name(folder), model, tokenizer)
+    context = getattr(model.config, "max_position_embeddings", None)
+    return ServedModel(served_name(folder), model, tokenizer, max_prompt_chars(tokenizer, context))
 
 
 def build_app(served: Any, generation_state: Any) -> Any:
