@@ -382,6 +382,8 @@ REFUSED = [
     ("completions", {"echo": True}, "echo"), ("completions", {"suffix": "x"}, "suffix"),
     ("completions", {"max_tokens": 0}, "max_tokens"),
     ("responses", {"input": []}, "input"), ("responses", {"max_output_tokens": -5}, "max_output_tokens"),
+    ("chat", {"guided_json": {"type": "object"}}, "guided_json"), ("completions", {"top_k": 5}, "top_k"),
+    ("responses", {"store": True}, "store"),
 ]
 
 
@@ -396,6 +398,15 @@ def test_a_field_this_server_does_not_serve_is_a_400_naming_it(server, route, fi
     assert status == 400, body
     assert param in body["error"]["message"] or body["error"]["param"] == param, body
     assert health(url) == 200
+
+
+def test_the_server_is_built_on_no_transformers_serving_internals() -> None:
+    # transformers' `cli.serving` changes every release (5.25 dropped the generation managers 5.24 had): the server
+    # imports only the model's public generation API, so that it runs on each transformers the project allows
+    code = ("import sys, tinylm_hf.serving as s, tinylm_hf.serving_generation, tinylm_hf.serving_requests; "
+            "s.build_app(None, None); print(sorted(m for m in sys.modules if m.startswith('transformers.cli')))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.strip() == "[]", result.stderr[-2000:]
 
 
 def test_a_missing_folder_is_one_line_and_exit_2(tmp_path, capsys) -> None:
