@@ -409,6 +409,21 @@ def test_the_server_is_built_on_no_transformers_serving_internals() -> None:
     assert result.returncode == 0 and result.stdout.strip() == "[]", result.stderr[-2000:]
 
 
+def test_a_transformers_without_the_batching_api_refuses_continuous_batching_in_one_line(chat_folder,
+                                                                                       monkeypatch) -> None:
+    # a transformers whose batching manager lacks what the server calls: one line naming it, not a traceback mid-request
+    from transformers import AutoModelForCausalLM
+    from transformers.generation.continuous_batching import ContinuousBatchingManager
+
+    from tinylm_hf.serving_generation import check_batching_api
+
+    model = AutoModelForCausalLM.from_pretrained(chat_folder)
+    check_batching_api(model)
+    monkeypatch.delattr(ContinuousBatchingManager, "register_result_handler")
+    with pytest.raises(ValueError, match=r"register_result_handler.*without --continuous-batching"):
+        check_batching_api(model)
+
+
 def test_a_missing_folder_is_one_line_and_exit_2(tmp_path, capsys) -> None:
     message = run_cli_error(["serve", str(tmp_path / "nothing"), "--port", str(free_port())], capsys)
     assert "nothing" in message
