@@ -296,6 +296,20 @@ def test_concurrent_clients_whose_prompts_together_pass_the_context_are_all_answ
     assert sum(prompt_tokens for _, prompt_tokens, _ in answers) > 64 and health(url) == 200
 
 
+def test_answers_sent_back_in_the_next_request_are_read_as_text(server) -> None:
+    # an assistant message as the client got it (with its null refusal and tool calls), and a Responses API output
+    # item (with its id, status and type)
+    client, name, _ = server
+    first = client.chat.completions.create(model=name, messages=MESSAGES, temperature=0, max_tokens=3)
+    history = [*MESSAGES, first.choices[0].message.model_dump(), {"role": "user", "content": "More?"}]
+    assert client.chat.completions.create(model=name, messages=history, temperature=0, max_tokens=3).choices
+    answer = client.responses.create(model=name, input="Hi", temperature=0, max_output_tokens=3, stream=False)
+    items = [{"role": "user", "content": "Hi"}, *(item.model_dump() for item in answer.output),
+             {"role": "user", "content": "More?"}]
+    again = client.responses.create(model=name, input=items, temperature=0, max_output_tokens=3, stream=False)
+    assert again.status == "completed"
+
+
 @pytest.mark.parametrize("route", ["chat", "completions"])
 def test_a_megabyte_prompt_is_refused_unencoded_and_the_server_keeps_serving(server, route) -> None:
     # encoding it whole took seconds on the event loop, during which no client was answered
