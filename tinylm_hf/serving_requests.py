@@ -130,7 +130,8 @@ def plain_messages(messages: Any) -> list[dict[str, str]]:
         where = f"messages[{i}]"
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise RequestError(400, f"{where} must be an object with a role and a content", param=where)
-        extra = sorted(set(message) - set(MESSAGE_KEYS))
+        extra = sorted(key for key, value in message.items()
+                       if key not in MESSAGE_KEYS and value not in (None, [], ""))  # a sent-back answer's nulls
         if extra:
             raise RequestError(400, f"{where}.{extra[0]} is not served: messages are role and text content only",
                                param=f"{where}.{extra[0]}", code="unsupported_parameter")
@@ -235,7 +236,8 @@ def response_ids(served: ServedModel, body: dict[str, Any]) -> list[int]:
     if isinstance(source, str):
         messages: Any = [{"role": "user", "content": source}]
     elif isinstance(source, list) and source and all(isinstance(m, dict) and "role" in m for m in source):
-        messages = [{key: value for key, value in m.items() if key != "type" or value != "message"} for m in source]
+        # items sent back from an earlier response carry their id, status and type: only the text counts
+        messages = [{key: value for key, value in m.items() if key not in ("id", "status", "type")} for m in source]
     elif isinstance(source, list) and source:
         messages = [{"role": "user", "content": source}]
     else:
