@@ -414,6 +414,13 @@ def test_a_field_this_server_does_not_serve_is_a_400_naming_it(server, route, fi
     assert health(url) == 200
 
 
+def test_a_response_is_not_streamed_unless_asked(server) -> None:
+    # as OpenAI's API: the openai client's plain `responses.create` reads one JSON body (transformers streamed it)
+    client, name, _ = server
+    answer = client.responses.create(model=name, input="Hi", temperature=0, max_output_tokens=3)
+    assert answer.output_text is not None and answer.usage.output_tokens <= 3
+
+
 def test_the_server_is_built_on_no_transformers_serving_internals() -> None:
     # transformers' `cli.serving` changes every release (5.25 dropped the generation managers 5.24 had): the server
     # imports only the model's public generation API, so that it runs on each transformers the project allows

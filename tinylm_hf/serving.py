@@ -117,7 +117,7 @@ def build_app(served: Any, generator: Any) -> Any:
         ids, config = prepare(route, served, body)
         generator.admit(config)
         reply = Reply(served, generator, ids, config)
-        if body.get("stream", route.stream_default):
+        if body.get("stream"):  # not streamed unless asked, as OpenAI's API (transformers streams responses)
             return StreamingResponse(shape.events(reply), media_type="text/event-stream")
         await reply.finish()
         return JSONResponse(shape.body(reply))

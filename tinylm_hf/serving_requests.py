@@ -258,7 +258,6 @@ class Route:
     refused: frozenset[str]  # fields of its OpenAI schema refused unless they ask for nothing (NOTHING_ASKED)
     max_tokens: tuple[str, ...]  # the fields that limit the reply, the first given wins
     prompt_ids: Callable[[ServedModel, dict[str, Any]], list[int]]
-    stream_default: bool = False
 
 
 SAMPLING_FIELDS = frozenset({"model", "stream", "temperature", "top_p", "seed", "user"})
@@ -276,7 +275,7 @@ RESPONSES = Route(SAMPLING_FIELDS | {"input", "instructions", "max_output_tokens
                   frozenset({"tools", "tool_choice", "include", "previous_response_id", "text", "truncation",
                              "background", "max_tool_calls", "prompt", "reasoning", "top_logprobs",
                              "generation_config", "chat_template_kwargs"}),
-                  ("max_output_tokens",), response_ids, stream_default=True)
+                  ("max_output_tokens",), response_ids)
 
 
 def refuse_unknown_fields(body: dict[str, Any], route: Route) -> None:
