@@ -147,8 +147,11 @@ def stop(server: subprocess.Popen) -> bool:
     return stopped
 
 
-def test_the_folder_is_the_served_model(client, chat_folder) -> None:
+def test_the_folder_is_the_served_model(client, chat_folder, other_folder) -> None:
     assert [model.id for model in client.models.list().data] == [str(chat_folder)]
+    assert client.models.retrieve(str(chat_folder)).id == str(chat_folder)
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve(str(other_folder))
 
 
 def test_the_printed_url_and_model_name_are_what_the_server_answers_to(server, chat_folder) -> None:
