@@ -2,7 +2,7 @@
 
 transformers' server machinery serves the folder, loaded and checked as `tinylm generate` loads it: the chat
 template's markers are the only control tokens, a chat model stops at `<|end|>`, and the name and address printed
-at start are what the server answers to. Needs fastapi, uvicorn, openai and accelerate:
+at start are what the server answers to. Needs fastapi, uvicorn, openai and psutil:
 pip install 'tinylm-hf[serve]'. Stop it with Ctrl-C.
 """
 
