@@ -147,8 +147,11 @@ def stop(server: subprocess.Popen) -> bool:
     return stopped
 
 
-def test_the_folder_is_the_served_model(client, chat_folder) -> None:
+def test_the_folder_is_the_served_model(client, chat_folder, other_folder) -> None:
     assert [model.id for model in client.models.list().data] == [str(chat_folder)]
+    assert client.models.retrieve(str(chat_folder)).id == str(chat_folder)
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve(str(other_folder))
 
 
 def test_the_printed_url_and_model_name_are_what_the_server_answers_to(server, chat_folder) -> None:
@@ -424,8 +427,8 @@ def test_a_response_is_not_streamed_unless_asked(server) -> None:
 def test_the_server_is_built_on_no_transformers_serving_internals() -> None:
     # transformers' `cli.serving` changes every release (5.25 dropped the generation managers 5.24 had): the server
     # imports only the model's public generation API, so that it runs on each transformers the project allows
-    code = ("import sys, tinylm_hf.serving as s, tinylm_hf.serving_generation, tinylm_hf.serving_requests; "
-            "s.build_app(None, None); print(sorted(m for m in sys.modules if m.startswith('transformers.cli')))")
+    code = ("import sys, types, tinylm_hf.serving as s, tinylm_hf.serving_generation, tinylm_hf.serving_requests; "
+            "s.build_app(types.SimpleNamespace(name='m'), None); print(sorted(m for m in sys.modules if m.startswith('transformers.cli')))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and result.stdout.strip() == "[]", result.stderr[-2000:]
 

@@ -92,7 +92,7 @@ def load_served_model(folder: str | os.PathLike, device: str, attn_implementatio
 
 
 def build_app(served: Any, generator: Any) -> Any:
-    """The FastAPI app: chat completions, completions, responses, the model list and health; nothing else.
+    """The FastAPI app: chat completions, completions, responses, the model (list) and health; nothing else.
 
     transformers' own app also loads any model a client names (`/load_model`, `/v1/audio/transcriptions`) and
     unloads the served one (`/reset`): no such route exists here.
@@ -134,10 +134,18 @@ def build_app(served: Any, generator: Any) -> Any:
     async def responses(body: dict) -> Any:
         return await answer(RESPONSES, body, ResponsesShape)
 
+    entry = {"id": served.name, "object": "model", "created": 0, "owned_by": "local"}
+
     @app.get("/v1/models")
     def models() -> JSONResponse:
-        entry = {"id": served.name, "object": "model", "created": 0, "owned_by": "local"}
         return JSONResponse({"object": "list", "data": [entry]})
+
+    @app.get("/v1/models/{name:path}")
+    def model(name: str) -> JSONResponse:
+        if name != served.name:
+            return JSONResponse(RequestError(404, f"the model {name!r} does not exist: this server serves "
+                                             f"{served.name!r} only", code="model_not_found").body(), status_code=404)
+        return JSONResponse(entry)
 
     @app.get("/health")
     def health() -> JSONResponse:

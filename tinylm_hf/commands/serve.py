@@ -2,7 +2,7 @@
 
 Our own small FastAPI app serves the folder, loaded and checked as `tinylm generate` loads it: the chat
 template's markers are the only control tokens, a chat model stops at `<|end|>`, and the name and address printed
-at start are what the server answers to. Needs fastapi and uvicorn (openai is the client):
+at start are what the server answers to. Needs fastapi, uvicorn and psutil (openai is the client):
 pip install 'tinylm-hf[serve]'. Stop it with Ctrl-C.
 """
 
