@@ -139,3 +139,19 @@ def test_continuous_batching_gives_each_prompt_its_own_greedy_output(model, attn
     by_prompt = {tuple(out.prompt_ids): out for out in outputs.values()}
     assert [by_prompt[tuple(p)].error for p in prompts] == [None] * len(prompts)
     assert [by_prompt[tuple(p)].generated_tokens for p in prompts] == alone
+
+
+def test_continuous_batching_packs_more_tokens_than_the_context_when_each_request_fits() -> None:
+    # four 20-token prompts in a 32-position model: the paged batch packs 80 tokens in one row (`tinylm serve
+    # --continuous-batching` under concurrent clients); each request's positions fit, so each is served
+    model = make_model(max_position_embeddings=32)
+    prompts = [random_ids(1, 20, seed=n)[0].tolist() for n in range(4)]
+    alone = [model.generate(torch.tensor([p]), max_new_tokens=NEW_TOKENS, do_sample=False,
+                            pad_token_id=0)[0, len(p):].tolist() for p in prompts]
+    config = ContinuousBatchingConfig(num_blocks=32, max_batch_tokens=128, page_size=32)
+    generation_config = GenerationConfig(max_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=-1, pad_token_id=0)
+    outputs = model.generate_batch(prompts, generation_config=generation_config, continuous_batching_config=config,
+                                   warmup=False)
+    by_prompt = {tuple(out.prompt_ids): out for out in outputs.values()}
+    assert [by_prompt[tuple(p)].error for p in prompts] == [None] * len(prompts)
+    assert [by_prompt[tuple(p)].generated_tokens for p in prompts] == alone

@@ -147,8 +147,11 @@ def stop(server: subprocess.Popen) -> bool:
     return stopped
 
 
-def test_the_folder_is_the_served_model(client, chat_folder) -> None:
+def test_the_folder_is_the_served_model(client, chat_folder, other_folder) -> None:
     assert [model.id for model in client.models.list().data] == [str(chat_folder)]
+    assert client.models.retrieve(str(chat_folder)).id == str(chat_folder)
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve(str(other_folder))
 
 
 def test_the_printed_url_and_model_name_are_what_the_server_answers_to(server, chat_folder) -> None:
@@ -284,6 +287,59 @@ def test_a_prompt_past_the_context_is_a_400_naming_it_and_the_server_keeps_servi
     assert health(url) == 200
 
 
+def test_concurrent_clients_whose_prompts_together_pass_the_context_are_all_answered(server) -> None:
+    # with continuous batching their prompts share one packed row of more tokens than the context
+    from concurrent.futures import ThreadPoolExecutor
+
+    client, name, url = server
+    texts = [f"Tell me a long story about a dog named Spot and his friend number {i}." for i in range(6)]
+    with ThreadPoolExecutor(len(texts)) as pool:
+        answers = list(pool.map(lambda text: reply(client, name, "chat", text, False, 4), texts))
+    assert all(finish in ("stop", "length") for _, _, finish in answers)
+    assert sum(prompt_tokens for _, prompt_tokens, _ in answers) > 64 and health(url) == 200
+
+
+def test_answers_sent_back_in_the_next_request_are_read_as_text(server) -> None:
+    # an assistant message as the client got it (with its null refusal and tool calls), and a Responses API output
+    # item (with its id, status and type)
+    client, name, _ = server
+    first = client.chat.completions.create(model=name, messages=MESSAGES, temperature=0, max_tokens=3)
+    history = [*MESSAGES, first.choices[0].message.model_dump(), {"role": "user", "content": "More?"}]
+    assert client.chat.completions.create(model=name, messages=history, temperature=0, max_tokens=3).choices
+    answer = client.responses.create(model=name, input="Hi", temperature=0, max_output_tokens=3, stream=False)
+    items = [{"role": "user", "content": "Hi"}, *(item.model_dump() for item in answer.output),
+             {"role": "user", "content": "More?"}]
+    again = client.responses.create(model=name, input=items, temperature=0, max_output_tokens=3, stream=False)
+    assert again.status == "completed"
+
+
+@pytest.mark.parametrize("route", ["chat", "completions"])
+def test_a_megabyte_prompt_is_refused_unencoded_and_the_server_keeps_serving(server, route) -> None:
+    # encoding it whole took seconds on the event loop, during which no client was answered
+    client, name, url = server
+    with pytest.raises(openai.BadRequestError, match="characters"):
+        reply(client, name, route, "Once upon a time there was a dog. " * 30_000, False, 2)
+    assert reply(client, name, route, "Hi", False, 2)[0] is not None and health(url) == 200
+
+
+def test_the_character_bound_never_refuses_a_prompt_that_fits(chat_folder) -> None:
+    # any text longer than max_prompt_chars is more tokens than the context: text of every script, emoji, spaces
+    from transformers import AutoTokenizer
+
+    from tinylm_hf.serving import use_tokenizers_twins
+    from tinylm_hf.serving_requests import max_prompt_chars
+    from tinylm_hf.tokenization.plain_text import encode_plain
+
+    use_tokenizers_twins()
+    tokenizer = AutoTokenizer.from_pretrained(chat_folder)
+    bound = max_prompt_chars(tokenizer, 64)
+    story = (PACKAGE_DATA / "tinystories_train_small.txt").read_text(encoding="utf-8")
+    samples = [story, "a" * 10_000, " " * 10_000, "\n" * 10_000, "汉字" * 5_000, "🙂" * 5_000, "<|end|>" * 2_000,
+               "The  cat,\tsat." * 1_000]
+    for text in samples:
+        assert len(encode_plain(tokenizer, text[:bound + 1])) > 64, text[:20]
+
+
 def test_a_reply_that_reaches_the_context_ends_with_length_and_keeps_its_text(server, chat_folder) -> None:
     # no max_tokens (transformers asks for 1024) and a huge one: the reply stops where the context is full
     from transformers import AutoTokenizer
@@ -343,6 +399,8 @@ REFUSED = [
     ("completions", {"echo": True}, "echo"), ("completions", {"suffix": "x"}, "suffix"),
     ("completions", {"max_tokens": 0}, "max_tokens"),
     ("responses", {"input": []}, "input"), ("responses", {"max_output_tokens": -5}, "max_output_tokens"),
+    ("chat", {"guided_json": {"type": "object"}}, "guided_json"), ("completions", {"top_k": 5}, "top_k"),
+    ("responses", {"store": True}, "store"),
 ]
 
 
@@ -359,8 +417,39 @@ def test_a_field_this_server_does_not_serve_is_a_400_naming_it(server, route, fi
     assert health(url) == 200
 
 
+def test_a_response_is_not_streamed_unless_asked(server) -> None:
+    # as OpenAI's API: the openai client's plain `responses.create` reads one JSON body (transformers streamed it)
+    client, name, _ = server
+    answer = client.responses.create(model=name, input="Hi", temperature=0, max_output_tokens=3)
+    assert answer.output_text is not None and answer.usage.output_tokens <= 3
+
+
+def test_the_server_is_built_on_no_transformers_serving_internals() -> None:
+    # transformers' `cli.serving` changes every release (5.25 dropped the generation managers 5.24 had): the server
+    # imports only the model's public generation API, so that it runs on each transformers the project allows
+    code = ("import sys, types, tinylm_hf.serving as s, tinylm_hf.serving_generation, tinylm_hf.serving_requests; "
+            "s.build_app(types.SimpleNamespace(name='m'), None); print(sorted(m for m in sys.modules if m.startswith('transformers.cli')))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.strip() == "[]", result.stderr[-2000:]
+
+
+def test_a_transformers_without_the_batching_api_refuses_continuous_batching_in_one_line(chat_folder,
+                                                                                       monkeypatch) -> None:
+    # a transformers whose batching manager lacks what the server calls: one line naming it, not a traceback mid-request
+    from transformers import AutoModelForCausalLM
+    from transformers.generation.continuous_batching import ContinuousBatchingManager
+
+    from tinylm_hf.serving_generation import check_batching_api
+
+    model = AutoModelForCausalLM.from_pretrained(chat_folder)
+    check_batching_api(model)
+    monkeypatch.delattr(ContinuousBatchingManager, "register_result_handler")
+    with pytest.raises(ValueError, match=r"register_result_handler.*without --continuous-batching"):
+        check_batching_api(model)
+
+
 def test_a_missing_folder_is_one_line_and_exit_2(tmp_path, capsys) -> None:
-    message = run_cli_error(["serve", str(tmp_path / "nothing")], capsys)
+    message = run_cli_error(["serve", str(tmp_path / "nothing"), "--port", str(free_port())], capsys)
     assert "nothing" in message
 
 
@@ -378,6 +467,15 @@ def test_continuous_batching_refuses_sampling_other_than_it_runs(server, request
         assert client.chat.completions.create(**ask).choices[0].finish_reason in ("stop", "length")
 
 
+@pytest.mark.parametrize(("host", "url"), [("127.0.0.1", "http://127.0.0.1:8000/v1"), ("::1", "http://[::1]:8000/v1"),
+                                           ("localhost", "http://localhost:8000/v1")])
+def test_the_printed_url_is_one_a_client_can_use(host, url) -> None:
+    from tinylm_hf.serving import served_name, server_url
+
+    assert server_url(host, 8000) == url
+    assert served_name("runs/chat/hf/") == served_name("runs/chat/hf") == "runs/chat/hf"
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA GPU is here")
 def test_a_device_that_is_not_here_is_refused_in_one_line(chat_folder, capsys) -> None:
     message = run_cli_error(["serve", str(chat_folder), "--device", "cuda", "--port", str(free_port())], capsys)
@@ -393,6 +491,28 @@ def test_a_folder_that_cannot_generate_is_refused_as_generate_refuses_it(tmp_pat
         generate = run_cli_error(["generate", str(folder), "--prompt", "Once"], capsys)
         served = run_cli_error(["serve", str(folder), "--device", "cpu", "--port", str(free_port())], capsys)
         assert words in served and served.split(": ", 1)[1] == generate.split(": ", 1)[1]
+
+
+def test_a_port_in_use_is_refused_in_one_line_before_the_folder_is_read(tmp_path, capsys) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        message = run_cli_error(["serve", str(tmp_path / "nothing"), "--device", "cpu", "--port", str(port)], capsys)
+    assert f"127.0.0.1:{port}" in message and "in use" in message
+
+
+def test_a_batching_cache_smaller_than_the_context_is_refused_at_start(chat_folder) -> None:
+    # with it, one request as long as the context stopped the batching worker for good (every later request: 503)
+    command = [sys.executable, "-m", "tinylm_hf.cli", "serve", str(chat_folder), "--device", "cpu", "--port",
+               str(free_port()), "--continuous-batching", "--cb-num-blocks", "1", "--cb-block-size", "32"]
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=START_TIMEOUT,
+                                env={**os.environ, "TRANSFORMERS_VERBOSITY": "error"})
+    except subprocess.TimeoutExpired:
+        raise AssertionError("tinylm serve started with a cache smaller than the context") from None
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "32 tokens of cache" in result.stderr and "(64)" in result.stderr
 
 
 def test_an_unknown_attention_implementation_is_refused_in_one_line(chat_folder, capsys) -> None:

@@ -1,31 +1,32 @@
-"""A TinyLM folder over an OpenAI-compatible API, with transformers' server machinery (`transformers serve`).
+"""A TinyLM folder over an OpenAI-compatible API: a small FastAPI app of our own over the model's public API.
 
 `tinylm serve` loads the folder as `tinylm generate` does (refusing what it refuses, before anything listens) and
-serves that one model under one name with transformers' request handlers, generation managers, streamers and
-continuous batching, in an app of its own: chat completions, completions, responses, the model list and health.
-transformers' app would also load any model a client names and unload the served one; this one does not.
-`serving_requests` says what a request gets: plain-text ids as `tinylm chat` encodes them, a 404 for another
-model's name, a 400 for a prompt that leaves no room in the context or a field this server does not serve.
+serves that one model under one name: chat completions, completions and responses (streamed as server-sent events
+or not), the model list and health, in the bodies the `openai` client reads. `serving_requests` says what a request
+gets (plain-text ids as `tinylm chat` encodes them, a 404 for another model's name, a 400 for a prompt that leaves
+no room in the context or a field this server does not serve); `serving_generation` makes the tokens with
+`model.generate` or the model's continuous batching. transformers' own server (`transformers.cli.serving`) is not
+used: its internals change every release, and its app loads any model a client names.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-# what transformers' server imports (its `serving` extra); `pip install 'tinylm-hf[serve]'` installs them
-SERVE_PACKAGES = ("fastapi", "uvicorn", "openai", "pydantic")
+# what the server imports; `pip install 'tinylm-hf[serve]'` installs them (openai is the tests' and users' client)
+SERVE_PACKAGES = ("fastapi", "uvicorn")
 SERVE_INSTALL = "pip install 'tinylm-hf[serve]'"
 
 
 def use_tokenizers_twins() -> None:
     """Make ``AutoTokenizer`` give each tokenizer family's exact ``tokenizers`` twin in this process.
 
-    transformers' server streams text through the Rust tokenizer (``tokenizer._tokenizer``, which a from-scratch
-    class has not): a folder naming the from-scratch class gets the twin, whose ids are the same.
+    A folder naming the from-scratch class gets the twin, whose ids are the same and whose ``tokenizers`` model
+    bounds a prompt's characters (``serving_requests.max_prompt_chars``) before it is encoded.
     """
     from transformers.models.auto import tokenization_auto
 
@@ -46,10 +47,10 @@ def keep_hub_kernels_off() -> None:
 
 
 def check_serve_packages() -> None:
-    """Raise ImportError naming what to install when transformers' server cannot start here."""
-    from transformers.utils.import_utils import is_serve_available
+    """Raise ImportError naming what to install when the server's packages are not here."""
+    import importlib.util
 
-    if not is_serve_available():
+    if any(importlib.util.find_spec(name) is None for name in SERVE_PACKAGES):
         raise ImportError(f"serving needs {', '.join(SERVE_PACKAGES)}: {SERVE_INSTALL}")
 
 
@@ -60,6 +61,16 @@ def check_start(port: int, cb_sizes: dict[str, int | None]) -> None:
     for name, value in cb_sizes.items():
         if value is not None and value < 1:
             raise ValueError(f"{name} must be a positive number of blocks or tokens, got {value}")
+
+
+def check_cache_holds_the_context(num_blocks: int | None, block_size: int | None, context: int | None) -> None:
+    """ValueError when the paged cache cannot hold one request as long as the context: transformers' batching
+    worker stops for good on such a request ("no requests can be scheduled"), and with it every later request."""
+    if num_blocks is None or block_size is None or context is None or num_blocks * block_size >= context:
+        return
+    raise ValueError(f"--cb-num-blocks {num_blocks} x --cb-block-size {block_size} = {num_blocks * block_size} "
+                     f"tokens of cache, fewer than the model's context ({context}): give at least {context} tokens "
+                     f"(e.g. --cb-num-blocks {-(-context // block_size)})")
 
 
 def served_name(folder: str | os.PathLike) -> str:
@@ -75,109 +86,289 @@ def server_url(host: str, port: int) -> str:
 def load_served_model(folder: str | os.PathLike, device: str, attn_implementation: str | None) -> Any:
     """The folder's model and tokenizer on `device`, refused as `tinylm generate` refuses them (one ValueError)."""
     from .publish import load_folder
-    from .serving_requests import ServedModel
     from .runtime import resolve_device
+    from .serving_requests import ServedModel, max_prompt_chars
 
     from transformers import AutoTokenizer
 
     place = resolve_device(device)  # an absent GPU is refused before the model is read
     model, _ = load_folder(folder)  # refuses a folder that cannot generate, a tokenizer larger than the model, ...
     tokenizer = AutoTokenizer.from_pretrained(folder)  # the `tokenizers` twin (use_tokenizers_twins): the same ids
-    if not hasattr(tokenizer, "_tokenizer"):
-        raise ValueError(f"the tokenizer of {folder} ({type(tokenizer).__name__}) has no `tokenizers` twin, which "
-                         "transformers' server streams text through")
     model = model.to(place).eval()
     if attn_implementation is not None:
         model.set_attn_implementation(attn_implementation)
-    return ServedModel(served_name(folder), model, tokenizer)
+    context = getattr(model.config, "max_position_embeddings", None)
+    return ServedModel(served_name(folder), model, tokenizer, max_prompt_chars(tokenizer, context))
 
 
-def build_app(served: Any, generation_state: Any) -> Any:
-    """The FastAPI app: chat completions, completions, responses, the model list and health; nothing else.
+def build_app(served: Any, generator: Any) -> Any:
+    """The FastAPI app: chat completions, completions, responses, the model (list) and health; nothing else.
 
-    transformers' own app also loads any model a client names (`/load_model`, `/v1/audio/transcriptions`),
-    unloads the served one (`/reset`) and answers decision and audio requests: none of them is served here.
+    transformers' own app also loads any model a client names (`/load_model`, `/v1/audio/transcriptions`) and
+    unloads the served one (`/reset`): no such route exists here.
     """
     from fastapi import FastAPI
-    from fastapi.responses import JSONResponse
-    from transformers.cli.serving.utils import CBWorkerDeadError
+    from fastapi.responses import JSONResponse, StreamingResponse
 
-    from .serving_requests import ChatHandler, RequestError, ResponsesHandler, TextCompletionHandler
+    from .serving_generation import GenerationUnavailable
+    from .serving_requests import CHAT, COMPLETION, RESPONSES, RequestError, Route, prepare
 
     app = FastAPI()
-    chat = ChatHandler(served, generation_state)
-    completion = TextCompletionHandler(served, generation_state)
-    responses = ResponsesHandler(served, generation_state)
 
     @app.exception_handler(RequestError)
     async def refused(_request: Any, error: RequestError) -> JSONResponse:
         return JSONResponse(error.body(), status_code=error.status)
 
-    @app.exception_handler(CBWorkerDeadError)
-    async def batching_dead(_request: Any, error: CBWorkerDeadError) -> JSONResponse:
+    @app.exception_handler(GenerationUnavailable)
+    async def unavailable(_request: Any, error: GenerationUnavailable) -> JSONResponse:
         return JSONResponse({"error": {"message": str(error), "type": "server_error"}}, status_code=503)
+
+    async def answer(route: Route, body: Any, shape: Any) -> Any:
+        ids, config = prepare(route, served, body)
+        generator.admit(config)
+        reply = Reply(served, generator, ids, config)
+        if body.get("stream"):  # not streamed unless asked, as OpenAI's API (transformers streams responses)
+            return StreamingResponse(shape.events(reply), media_type="text/event-stream")
+        await reply.finish()
+        return JSONResponse(shape.body(reply))
 
     @app.post("/v1/chat/completions")
     async def chat_completions(body: dict) -> Any:
-        return await chat.handle_request(body, _request_id())
+        return await answer(CHAT, body, ChatShape)
 
     @app.post("/v1/completions")
     async def completions(body: dict) -> Any:
-        return await completion.handle_request(body, _request_id())
+        return await answer(COMPLETION, body, CompletionShape)
 
     @app.post("/v1/responses")
-    async def respond(body: dict) -> Any:
-        return await responses.handle_request(body, _request_id())
+    async def responses(body: dict) -> Any:
+        return await answer(RESPONSES, body, ResponsesShape)
+
+    entry = {"id": served.name, "object": "model", "created": 0, "owned_by": "local"}
 
     @app.get("/v1/models")
     def models() -> JSONResponse:
-        entry = {"id": served.name, "object": "model", "created": 0, "owned_by": "local"}
         return JSONResponse({"object": "list", "data": [entry]})
+
+    @app.get("/v1/models/{name:path}")
+    def model(name: str) -> JSONResponse:
+        if name != served.name:
+            return JSONResponse(RequestError(404, f"the model {name!r} does not exist: this server serves "
+                                             f"{served.name!r} only", code="model_not_found").body(), status_code=404)
+        return JSONResponse(entry)
 
     @app.get("/health")
     def health() -> JSONResponse:
-        if not generation_state.is_cb_alive():
-            return JSONResponse({"status": "unhealthy", "reason": "cb_worker_dead"}, status_code=503)
+        if not generator.is_alive():
+            return JSONResponse({"status": "unhealthy", "reason": "batching worker stopped"}, status_code=503)
         return JSONResponse({"status": "ok"})
 
     return app
 
 
-def _request_id() -> str:
-    import uuid
+class Reply:
+    """One request's reply as it is generated: its text in parts, its token counts and why it ended."""
 
-    return str(uuid.uuid4())
+    def __init__(self, served: Any, generator: Any, ids: list[int], config: Any) -> None:
+        import uuid
+
+        from .serving_generation import TextDeltas
+
+        self.served, self.generator, self.ids, self.config = served, generator, ids, config
+        self.id, self.created = uuid.uuid4().hex, int(time.time())
+        self.generated: list[int] = []
+        self._text = TextDeltas(served.tokenizer)
+
+    async def parts(self) -> Any:
+        """The reply's text, part by part as tokens come (an async iterator of str)."""
+        async for new in self.generator.tokens(self.ids, self.config):
+            self.generated += new
+            if delta := self._text.add(new):
+                yield delta
+        if rest := self._text.rest():
+            yield rest
+
+    async def finish(self) -> None:
+        async for _ in self.parts():
+            pass
+
+    @property
+    def text(self) -> str:
+        return self._text.text()
+
+    @property
+    def finish_reason(self) -> str:
+        """"stop" when the reply ended at a stop token, "length" when at its token limit (or the context's end)."""
+        stops = self.config.eos_token_id
+        stops = set(stops) if isinstance(stops, (list, tuple)) else {stops}
+        return "stop" if self.generated and self.generated[-1] in stops else "length"
+
+    def usage(self) -> dict[str, int]:
+        prompt, completion = len(self.ids), len(self.generated)
+        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def sse(data: Any, event: str | None = None) -> str:
+    """One server-sent event carrying `data` as JSON."""
+    import json
+
+    return (f"event: {event}\n" if event else "") + f"data: {json.dumps(data)}\n\n"
+
+
+def stream_error(error: Exception) -> dict[str, Any]:
+    """The body a stream ends with when generation fails after the first bytes were sent."""
+    return {"error": {"message": f"generation failed: {error}", "type": "server_error"}}
+
+
+class ChatShape:
+    """`/v1/chat/completions` bodies: a `chat.completion`, or `chat.completion.chunk` events ending in [DONE]."""
+
+    @staticmethod
+    def body(reply: Reply) -> dict[str, Any]:
+        message = {"role": "assistant", "content": reply.text}
+        choice = {"index": 0, "message": message, "finish_reason": reply.finish_reason, "logprobs": None}
+        return {"id": f"chatcmpl-{reply.id}", "object": "chat.completion", "created": reply.created,
+                "model": reply.served.name, "choices": [choice], "usage": reply.usage()}
+
+    @staticmethod
+    def chunk(reply: Reply, delta: dict[str, str], finish: str | None = None) -> str:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+        body = {"id": f"chatcmpl-{reply.id}", "object": "chat.completion.chunk", "created": reply.created,
+                "model": reply.served.name, "choices": [choice]}
+        return sse({**body, "usage": reply.usage()} if finish else body)
+
+    @classmethod
+    async def events(cls, reply: Reply) -> Any:
+        yield cls.chunk(reply, {"role": "assistant", "content": ""})
+        try:
+            async for part in reply.parts():
+                yield cls.chunk(reply, {"content": part})
+        except Exception as error:  # noqa: BLE001 (the status line is sent: the stream says why it ends)
+            yield sse(stream_error(error))
+            return
+        yield cls.chunk(reply, {}, reply.finish_reason)
+        yield "data: [DONE]\n\n"
+
+
+class CompletionShape:
+    """`/v1/completions` bodies: a `text_completion`, or `text_completion` chunks ending in [DONE]."""
+
+    @staticmethod
+    def body(reply: Reply, text: str | None = None, finish: str | None = None) -> dict[str, Any]:
+        choice = {"index": 0, "text": reply.text if text is None else text, "logprobs": None,
+                  "finish_reason": reply.finish_reason if text is None else finish}
+        body = {"id": f"cmpl-{reply.id}", "object": "text_completion", "created": reply.created,
+                "model": reply.served.name, "choices": [choice]}
+        return {**body, "usage": reply.usage()} if choice["finish_reason"] else body
+
+    @classmethod
+    async def events(cls, reply: Reply) -> Any:
+        try:
+            async for part in reply.parts():
+                yield sse(cls.body(reply, part))
+        except Exception as error:  # noqa: BLE001 (the status line is sent: the stream says why it ends)
+            yield sse(stream_error(error))
+            return
+        yield sse(cls.body(reply, "", reply.finish_reason))
+        yield "data: [DONE]\n\n"
+
+
+class ResponsesShape:
+    """`/v1/responses` bodies: a `response`, or the Responses API's events from `response.created` to
+    `response.completed` (`response.incomplete` when the reply reached its token limit)."""
+
+    @staticmethod
+    def body(reply: Reply, status: str | None = None) -> dict[str, Any]:
+        status = status or ("completed" if reply.finish_reason == "stop" else "incomplete")
+        done = status != "in_progress"
+        usage = reply.usage()
+        return {
+            "id": f"resp_{reply.id}", "object": "response", "created_at": reply.created, "model": reply.served.name,
+            "status": status, "error": None, "instructions": None, "tools": [], "tool_choice": "none",
+            "parallel_tool_calls": False, "metadata": {},
+            "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
+            "output": [ResponsesShape.message(reply, reply.text)] if done else [],
+            "usage": {"input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"],
+                      "total_tokens": usage["total_tokens"], "input_tokens_details": {"cached_tokens": 0},
+                      "output_tokens_details": {"reasoning_tokens": 0}} if done else None,
+        }
+
+    @staticmethod
+    def message(reply: Reply, text: str, status: str = "completed") -> dict[str, Any]:
+        content = [{"type": "output_text", "text": text, "annotations": []}] if status == "completed" else []
+        return {"type": "message", "id": f"msg_{reply.id}", "status": status, "role": "assistant",
+                "content": content}
+
+    @classmethod
+    async def events(cls, reply: Reply) -> Any:
+        count = iter(range(1 << 62))
+        where = {"item_id": f"msg_{reply.id}", "output_index": 0, "content_index": 0}
+        part = {"type": "output_text", "text": "", "annotations": []}
+
+        def event(kind: str, **fields: Any) -> str:
+            return sse({"type": kind, "sequence_number": next(count), **fields}, kind)
+
+        yield event("response.created", response=cls.body(reply, "in_progress"))
+        yield event("response.output_item.added", output_index=0, item=cls.message(reply, "", "in_progress"))
+        yield event("response.content_part.added", part=part, **where)
+        try:
+            async for delta in reply.parts():
+                yield event("response.output_text.delta", delta=delta, logprobs=[], **where)
+        except Exception as error:  # noqa: BLE001 (the status line is sent: the stream says why it ends)
+            yield event("error", message=f"generation failed: {error}", code="server_error", param=None)
+            return
+        yield event("response.output_text.done", text=reply.text, logprobs=[], **where)
+        yield event("response.content_part.done", part={**part, "text": reply.text}, **where)
+        yield event("response.output_item.done", output_index=0, item=cls.message(reply, reply.text))
+        done = cls.body(reply)
+        yield event(f"response.{done['status']}", response=done)
+
+
+def listening_socket(host: str, port: int) -> Any:
+    """A socket bound to `host`:`port`; OSError naming the address and why when it cannot be (in use, not here)."""
+    import socket
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as err:
+        raise OSError(f"cannot listen on {host}:{port}: {err.strerror or err} (another port, or an address of "
+                      "this machine)") from None
+    return sock
 
 
 class Server:
     """A running `tinylm serve` server: `url` and `model_name` are where it listens and what clients send."""
 
-    def __init__(self, uvicorn_server: Any, generation_state: Any, url: str, model_name: str) -> None:
+    def __init__(self, uvicorn_server: Any, generator: Any, url: str, model_name: str) -> None:
+        self.url, self.model_name = url, model_name
+        self._server, self._generator = uvicorn_server, generator
+        self._thread: Any = None
+
+    def start(self, sock: Any, timeout: float = 60.0) -> None:
+        """Serve on the bound socket `sock` in a thread; OSError when it stopped before it listened."""
         import threading
 
-        self.url, self.model_name = url, model_name
-        self._server, self._generation_state = uvicorn_server, generation_state
-        self._thread = threading.Thread(target=uvicorn_server.run, name="tinylm-serve", daemon=True)
-
-    def start(self, host: str, port: int, timeout: float = 60.0) -> None:
-        """Start listening; OSError when the server stopped before it listened (the port in use, ...)."""
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, name="tinylm-serve",
+                                        daemon=True)
         self._thread.start()
         deadline = time.monotonic() + timeout
         while not self._server.started and self._thread.is_alive() and time.monotonic() < deadline:
             time.sleep(0.05)
         if not self._server.started:
             self.stop()
-            raise OSError(f"the server could not listen on {host}:{port} (is the port in use, or the address not "
-                          "this machine's?)")
+            raise OSError(f"the server did not start on {self.url}")
 
     def is_running(self) -> bool:
-        return self._thread.is_alive()
+        return self._thread is not None and self._thread.is_alive()
 
     def stop(self) -> None:
         """Stop listening and stop the generation threads (continuous batching's would keep the process alive)."""
-        self._generation_state.shutdown()
+        self._generator.stop()
         self._server.should_exit = True
-        if self._thread.is_alive():
+        if self.is_running():
             self._thread.join(timeout=10)
 
 
@@ -208,6 +399,7 @@ def serve(
     cb_sizes = {"cb_num_blocks": cb_num_blocks, "cb_max_batch_tokens": cb_max_batch_tokens,
                 "cb_block_size": cb_block_size}
     check_start(port, cb_sizes)
+    listening_socket(host, port).close()  # an address in use or not here is refused before the model is read
     from .publish.folder import check_folder_files
 
     check_folder_files(folder)
@@ -215,18 +407,24 @@ def serve(
     use_tokenizers_twins()
     keep_hub_kernels_off()
     served = load_served_model(folder, device, attn_implementation)
+    from .serving_generation import BatchingGenerator, PlainGenerator, check_batching_api
+
+    if continuous_batching:
+        check_cache_holds_the_context(cb_num_blocks, cb_block_size, served.context)
+        check_batching_api(served.model)
+        from transformers import ContinuousBatchingConfig
+
+        sizes = {"num_blocks": cb_num_blocks, "max_batch_tokens": cb_max_batch_tokens, "block_size": cb_block_size}
+        sizes = {key: value for key, value in sizes.items() if value is not None}
+        generator: Any = BatchingGenerator(served.model, ContinuousBatchingConfig(**sizes))
+    else:
+        generator = PlainGenerator(served.model)
 
     import uvicorn
-    from transformers import ContinuousBatchingConfig
-    from transformers.cli.serving.utils import GenerationState
 
-    sizes = {"num_blocks": cb_num_blocks, "max_batch_tokens": cb_max_batch_tokens, "block_size": cb_block_size}
-    sizes = {key: value for key, value in sizes.items() if value is not None}
-    state = GenerationState(continuous_batching=continuous_batching,
-                            cb_config=ContinuousBatchingConfig(**sizes) if sizes else None)
-    config = uvicorn.Config(build_app(served, state), host=host, port=port, log_level="warning")
-    server = Server(uvicorn.Server(config), state, server_url(host, port), served.name)
-    server.start(host, port)
+    config = uvicorn.Config(build_app(served, generator), host=host, port=port, log_level="warning")
+    server = Server(uvicorn.Server(config), generator, server_url(host, port), served.name)
+    server.start(listening_socket(host, port))
     if on_start is not None:
         on_start(server)
     if non_blocking:

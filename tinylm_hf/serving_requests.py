@@ -1,26 +1,22 @@
-"""What `tinylm serve` answers a request with: transformers' handlers, fed the ids our rules give, or a 4xx.
+"""What `tinylm serve` answers a request with: the prompt ids and generation config our rules give, or a 4xx.
 
-transformers' handlers render a chat with `apply_chat_template` and a completion prompt with the tokenizer's
-plain call, so a message that spells `<|end|>` or `<|assistant|>` becomes those control tokens (a client could
-close its own turn and forge the assistant's). Here a handler takes its ids from `encode_chat` / `encode_plain`,
-as `tinylm chat` and `tinylm generate` do: the only control tokens are the template's markers. Before any work
-a request is checked: the model it names must be the served folder (404), its prompt must leave room for a reply
-in the model's context (400), every reply is capped at the room left (it ends with finish_reason "length", the
-text kept), and a field asking for what this server does not do (`n` > 1, logprobs, tools, images, stop strings,
-a generation config of its own) is refused with a 400 naming it, never silently ignored. Generation, streaming
-and continuous batching stay transformers' own.
+A chat is rendered with `encode_chat` and a completion prompt with `encode_plain`, as `tinylm chat` and
+`tinylm generate` encode them: a message that spells `<|end|>` or `<|assistant|>` is those characters, never the
+control tokens (a client cannot close its own turn and forge the assistant's); the only control tokens are the
+template's markers. Before any work a request is checked: a field the route does not read is a 400, the model it
+names must be the served folder (404), its prompt must leave room for a reply in the model's context (400), every
+reply is capped at the room left (it ends with finish_reason "length", the text kept), and a field asking for what
+this server does not do (`n` > 1, logprobs, tools, images, stop strings, a generation config of its own) is
+refused with a 400 naming it, never silently ignored.
 """
 
 from __future__ import annotations
 
+import copy
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-from transformers.cli.serving.chat_completion import ChatCompletionHandler
-from transformers.cli.serving.completion import CompletionHandler
-from transformers.cli.serving.response import ResponseHandler
-from transformers.cli.serving.utils import CBGenerateManager, Modality
 
 from .tokenization.plain_text import encode_chat, encode_plain
 
@@ -44,10 +40,29 @@ class ServedModel:
     name: str
     model: Any
     tokenizer: Any
+    max_prompt_chars: int | None = None  # max_prompt_chars(tokenizer, context)
 
     @property
     def context(self) -> int | None:
         return getattr(self.model.config, "max_position_embeddings", None)
+
+
+def max_prompt_chars(tokenizer: Any, context: int | None) -> int | None:
+    """Characters past which a text is sure to be longer than `context` tokens, or None where none is sure.
+
+    A BPE model without an unknown token (byte-level) spells every character: no token stands for more than its
+    longest decoded spelling and a separator. (A WordPiece or Unigram model reads a whole unknown word as one
+    token: no bound.) A longer text is refused without being encoded: encoding 2 MB takes seconds, during
+    which the server answers no one.
+    """
+    from tokenizers.models import BPE
+
+    backend = getattr(getattr(tokenizer, "_tokenizer", None), "model", None)
+    spells_everything = isinstance(backend, BPE) and (backend.unk_token is None or backend.byte_fallback)
+    if context is None or not spells_everything:
+        return None
+    longest = max(len(tokenizer.decode([i])) for i in range(len(tokenizer)))
+    return context * (longest + 1)
 
 
 # field -> the values that ask for nothing this server leaves undone (None: the field absent or null)
@@ -115,7 +130,8 @@ def plain_messages(messages: Any) -> list[dict[str, str]]:
         where = f"messages[{i}]"
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise RequestError(400, f"{where} must be an object with a role and a content", param=where)
-        extra = sorted(set(message) - set(MESSAGE_KEYS))
+        extra = sorted(key for key, value in message.items()
+                       if key not in MESSAGE_KEYS and value not in (None, [], ""))  # a sent-back answer's nulls
         if extra:
             raise RequestError(400, f"{where}.{extra[0]} is not served: messages are role and text content only",
                                param=f"{where}.{extra[0]}", code="unsupported_parameter")
@@ -139,14 +155,33 @@ def text_content(content: Any, where: str) -> str:
     return " ".join(texts)
 
 
+def refuse_text_past_the_context(served: ServedModel, texts: list[str], param: str) -> None:
+    """RequestError 400 for texts with more characters than the context could hold (`max_prompt_chars`)."""
+    chars = sum(map(len, texts))
+    if served.max_prompt_chars is not None and chars > served.max_prompt_chars:
+        raise RequestError(400, f"the prompt is {chars} characters, more than this model's context of "
+                           f"{served.context} tokens can hold: shorten it", param=param,
+                           code="context_length_exceeded")
+
+
 def chat_ids(served: ServedModel, messages: list[dict[str, str]]) -> list[int]:
-    """The prompt ids of a conversation: the template's markers as control tokens, each content as plain text."""
+    """The prompt ids of a conversation: the template's markers as control tokens, each content as plain text.
+
+    Encoding stops as soon as the ids leave no room for a reply (a long conversation is never encoded whole).
+    """
     from jinja2.exceptions import TemplateError
 
+    refuse_text_past_the_context(served, [m["content"] for m in messages], "messages")
+    limit = None if served.context is None else served.context - 1
     try:
-        return encode_chat(served.tokenizer, messages, add_generation_prompt=True).ids
+        encoded = encode_chat(served.tokenizer, messages, add_generation_prompt=True, max_tokens=limit)
     except (ValueError, TemplateError) as err:
         raise RequestError(400, f"messages: {err}", param="messages") from None
+    if encoded is None:
+        raise RequestError(400, f"the prompt is more than {limit} tokens but this model reads at most "
+                           f"{served.context} (its context), with room for a reply: shorten it to {limit} tokens or "
+                           "fewer", param="messages", code="context_length_exceeded")
+    return encoded.ids
 
 
 def reply_room(prompt_length: int, context: int | None) -> int | None:
@@ -170,141 +205,121 @@ def sampling(config: Any) -> str:
     return words if penalty in (None, 1.0) else f"{words}, repetition penalty {penalty}"
 
 
-def check_batch_sampling(manager: Any, config: Any) -> None:
-    """RequestError 400 when continuous batching already samples otherwise than `config` asks.
+def check_model(served: ServedModel, body: dict[str, Any]) -> None:
+    """RequestError 404 when the request names a model other than the served one."""
+    requested = body.get("model")
+    if requested is not None and requested != served.name:
+        raise RequestError(404, f"the model {requested!r} does not exist: this server serves {served.name!r} only",
+                           param="model", code="model_not_found")
 
-    transformers' continuous batching takes its sampling settings from the request that starts it and applies them
-    to every later request: a request asking for others would silently get those.
+
+def completion_ids(served: ServedModel, body: dict[str, Any]) -> list[int]:
+    """The prompt ids of a text completion: the prompt as plain text."""
+    prompt = body.get("prompt")
+    if not isinstance(prompt, str):
+        raise RequestError(400, f"prompt must be one text, got {type(prompt).__name__}", param="prompt")
+    refuse_text_past_the_context(served, [prompt], "prompt")
+    try:
+        return encode_plain(served.tokenizer, prompt)
+    except ValueError as err:
+        raise RequestError(400, f"prompt: {err}", param="prompt") from None
+
+
+def conversation_ids(served: ServedModel, body: dict[str, Any]) -> list[int]:
+    """The prompt ids of a chat completion's `messages`."""
+    return chat_ids(served, plain_messages(body.get("messages")))
+
+
+def response_ids(served: ServedModel, body: dict[str, Any]) -> list[int]:
+    """The prompt ids of a Responses request: `instructions` as the system message, then `input` (text or messages)."""
+    source = body.get("input")
+    if isinstance(source, str):
+        messages: Any = [{"role": "user", "content": source}]
+    elif isinstance(source, list) and source and all(isinstance(m, dict) and "role" in m for m in source):
+        # items sent back from an earlier response carry their id, status and type: only the text counts
+        messages = [{key: value for key, value in m.items() if key not in ("id", "status", "type")} for m in source]
+    elif isinstance(source, list) and source:
+        messages = [{"role": "user", "content": source}]
+    else:
+        raise RequestError(400, "input must be a text or a non-empty list of messages", param="input")
+    instructions = body.get("instructions")
+    if instructions is not None:
+        if not isinstance(instructions, str):
+            raise RequestError(400, "instructions must be a text", param="instructions")
+        messages = [{"role": "system", "content": instructions}, *messages]
+    return chat_ids(served, plain_messages(messages))
+
+
+@dataclass(frozen=True)
+class Route:
+    """What one endpoint reads: its fields, the schema's fields it refuses, its token limit and its prompt."""
+
+    fields: frozenset[str]  # what it reads (and the OpenAI client may send)
+    refused: frozenset[str]  # fields of its OpenAI schema refused unless they ask for nothing (NOTHING_ASKED)
+    max_tokens: tuple[str, ...]  # the fields that limit the reply, the first given wins
+    prompt_ids: Callable[[ServedModel, dict[str, Any]], list[int]]
+
+
+SAMPLING_FIELDS = frozenset({"model", "stream", "temperature", "top_p", "seed", "user"})
+CHAT = Route(SAMPLING_FIELDS | {"messages", "stream_options", "max_tokens", "max_completion_tokens",
+                                "frequency_penalty"},
+             frozenset({"n", "logprobs", "top_logprobs", "tools", "functions", "function_call", "tool_choice",
+                        "presence_penalty", "stop", "audio", "modalities", "prediction", "web_search_options",
+                        "response_format", "generation_config", "chat_template_kwargs", "logit_bias"}),
+             ("max_completion_tokens", "max_tokens"), conversation_ids)
+COMPLETION = Route(SAMPLING_FIELDS | {"prompt", "stream_options", "max_tokens", "frequency_penalty"},
+                   frozenset({"n", "best_of", "logprobs", "echo", "suffix", "presence_penalty", "stop",
+                              "generation_config", "logit_bias"}),
+                   ("max_tokens",), completion_ids)
+RESPONSES = Route(SAMPLING_FIELDS | {"input", "instructions", "max_output_tokens"},
+                  frozenset({"tools", "tool_choice", "include", "previous_response_id", "text", "truncation",
+                             "background", "max_tool_calls", "prompt", "reasoning", "top_logprobs",
+                             "generation_config", "chat_template_kwargs"}),
+                  ("max_output_tokens",), response_ids)
+
+
+def refuse_unknown_fields(body: dict[str, Any], route: Route) -> None:
+    """RequestError 400 naming the first field that is neither read nor refused by `route`."""
+    unknown = sorted(body.keys() - route.fields - route.refused)
+    if unknown:
+        raise RequestError(400, f"{unknown[0]} is not a field this server reads here: drop it", param=unknown[0],
+                           code="unsupported_parameter")
+
+
+def generation_config(default: Any, body: dict[str, Any], route: Route, room: int | None) -> Any:
+    """The folder's generation config with the request's sampling, its reply capped at `room` tokens.
+
+    Without a token limit (and no context) a reply may have max(the folder's max_new_tokens, 1024) tokens.
     """
-    running = getattr(manager, "_cb", None) if isinstance(manager, CBGenerateManager) else None
-    if running is None or sampling(running.generation_config) == sampling(config):
-        return
-    raise RequestError(400, f"with --continuous-batching every request samples as the first one did "
-                       f"({sampling(running.generation_config)}); this one asks for {sampling(config)}: send the "
-                       "same settings, or start the server without --continuous-batching", param="temperature")
+    config = copy.deepcopy(default)
+    asked = next((body[field] for field in route.max_tokens if body.get(field) is not None), None)
+    limits = [n for n in (asked, room) if n is not None]
+    config.max_new_tokens = min(limits) if limits else max(config.max_new_tokens or 0, 1024)
+    if body.get("temperature") is not None:
+        config.do_sample = body["temperature"] > 0  # 0: greedy
+        config.temperature = float(body["temperature"]) if config.do_sample else config.temperature
+    if body.get("top_p") is not None:
+        config.top_p = float(body["top_p"])
+    if body.get("frequency_penalty") is not None:
+        config.repetition_penalty = 1.0 + float(body["frequency_penalty"])
+    return config
 
 
-class ServedHandler:
-    """What the chat, completion and response handlers share: one served model, ids by our rules, checked limits.
+def prepare(route: Route, served: ServedModel, body: Any) -> tuple[list[int], Any]:
+    """(prompt ids, generation config) for `body` on `route`; RequestError 4xx for what is refused.
 
-    Mixed in before a transformers handler class; `prompt_ids` and `dispatch` are the per-route parts.
+    Checks come before any encoding: the fields, their values, the model's name, then the prompt's length.
     """
-
-    refused_fields: frozenset[str] = frozenset()  # the fields of the route's schema this server does not serve
-
-    def __init__(self, served: ServedModel, generation_state: Any) -> None:
-        super().__init__(model_manager=None, generation_state=generation_state)  # type: ignore[call-arg]
-        self.served = served
-
-    def _resolve_model(self, body: dict[str, Any]) -> tuple[str, Any, Any]:
-        requested = body.get("model")
-        if requested is not None and requested != self.served.name:
-            raise RequestError(404, f"the model {requested!r} does not exist: this server serves "
-                               f"{self.served.name!r} only", param="model", code="model_not_found")
-        return self.served.name, self.served.model, self.served.tokenizer
-
-    async def handle_request(self, body: dict[str, Any], request_id: str) -> Any:
+    if not isinstance(body, dict):
+        raise RequestError(400, "the request body must be a JSON object")
+    refuse_unknown_fields(body, route)
+    refuse_what_is_not_served(body, route.refused)
+    check_sampling_fields(body)
+    check_model(served, body)
+    ids = route.prompt_ids(served, body)
+    room = reply_room(len(ids), served.context)
+    if body.get("seed") is not None:
         import torch
 
-        self._validate_request(body)  # transformers': 422 for a field outside the OpenAI schema
-        refuse_what_is_not_served(body, self.refused_fields)
-        check_sampling_fields(body)
-        name, model, tokenizer = self._resolve_model(body)
-        ids = self.prompt_ids(body)
-        room = reply_room(len(ids), self.served.context)
-        use_cb = self.generation_state.use_continuous_batching(model, Modality.LLM)
-        config = self._build_generation_config(body, model.generation_config, use_cb=use_cb)
-        if room is not None and (config.max_new_tokens is None or config.max_new_tokens > room):
-            config.max_new_tokens = room  # the reply ends where the context does: finish_reason "length"
-        manager = self.generation_state.get_manager(name, use_cb=use_cb)
-        check_batch_sampling(manager, config)
-        if use_cb:
-            manager.init_cb(model, config)
-            inputs: dict[str, Any] = {"input_ids": ids}
-        else:
-            tensor = torch.tensor([ids], device=model.device)
-            inputs = {"input_ids": tensor, "attention_mask": torch.ones_like(tensor)}
-        return await self.dispatch(body, request_id, inputs, config, manager)
-
-    def prompt_ids(self, body: dict[str, Any]) -> list[int]:
-        raise NotImplementedError
-
-    async def dispatch(self, body: dict[str, Any], request_id: str, inputs: dict[str, Any], config: Any,
-                       manager: Any) -> Any:
-        raise NotImplementedError
-
-
-class ChatHandler(ServedHandler, ChatCompletionHandler):
-    """`POST /v1/chat/completions`: a conversation's reply, streamed or not."""
-
-    refused_fields = frozenset({"n", "logprobs", "top_logprobs", "tools", "functions", "function_call", "tool_choice",
-                                "presence_penalty", "stop", "audio", "modalities", "prediction", "web_search_options",
-                                "response_format", "generation_config", "chat_template_kwargs", "logit_bias"})
-
-    def prompt_ids(self, body: dict[str, Any]) -> list[int]:
-        return chat_ids(self.served, plain_messages(body.get("messages")))
-
-    async def dispatch(self, body, request_id, inputs, config, manager):  # noqa: ANN001, ANN201 (as ServedHandler's)
-        served = self.served
-        if body.get("stream"):
-            return self._streaming(request_id, served.model, served.tokenizer, served.name, inputs, config,
-                                   gen_manager=manager)
-        return await self._non_streaming(request_id, served.model, served.tokenizer, served.name, inputs, config,
-                                         gen_manager=manager)
-
-
-class TextCompletionHandler(ServedHandler, CompletionHandler):
-    """`POST /v1/completions`: a prompt's continuation, the prompt plain text."""
-
-    refused_fields = frozenset({"n", "best_of", "logprobs", "echo", "suffix", "presence_penalty", "stop",
-                                "generation_config", "logit_bias"})
-
-    def prompt_ids(self, body: dict[str, Any]) -> list[int]:
-        prompt = body.get("prompt")
-        if not isinstance(prompt, str):
-            raise RequestError(400, f"prompt must be one text, got {type(prompt).__name__}", param="prompt")
-        try:
-            return encode_plain(self.served.tokenizer, prompt)
-        except ValueError as err:
-            raise RequestError(400, f"prompt: {err}", param="prompt") from None
-
-    async def dispatch(self, body, request_id, inputs, config, manager):  # noqa: ANN001, ANN201 (as ServedHandler's)
-        served = self.served
-        if body.get("stream"):
-            return self._streaming(request_id, served.model, served.tokenizer, served.name, inputs, config, manager)
-        return await self._non_streaming(request_id, served.model, served.tokenizer, served.name, inputs, config,
-                                         manager)
-
-
-class ResponsesHandler(ServedHandler, ResponseHandler):
-    """`POST /v1/responses`: the Responses API's reply to `input` (and `instructions`), streamed by default."""
-
-    refused_fields = frozenset({"tools", "tool_choice", "include", "previous_response_id", "text", "truncation",
-                                "background", "max_tool_calls", "prompt", "reasoning", "top_logprobs",
-                                "generation_config", "chat_template_kwargs"})
-
-    def prompt_ids(self, body: dict[str, Any]) -> list[int]:
-        source = body.get("input")
-        if isinstance(source, str):
-            messages: Any = [{"role": "user", "content": source}]
-        elif isinstance(source, list) and source and all(isinstance(m, dict) and "role" in m for m in source):
-            messages = [{key: value for key, value in m.items() if key != "type" or value != "message"}
-                        for m in source]
-        elif isinstance(source, list) and source:
-            messages = [{"role": "user", "content": source}]
-        else:
-            raise RequestError(400, "input must be a text or a non-empty list of messages", param="input")
-        instructions = body.get("instructions")
-        if instructions is not None:
-            if not isinstance(instructions, str):
-                raise RequestError(400, "instructions must be a text", param="instructions")
-            messages = [{"role": "system", "content": instructions}, *messages]
-        return chat_ids(self.served, plain_messages(messages))
-
-    async def dispatch(self, body, request_id, inputs, config, manager):  # noqa: ANN001, ANN201 (as ServedHandler's)
-        served = self.served
-        if body.get("stream", True):
-            return self._streaming(request_id, served.model, served.tokenizer, served.name, body, inputs, config,
-                                   gen_manager=manager)
-        return await self._non_streaming(request_id, served.model, served.tokenizer, served.name, body, inputs,
-                                         config, gen_manager=manager)
+        torch.manual_seed(body["seed"])
+    return ids, generation_config(served.model.generation_config, body, route, room)

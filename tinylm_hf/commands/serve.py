@@ -1,8 +1,8 @@
 """`tinylm serve`: a model folder over an OpenAI-compatible API (chat and text completions, streamed or not).
 
-transformers' server machinery serves the folder, loaded and checked as `tinylm generate` loads it: the chat
+Our own small FastAPI app serves the folder, loaded and checked as `tinylm generate` loads it: the chat
 template's markers are the only control tokens, a chat model stops at `<|end|>`, and the name and address printed
-at start are what the server answers to. Needs fastapi, uvicorn, openai and accelerate:
+at start are what the server answers to. Needs fastapi, uvicorn and psutil (openai is the client):
 pip install 'tinylm-hf[serve]'. Stop it with Ctrl-C.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "serve a model folder over an OpenAI-compatible API (transformers' server)"
+HELP = "serve a model folder over an OpenAI-compatible API"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

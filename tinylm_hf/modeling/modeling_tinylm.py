@@ -297,7 +297,8 @@ class TinyLMModel(TinyLMPreTrainedModel):
         causal = not self.config.use_bidirectional_attention
         checking = not torch.compiler.is_compiling()
         past_len, kv_len = _cache_lengths(cache, seq)
-        if past_len + seq > self.config.max_position_embeddings:
+        # a paged cache packs several requests into one row: its positions, not the row's length, must fit
+        if past_len + seq > self.config.max_position_embeddings and not isinstance(cache, PagedAttentionCache):
             raise ValueError(
                 f"sequence of {past_len + seq} tokens (past {past_len} + new {seq}) is longer than "
                 f"max_position_embeddings={self.config.max_position_embeddings}"
