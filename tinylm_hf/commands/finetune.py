@@ -39,8 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from ..training.distributed import is_main_process
     from .train import finish_run
 
-    args.objective = TASKS[args.task].name  # over a --config file's objective too
-    summary = train(config_from_args(args, DEFAULTS))
+    summary = train(config_from_args(args, DEFAULTS, objective=TASKS[args.task].name))
     code = finish_run(summary, args.publish)
     task = summary.task
     if is_main_process() and not summary.interrupted and task is not None and summary.val_accuracy is not None:

@@ -23,7 +23,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .objectives.sections import DEFAULT_OBJECTIVE, FIELD_SECTIONS, MASKING_STRATEGIES, SECTIONS, objective_section
+from .objectives.sections import (
+    DEFAULT_OBJECTIVE,
+    FIELD_SECTIONS,
+    MASKING_STRATEGIES,
+    SECTIONS,
+    check_fields_of_objective,
+    objective_section,
+)
 
 REPORT_TARGETS = ("none", "tensorboard", "trackio", "wandb")
 DTYPES = ("auto", "float32", "bfloat16")
@@ -197,7 +204,13 @@ class TrainConfig(*FIELD_SECTIONS):  # type: ignore[misc]
         chosen = objective_section(self.objective)
         for section in SECTIONS.values():
             section.check_values(self)
+        check_fields_of_objective(self.objective, self.changed_section_fields())
         chosen.check_run(self)
+
+    def changed_section_fields(self) -> list[str]:
+        """The objectives' own fields whose values differ from their defaults (those a run was given)."""
+        return [f.name for section in FIELD_SECTIONS for f in dataclasses.fields(section)
+                if getattr(self, f.name) != f.default]
 
     def _validate_model(self) -> None:
         """The model overrides (`--model`) and preset: known fields of the right types, position tables of a sane size;
