@@ -45,6 +45,20 @@ def test_a_config_file_key_of_another_objective_is_refused(command: str, tmp_pat
     assert f"{key} (in {config}) is a setting of objective" in err
 
 
+def test_a_saved_config_of_every_field_at_its_default_is_taken(tmp_path: Path) -> None:
+    """A config written whole (`TrainConfig.to_dict()`, the quickstart's train_config.json) holds every objective's
+    fields at their defaults: they were not set, so they are not refused."""
+    import json
+
+    from tinylm_hf.cli import build_parser
+    from tinylm_hf.commands.config_flags import config_from_args
+    from tinylm_hf.training.config import TrainConfig
+
+    (tmp_path / "run.json").write_text(json.dumps(TrainConfig(data_dir="d", max_iters=800).to_dict()), encoding="utf-8")
+    args = build_parser(with_flags=["train"]).parse_args(["train", "--config", str(tmp_path / "run.json")])
+    assert config_from_args(args).max_iters == 800
+
+
 def test_a_config_file_objective_a_command_overrides_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     config = tmp_path / "run.yaml"
     config.write_text("objective: mlm\n", encoding="utf-8")

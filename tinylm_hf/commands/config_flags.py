@@ -102,6 +102,12 @@ def _add_field_argument(group: Any, name: str, flag: str, hint: Any, text: str) 
         group.add_argument(flag, type=_optional(base), **common)
 
 
+def _not_default(values: dict[str, Any]) -> list[str]:
+    """The keys of `values` whose value is not their TrainConfig field's default."""
+    defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
+    return [name for name, value in values.items() if value != defaults.get(name, dataclasses.MISSING)]
+
+
 def config_from_args(args: argparse.Namespace, defaults: dict[str, Any] | None = None, **fixed: Any) -> TrainConfig:
     """TrainConfig from a command's `defaults`, an optional YAML/JSON file (`--config`) over them, the flags
     given on top, and `fixed` values (a command's own, such as `objective="sft"`) over all."""
@@ -114,5 +120,6 @@ def config_from_args(args: argparse.Namespace, defaults: dict[str, Any] | None =
                          f"trains objective {objective}: drop the objective line")
     if isinstance(objective, str) and objective in SECTIONS:  # else TrainConfig names the unknown objective
         check_fields_of_objective(objective, overrides, spell=_flag)
-        check_fields_of_objective(objective, from_file, spell=lambda name: f"{name} (in {args.config})")
+        check_fields_of_objective(objective, _not_default(from_file),  # a saved config holds every field
+                                  spell=lambda name: f"{name} (in {args.config})")
     return TrainConfig.from_dict(values)
