@@ -54,6 +54,16 @@ def check_options(train_budget_s: float | None, preset: str, model_overrides: di
     check_overrides(model_overrides or {}, preset=preset)
 
 
+def check_chat_options(chat: bool, chat_budget_s: float | None, chat_max_iters: int | None) -> float:
+    """The chat stage's budget (`CHAT_BUDGET_S` unless given); its budget or step count without `chat` is refused,
+    since the stage would not run."""
+    if not chat and (chat_budget_s is not None or chat_max_iters is not None):
+        given = "--chat-budget" if chat_budget_s is not None else "--chat-max-iters"
+        raise ValueError(f"{given} sets the chat fine-tuning stage, which runs only with --chat: add --chat, or drop "
+                         f"{given}")
+    return CHAT_BUDGET_S if chat_budget_s is None else chat_budget_s
+
+
 def quickstart(
     out_dir: str | Path = "runs/quickstart",
     train_file: str | Path | None = None,
@@ -80,10 +90,7 @@ def quickstart(
     for the block matrices, AdamW for the rest) or "adamw". The final weights are scored on the whole validation file
     ("whole_val_loss", "whole_val_bpb")."""
     check_options(train_budget_s, preset, model_overrides, max_iters=max_iters, chat_max_iters=chat_max_iters)
-    if not chat and (chat_budget_s is not None or chat_max_iters is not None):
-        given = "--chat-budget" if chat_budget_s is not None else "--chat-max-iters"
-        raise ValueError(f"{given} sets the chat fine-tuning stage, which runs only with --chat: add --chat, or drop "
-                         f"{given}")
+    chat_budget_s = check_chat_options(chat, chat_budget_s, chat_max_iters)
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
     out = Path(out_dir)
@@ -134,8 +141,7 @@ def quickstart(
     print(f"model folder: {hf_dir}")
     result = {**summary.to_dict(), **whole, "hf_dir": str(hf_dir), "stories": stories}
     if chat:
-        budget_s = CHAT_BUDGET_S if chat_budget_s is None else chat_budget_s
-        result["chat"] = fine_tune_stories(out, hf_dir, budget_s=budget_s, max_iters=chat_max_iters, seed=seed,
+        result["chat"] = fine_tune_stories(out, hf_dir, budget_s=chat_budget_s, max_iters=chat_max_iters, seed=seed,
                                            threads=threads, max_new_tokens=max_new_tokens, first_step=5)
     return {**result, "total_s": time.perf_counter() - t0}
 

@@ -64,7 +64,8 @@ def add_config_arguments(parser: argparse.ArgumentParser, *, objectives: Collect
         group = parser.add_argument_group(section) if names else None
         for name in names:
             flag = (flags or {}).get(name, _flag(name))
-            text = f"{docs[name]} (default: {defaults[name]!r})" if name in defaults else docs[name]
+            stated = defaults.get(name) is None and "default" in docs[name].lower()  # the docstring says what it is
+            text = f"{docs[name]} (default: {defaults[name]!r})" if name in defaults and not stated else docs[name]
             if name == "model":
                 text = docs[name] + " (JSON)"
             elif _base(hints[name]) is bool:
