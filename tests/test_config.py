@@ -146,3 +146,37 @@ def test_every_model_example_in_the_docs_and_help_is_valid_json(monkeypatch: pyt
     for where, text in [*docs, *(("--help", h) for h in helps)]:
         overrides = json.loads(text)  # a JSONDecodeError names the example
         make(model=overrides)  # and every key is a TinyLMConfig field of the right type
+
+
+OTHER_OBJECTIVES_FIELDS = [  # (field, a value other than its default): none of them is objective clm's
+    ("masking", "span"), ("mlm_probability", 0.4), ("conversations", "chats.jsonl"),
+    ("val_conversations", "val.jsonl"), ("train_file", "labels.jsonl"), ("validation_file", "val.jsonl"),
+    ("validation_share", 0.2), ("text_column", "sentence"), ("label_column", "y"), ("label_names", ["no", "yes"]),
+    ("preferences", "pairs.jsonl"), ("val_preferences", "val.jsonl"), ("dpo_beta", 0.5),
+]
+
+
+@pytest.mark.parametrize(("field", "value"), OTHER_OBJECTIVES_FIELDS, ids=[f for f, _ in OTHER_OBJECTIVES_FIELDS])
+def test_a_field_of_another_objective_is_refused_not_ignored(field: str, value: object) -> None:
+    from tinylm_hf.training.objectives.sections import SECTIONS
+
+    owner = next(name for name, section in SECTIONS.items() if field in section.field_names())
+    with pytest.raises(ValueError, match=rf"^{field} is a setting of objective {owner} .*objective is clm"):
+        make(**{field: value})
+
+
+def test_an_objective_field_at_its_default_is_not_refused() -> None:
+    assert make(masking="dynamic", dpo_beta=0.1).objective == "clm"
+
+
+def test_muon_defaults_to_a_faster_adamw_part_than_adamw_alone() -> None:
+    """With muon, max_lr is the rate of the embeddings, head and norms beside Muon's matrices: at AdamW's 1e-3 they
+    held the model back (docs/benchmarks/training.md, "AdamW or Muon at tinylm train's defaults")."""
+    muon, adamw = make(optimizer="muon"), make(optimizer="adamw")
+    assert (muon.max_lr, muon.min_lr, muon.muon_lr) == (6e-3, pytest.approx(6e-4), 0.02)
+    assert (adamw.max_lr, adamw.min_lr) == (1e-3, pytest.approx(1e-4))
+
+
+def test_min_lr_defaults_to_a_tenth_of_the_max_lr_given() -> None:
+    assert make(max_lr=5e-5).min_lr == pytest.approx(5e-6)
+    assert make(optimizer="muon", max_lr=2e-3, min_lr=0.0).min_lr == 0.0

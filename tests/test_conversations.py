@@ -29,6 +29,8 @@ def test_messages_are_read_in_order(tmp_path):
     pytest.param({"messages": [{"role": "user", "content": 3}]}, 'a string "content"', id="bad-content"),
     pytest.param({"messages": [{"role": "user", "content": "x"}]}, "line 2: the conversation has no assistant message",
                  id="no-assistant"),
+    pytest.param('{"messages": [{"role": "user", "content": "a \\ud800"}, {"role": "assistant", "content": "b"}]}',
+                 r"line 2 holds the lone surrogate escape \\ud800", id="lone-surrogate"),
 ])
 def test_a_malformed_line_is_named(tmp_path, row, problem):
     good = {"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello."}]}

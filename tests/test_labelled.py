@@ -63,7 +63,7 @@ def test_a_validation_label_unknown_to_training_is_an_error():
 @pytest.mark.parametrize("content, message", [
     ("", "holds no labelled examples"),
     ("\n\n", "holds no labelled examples"),
-    ('{"text": "a", "label": 1}\n{bad\n', "does not read as JSONL: JSON parse error"),
+    ('{"text": "a", "label": 1}\n{bad\n', "d.jsonl, line 2 is not valid JSON"),
     ('{"txt": "a", "label": 1}\n', r"has no column 'text' \(its columns: txt, label\); name the right one with "
                                     "--text-column"),
     ('{"text": "a", "lab": 1}\n', "has no column 'label' .*--label-column"),
@@ -144,3 +144,14 @@ def test_a_leading_byte_order_mark_is_dropped(tmp_path, suffix, content):
     (tmp_path / f"d{suffix}").write_bytes("\ufeff".encode() + content.encode())
     labelled = read_labelled(tmp_path / f"d{suffix}", "text", "label")
     assert labelled.texts == ["a", "b"] and labelled.labels == ["x", "y"]
+
+
+@pytest.mark.parametrize(("name", "content", "where"), [
+    ("d.jsonl", '{"text": "a", "label": 1}\n{"text": "b \\ud800", "label": 0}\n', "d.jsonl, line 2"),
+    ("d.json", '[{"text": "a \\udfff", "label": 1}]', "d.json, its text"),
+], ids=["jsonl", "json"])
+def test_a_lone_surrogate_is_refused_naming_the_file_and_line(tmp_path, name, content, where):
+    """JSON's `\\ud800` escape is no character: it was read into the texts, and failed at tokenization."""
+    (tmp_path / name).write_text(content, encoding="utf-8")
+    with pytest.raises(ValueError, match=f"{where} holds the lone surrogate escape"):
+        read_labelled(tmp_path / name, "text", "label")

@@ -35,6 +35,8 @@ def test_both_formats_load(tmp_path):
 
 @pytest.mark.parametrize("row, problem", [
     pytest.param("{not json", "is not valid JSON", id="json"),
+    pytest.param('{"prompt": "a \\udc00", "chosen": "b", "rejected": "c"}', "lone surrogate escape \\udc00",
+                 id="lone-surrogate"),
     pytest.param({"prompt": "a", "chosen": "b"}, '"prompt", "chosen" and "rejected"', id="missing"),
     pytest.param({"prompt": PROMPT, "chosen": "b", "rejected": "c"}, "all be strings or all be", id="mixed"),
     pytest.param({"prompt": PROMPT, "chosen": PROMPT, "rejected": REJECTED}, "assistant's reply only", id="role"),

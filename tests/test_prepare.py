@@ -454,3 +454,31 @@ def test_a_named_dataset_s_tokens_are_cached_by_content(tmp_path, tok_dir):
     assert tokenize(refuse) == first  # from the cache
     with pytest.raises(AssertionError, match="encoded again"):
         tokenize(refuse, {**options, "fingerprint": "another tokenizer"})
+
+
+@pytest.mark.parametrize(("content", "problem"), [
+    pytest.param('{"text": "hello"}\n{"text": "cut\n{"text": "bye"}\n', "line 2 is not valid JSON", id="malformed"),
+    pytest.param('{"text": "hello"}\n{"text": "a \\ud800 b"}\n', "line 2 holds the lone surrogate escape \\ud800",
+                 id="lone-surrogate"),
+    pytest.param("", "holds no rows (it is empty)", id="empty"),
+])
+def test_a_bad_json_lines_input_is_one_line_naming_the_file_and_line(tmp_path, tok_dir, capsys, content, problem):
+    """These were a `datasets` traceback (DatasetGenerationError; StopIteration for an empty file)."""
+    from conftest import run_cli_error
+
+    (tmp_path / "in.jsonl").write_text(content, encoding="utf-8")
+    err = run_cli_error(["prepare", "--tokenizer", str(tok_dir), "--input", str(tmp_path / "in.jsonl"),
+                         "--out", str(tmp_path / "out"), "--num-proc", "1"], capsys)
+    assert f"input file {tmp_path / 'in.jsonl'}" in err and problem in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_bad_json_line_in_a_dataset_folder_is_one_line_naming_it(tmp_path, tok_dir, capsys):
+    from conftest import run_cli_error
+
+    (tmp_path / "ds").mkdir()
+    (tmp_path / "ds" / "train.jsonl").write_text('{"text": "hello"}\n{"text": \n', encoding="utf-8")
+    err = run_cli_error(["prepare", "--tokenizer", str(tok_dir), "--dataset", str(tmp_path / "ds"),
+                         "--out", str(tmp_path / "out"), "--num-proc", "1"], capsys)
+    assert f"data file {tmp_path / 'ds' / 'train.jsonl'}, line 2 is not valid JSON" in err
+    assert not (tmp_path / "out").exists()

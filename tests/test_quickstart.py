@@ -101,6 +101,16 @@ def test_zero_steps_is_refused_up_front(tmp_path, capsys, flag):
     assert "at least 1 step" in err and not (tmp_path / "qs").exists()
 
 
+@pytest.mark.parametrize("flags", [["--chat-max-iters", "5"], ["--chat-time-budget-s", "30"]], ids=["max-iters", "budget"])
+def test_a_chat_flag_without_chat_is_refused_not_ignored(tmp_path, capsys, flags):
+    """`--chat-max-iters 5` without `--chat` once ran the whole pretraining and no chat stage, without a word."""
+    from conftest import run_cli_error
+
+    err = run_cli_error(["quickstart", "--out", str(tmp_path / "qs"), *flags], capsys)
+    assert f"{flags[0]} sets the chat fine-tuning stage, which runs only with --chat" in err
+    assert not (tmp_path / "qs").exists()
+
+
 def test_ctrl_c_keeps_the_checkpoint_publishes_nothing_and_exits_130(tmp_path):
     """Ctrl-C once published a 3-step model and exited 2; now it stops as `tinylm train` does, and the command it
     prints continues the run."""

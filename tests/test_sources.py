@@ -61,3 +61,11 @@ def test_a_null_or_non_text_column_is_refused_naming_the_row(tmp_path):
         check_text_column(rows, "text", "d.jsonl")
     with pytest.raises(ValueError, match="column 'n' of d.jsonl holds int64, not text"):
         check_text_column(rows, "n", "d.jsonl")
+
+
+def test_a_surrogate_pair_is_a_character_and_a_lone_surrogate_is_refused():
+    from tinylm_hf.corpus.sources import parse_json_text
+
+    assert parse_json_text('{"text": "\\ud83d\\ude00"}', "x") == {"text": "\U0001F600"}
+    with pytest.raises(ValueError, match=r"^rows.jsonl, line 3 holds the lone surrogate escape \\ude00"):
+        parse_json_text('{"text": ["ok", {"\\ude00": 1}]}', "rows.jsonl, line 3")

@@ -336,3 +336,28 @@ def test_a_null_row_of_a_dataset_is_refused_naming_it_as_prepare_does(tmp_path, 
     err = run_cli_error(["train-tokenizer", "--dataset", str(tmp_path / "ds"), "--vocab-size", "300", "--out",
                          str(tmp_path / "tok"), "--no-progress"], capsys)
     assert "row 3 of dataset" in err and "has no text in column 'text' (None)" in err
+
+
+def test_a_bad_json_line_of_a_dataset_is_one_line_naming_the_file_and_line(tmp_path, capsys):
+    """pyarrow's parse error named neither file nor line (and `datasets` logged a second line)."""
+    from conftest import run_cli_error
+
+    (tmp_path / "ds").mkdir()
+    (tmp_path / "ds" / "train.jsonl").write_text('{"text": "Once."}\n{"text": "a \\ud800"}\n', encoding="utf-8")
+    err = run_cli_error(["train-tokenizer", "--dataset", str(tmp_path / "ds"), "--vocab-size", "300", "--out",
+                         str(tmp_path / "tok"), "--no-progress"], capsys)
+    assert f"data file {tmp_path / 'ds' / 'train.jsonl'}, line 2 holds the lone surrogate escape" in err
+    assert not (tmp_path / "tok").exists()
+
+
+def test_a_word_count_file_with_a_lone_surrogate_is_refused_naming_it(tmp_path, capsys):
+    from conftest import run_cli_error
+
+    (tmp_path / "a.txt").write_text("hello there\n", encoding="utf-8")
+    assert main(["count-words", "--input", str(tmp_path / "a.txt"), "--out", str(tmp_path / "c.json")]) == 0
+    body = json.loads((tmp_path / "c.json").read_text(encoding="utf-8"))
+    body["counts"]["he\ud800"] = 2
+    (tmp_path / "c.json").write_text(json.dumps(body), encoding="utf-8")  # ensure_ascii: the escape \\ud800
+    err = run_cli_error(["train-tokenizer", "--counts", str(tmp_path / "c.json"), "--vocab-size", "300", "--out",
+                         str(tmp_path / "tok"), "--no-progress"], capsys)
+    assert "c.json' holds the word 'he\\ud800' with a lone surrogate escape" in err

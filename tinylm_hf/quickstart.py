@@ -38,6 +38,7 @@ OPTIMIZERS = {  # TrainConfig values of each --optimizer: rates chosen by script
     "muon": {"optimizer": "muon", "muon_lr": 0.02, "max_lr": 6e-3, "min_lr": 6e-4},
 }
 DEFAULT_OPTIMIZER = "muon"
+CHAT_BUDGET_S = 120.0  # seconds of chat fine-tuning when neither its budget nor its step count is given
 CHAT_BATCH_SIZE = 8  # with `chat`: 8 x CHAT_CONTEXT tokens, the default recipe's 2,048 tokens a step
 
 
@@ -51,6 +52,16 @@ def check_options(train_budget_s: float | None, preset: str, model_overrides: di
         if value is not None and value < 1:
             raise ValueError(f"{name} must be at least 1 step, got {value}; leave it out to train for the time budget")
     check_overrides(model_overrides or {}, preset=preset)
+
+
+def check_chat_options(chat: bool, chat_budget_s: float | None, chat_max_iters: int | None) -> float:
+    """The chat stage's budget (`CHAT_BUDGET_S` unless given); its budget or step count without `chat` is refused,
+    since the stage would not run."""
+    if not chat and (chat_budget_s is not None or chat_max_iters is not None):
+        given = "--chat-time-budget-s" if chat_budget_s is not None else "--chat-max-iters"
+        raise ValueError(f"{given} sets the chat fine-tuning stage, which runs only with --chat: add --chat, or drop "
+                         f"{given}")
+    return CHAT_BUDGET_S if chat_budget_s is None else chat_budget_s
 
 
 def quickstart(
@@ -68,17 +79,18 @@ def quickstart(
     seed: int = 1337,
     threads: int | None = None,
     chat: bool = False,
-    chat_budget_s: float = 120.0,
+    chat_budget_s: float | None = None,
     chat_max_iters: int | None = None,
     optimizer: str = DEFAULT_OPTIMIZER,
 ) -> dict[str, Any]:
     """Run the pipeline end to end; returns the run summary's fields plus the generated stories.
 
-    Batches default to 16 x 128 tokens, 8 x 256 with `chat`, which fine-tunes for `chat_budget_s` seconds (or
-    `chat_max_iters` steps) and adds the chat run's fields, folder and replies as "chat". `optimizer` is "muon" (Muon
+    Batches default to 16 x 128 tokens, 8 x 256 with `chat`, which fine-tunes for `chat_budget_s` seconds (default
+    120; or `chat_max_iters` steps; either without `chat` is refused) and adds the chat run's fields, folder and replies as "chat". `optimizer` is "muon" (Muon
     for the block matrices, AdamW for the rest) or "adamw". The final weights are scored on the whole validation file
     ("whole_val_loss", "whole_val_bpb")."""
     check_options(train_budget_s, preset, model_overrides, max_iters=max_iters, chat_max_iters=chat_max_iters)
+    chat_budget_s = check_chat_options(chat, chat_budget_s, chat_max_iters)
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
     out = Path(out_dir)

@@ -15,7 +15,7 @@ from collections.abc import Collection
 from typing import Any
 
 from ..training.config import TrainConfig, field_docs, field_sections, read_config_file
-from ..training.objectives.sections import SECTIONS, ConfigSection
+from ..training.objectives.sections import DEFAULT_OBJECTIVE, SECTIONS, ConfigSection, check_fields_of_objective
 
 
 def _parse_bool(text: str) -> bool:
@@ -63,23 +63,50 @@ def add_config_arguments(parser: argparse.ArgumentParser, *, objectives: Collect
         names = [name for name in names if name not in exclude and name not in others]
         group = parser.add_argument_group(section) if names else None
         for name in names:
-            flag, hint = (flags or {}).get(name, "--" + name.replace("_", "-")), hints[name]
-            args = typing.get_args(hint)
-            base = next((a for a in args if a is not type(None)), hint) if args else hint
-            text = f"{docs[name]} (default: {defaults[name]!r})" if name in defaults else docs[name]
+            flag = (flags or {}).get(name, _flag(name))
+            stated = defaults.get(name) is None and "default" in docs[name].lower()  # the docstring says what it is
+            text = f"{docs[name]} (default: {defaults[name]!r})" if name in defaults and not stated else docs[name]
+            if name == "model":
+                text = docs[name] + " (JSON)"
+            elif _base(hints[name]) is bool:
+                text = docs[name]
+            elif typing.get_origin(_base(hints[name])) is list:
+                text += " (comma-separated)"
             if name == "objective":
                 text += "; one of " + "; ".join(f"{s.name}: {s.summary}" for s in SECTIONS.values())
-            text = text.replace("%", "%%")  # argparse formats help with %
-            common = {"dest": name, "default": argparse.SUPPRESS, "metavar": flag[2:].replace("-", "_").upper()}
-            if name == "model":
-                group.add_argument(flag, type=json.loads, help=docs[name] + " (JSON)", **common)
-            elif base is bool:
-                group.add_argument(flag, type=_parse_bool, nargs="?", const=True, help=docs[name].replace("%", "%%"),
-                                   **common)
-            elif typing.get_origin(base) is list:
-                group.add_argument(flag, type=_names, help=f"{text} (comma-separated)", **common)
-            else:
-                group.add_argument(flag, type=_optional(base), help=text, **common)
+            _add_field_argument(group, name, flag, hints[name], text.replace("%", "%%"))  # argparse formats with %
+    for name in sorted(others):  # parsed, not shown, so that config_from_args names the objective they belong to
+        _add_field_argument(parser, name, _flag(name), hints[name], argparse.SUPPRESS)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _base(hint: Any) -> Any:
+    """`X` of `X | None`."""
+    args = typing.get_args(hint)
+    return next((a for a in args if a is not type(None)), hint) if args else hint
+
+
+def _add_field_argument(group: Any, name: str, flag: str, hint: Any, text: str) -> None:
+    """The flag of field `name` (of type `hint`), with help `text`; unset, it stays out of the namespace."""
+    base = _base(hint)
+    common = {"dest": name, "default": argparse.SUPPRESS, "metavar": flag[2:].replace("-", "_").upper(), "help": text}
+    if name == "model":
+        group.add_argument(flag, type=json.loads, **common)
+    elif base is bool:
+        group.add_argument(flag, type=_parse_bool, nargs="?", const=True, **common)
+    elif typing.get_origin(base) is list:
+        group.add_argument(flag, type=_names, **common)
+    else:
+        group.add_argument(flag, type=_optional(base), **common)
+
+
+def _not_default(values: dict[str, Any]) -> list[str]:
+    """The keys of `values` whose value is not their TrainConfig field's default."""
+    defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
+    return [name for name, value in values.items() if value != defaults.get(name, dataclasses.MISSING)]
 
 
 def config_from_args(args: argparse.Namespace, defaults: dict[str, Any] | None = None, **fixed: Any) -> TrainConfig:
@@ -87,4 +114,13 @@ def config_from_args(args: argparse.Namespace, defaults: dict[str, Any] | None =
     given on top, and `fixed` values (a command's own, such as `objective="sft"`) over all."""
     overrides = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig) if hasattr(args, f.name)}
     from_file = read_config_file(args.config) if getattr(args, "config", None) else {}
-    return TrainConfig.from_dict({**(defaults or {}), **from_file, **overrides, **fixed})
+    values = {**(defaults or {}), **from_file, **overrides, **fixed}
+    objective = values.get("objective", DEFAULT_OBJECTIVE)
+    if "objective" in fixed and from_file.get("objective", objective) != objective:
+        raise ValueError(f"config file {args.config} sets objective {from_file['objective']!r}, but this command "
+                         f"trains objective {objective}: drop the objective line")
+    if isinstance(objective, str) and objective in SECTIONS:  # else TrainConfig names the unknown objective
+        check_fields_of_objective(objective, overrides, spell=_flag)
+        check_fields_of_objective(objective, _not_default(from_file),  # a saved config holds every field
+                                  spell=lambda name: f"{name} (in {args.config})")
+    return TrainConfig.from_dict(values)

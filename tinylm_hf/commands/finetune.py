@@ -38,5 +38,4 @@ def run(args: argparse.Namespace) -> int:
     from ..training import train
     from .train import finish_run
 
-    args.objective = TASKS[args.task].name  # over a --config file's objective too
-    return finish_run(train(config_from_args(args, DEFAULTS)), args.publish)
+    return finish_run(train(config_from_args(args, DEFAULTS, objective=TASKS[args.task].name)), args.publish)

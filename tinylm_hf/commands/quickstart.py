@@ -39,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chat", action="store_true",
                         help="then fine-tune the model on the bundled story conversations (as `tinylm sft`) and print "
                              "its replies to a few requests; talk to it with `tinylm chat OUT/chat/hf`")
-    parser.add_argument("--chat-time-budget-s", type=float, default=120.0,
+    parser.add_argument("--chat-time-budget-s", type=float, default=None,
                         help="seconds of fine-tuning with --chat when --chat-max-iters is unset (default: 120)")
     parser.add_argument("--chat-budget", dest="chat_time_budget_s", type=float, action=OldSpelling,
                         help=argparse.SUPPRESS)

@@ -9,13 +9,12 @@ happens after its first paragraph; the assistant tells the story); it is CDLA-Sh
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from .sources import PACKAGE_DATA, iter_lines
+from .sources import PACKAGE_DATA, iter_lines, parse_json_text
 
 ROLES = ("system", "user", "assistant")
 STORY_CHATS = {
@@ -51,10 +50,7 @@ def read_json_lines(path: str | os.PathLike, parse: Callable[[str, str], T], kin
 
 
 def _parse_line(line: str, where: str) -> Conversation:
-    try:
-        row = json.loads(line)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{where} is not valid JSON ({err})") from None
+    row = parse_json_text(line, where)
     messages = row.get("messages") if isinstance(row, dict) else None
     if not isinstance(messages, list) or not messages:
         raise ValueError(f'{where}: expected an object with a non-empty "messages" list')

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 import re
 from collections import Counter
@@ -24,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .sources import iter_lines, read_text
+from .sources import iter_lines, parse_json_text, read_text
 
 HOLD_OUT_SEED = 0  # the held-out validation examples are the same in every run of a file and share
 _PLAIN_INTEGER = re.compile(r"-?(0|[1-9][0-9]*)")
@@ -134,10 +133,7 @@ def _read_json(path: Path) -> list[dict[str, Any]]:
 
 
 def _json_record(text: str, path: Path, where: str, kind: str, *, record: bool = True) -> Any:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path} does not read as {kind}: JSON parse error in {where} ({err})") from None
+    value = parse_json_text(text, f"{path}, {where}")
     if record and not isinstance(value, dict):
         raise ValueError(f"{path} does not read as {kind}: {where} is not an object")
     return value

@@ -18,7 +18,6 @@ CDLA-Sharing-1.0 like its source (data/NOTICE.md).
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from typing import Any
 
 from ..tokenization.plain_text import encode_chat, encode_plain
 from .conversations import ROLES, read_json_lines
-from .sources import PACKAGE_DATA
+from .sources import PACKAGE_DATA, parse_json_text
 
 PreferenceRow = dict[str, Any]  # {"prompt": str | messages, "chosen": str | messages, "rejected": str | messages}
 FIELDS = ("prompt", "chosen", "rejected")
@@ -53,10 +52,7 @@ def load_preferences(path: str | os.PathLike) -> list[PreferenceRow]:
 
 def parse_preference(line: str, where: str) -> PreferenceRow:
     """One line's pair, checked: three strings, or a prompt of messages and chosen/rejected assistant messages."""
-    try:
-        row = json.loads(line)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{where} is not valid JSON ({err})") from None
+    row = parse_json_text(line, where)
     if not isinstance(row, dict) or any(name not in row for name in FIELDS):
         raise ValueError(f'{where}: expected an object with "prompt", "chosen" and "rejected" '
                          "(strings, or lists of messages)")

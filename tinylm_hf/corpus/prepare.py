@@ -38,7 +38,15 @@ from ..tokenization.pretokenize import EOS_TOKEN
 from ..tokenization.jit import resolve_workers
 from ..tokenizer_loading import load_tokenizer
 from .encode_rows import Encoder, encode_blocks, encode_rows, plain_encoder, row_blocks, text_blocks, text_lengths
-from .sources import check_text_column, check_utf8_file, expand_inputs, iter_file_documents, load_named_dataset
+from .sources import (
+    check_json_rows,
+    check_text_column,
+    check_utf8_file,
+    datasets_errors_unlogged,
+    expand_inputs,
+    iter_file_documents,
+    load_named_dataset,
+)
 from .token_files import header_path, load_tokens, read_header, token_dtype, tokenizer_fingerprint, write_tokens
 
 SPLITS = ("train", "val")
@@ -102,7 +110,13 @@ def _load_files(files: Sequence[str], text_column: str, cache_dir: Path) -> tupl
         check_utf8_file(f)
     suffixes = {Path(f).suffix.lower() for f in files}
     if suffixes <= {".json", ".jsonl"}:
-        ds = load_dataset("json", data_files=list(files), split="train", cache_dir=str(cache_dir))
+        try:
+            with datasets_errors_unlogged():
+                ds = load_dataset("json", data_files=list(files), split="train", cache_dir=str(cache_dir))
+        except Exception:  # datasets' DatasetGenerationError, StopIteration of an empty file: name the file and line
+            for f in files:
+                check_json_rows(f)
+            raise
         check_text_column(ds, text_column, ", ".join(Path(f).name for f in files))
         return ds, text_column
     if suffixes & {".json", ".jsonl"}:

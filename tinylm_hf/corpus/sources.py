@@ -8,8 +8,11 @@ not UTF-8 a ValueError naming the file, its line and the byte.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import glob
+import json
 import os
+import re
 from collections.abc import Iterator, Sequence
 from functools import partial
 from pathlib import Path
@@ -22,6 +25,7 @@ PACKAGE_DATA = Path(__file__).resolve().parent.parent / "data"  # the text and c
 TEXT_ENCODING = "utf-8-sig"  # UTF-8 whose leading byte-order mark, if any, is dropped
 _CHUNK_BYTES = 1 << 20
 _LINE_PIECE_CHARS = 1 << 16  # a line longer than this is read in pieces while its split rule is chosen
+_SURROGATE = re.compile("[\ud800-\udfff]")  # a code point left unpaired by a JSON escape: no UTF-8 text holds one
 
 
 def not_utf8(path: str | os.PathLike, data: bytes, err: UnicodeDecodeError, *, line: int = 1, offset: int = 0,
@@ -91,6 +95,83 @@ def iter_file_documents(path: str | os.PathLike) -> Iterator[tuple[str, SplitRul
             yield document, rule
 
 
+def lone_surrogate(value: Any) -> str | None:
+    """The first lone surrogate in the strings (keys included) of a parsed JSON value, as its escape (`\\ud800`);
+    None when there is none. JSON's `\\ud800` escape parses to one, which no UTF-8 file, Arrow table or tokenizer
+    can hold."""
+    if isinstance(value, str):
+        found = _SURROGATE.search(value)
+        return f"\\u{ord(found.group()):04x}" if found else None
+    if isinstance(value, (dict, list)):
+        items = [*value, *value.values()] if isinstance(value, dict) else value
+        return next((escape for item in items if (escape := lone_surrogate(item))), None)
+    return None
+
+
+def parse_json_text(text: str, where: str) -> Any:
+    """`json.loads(text)` of a user's JSON line or file (`where` names it, e.g. "data.jsonl, line 3"): malformed JSON
+    and a lone surrogate escape are a ValueError naming `where` and the fix."""
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as err:
+        reason = err if isinstance(err, json.JSONDecodeError) else "nested too deeply"
+        raise ValueError(f"{where} is not valid JSON ({reason}): fix or remove it") from None
+    if "\\u" in text and (escape := lone_surrogate(value)):
+        raise ValueError(f"{where} holds the lone surrogate escape {escape}, which is no Unicode character: fix it (a "
+                         "character above U+FFFF is a pair of escapes, e.g. \\ud83d\\ude00) or remove it")
+    return value
+
+
+def check_json_rows(path: str | os.PathLike, what: str = "input file") -> None:
+    """Refuse a JSON or JSON-lines file of rows naming its first problem: a line that is not JSON, a lone surrogate,
+    no rows at all. What `datasets` reports of such a file is a traceback naming neither the file nor the line."""
+    path = Path(path)
+    if path.suffix.lower() == ".json":  # one JSON document, or JSON lines under a .json name (datasets reads both)
+        text = read_text(path, what)
+        try:
+            value = json.loads(text)
+        except (json.JSONDecodeError, RecursionError):
+            value = None
+        if value is not None:
+            parse_json_text(text, f"{what} {path}")
+            if not value:
+                raise ValueError(f"{what} {path} holds no rows: give it one JSON object per example")
+            return
+    rows = 0
+    for number, line in iter_lines(path, what):
+        if line.strip():
+            parse_json_text(line, f"{what} {path}, line {number}")
+            rows += 1
+    if not rows:
+        raise ValueError(f"{what} {path} holds no rows (it is empty): give it one JSON object per line")
+
+
+def check_dataset_files(name: str, err: Exception) -> ValueError:
+    """The one-line error for a dataset `datasets` could not read: the first bad line of its JSON files where `name`
+    is a local folder (raised), else the first line of what `datasets` said."""
+    if os.path.isdir(name):
+        for path in sorted(Path(name).rglob("*")):
+            if path.suffix.lower() in (".json", ".jsonl") and path.is_file():
+                check_json_rows(path, "data file")
+    cause = err.__cause__ or err
+    first = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
+    return ValueError(f"dataset {name} does not load: {first}")
+
+
+@contextlib.contextmanager
+def datasets_errors_unlogged() -> Iterator[None]:
+    """`datasets` logs a parse error (its own line, naming no line of the file) before raising it; the error raised
+    is said in one line by whoever catches it (`check_json_rows`, `check_dataset_files`)."""
+    from datasets.utils import logging as datasets_logging
+
+    before = datasets_logging.get_verbosity()
+    datasets_logging.set_verbosity(datasets_logging.CRITICAL)
+    try:
+        yield
+    finally:
+        datasets_logging.set_verbosity(before)
+
+
 def expand_inputs(patterns: Sequence[str | os.PathLike]) -> list[Path]:
     """Files named by paths or glob patterns (`data/*.txt`), in order, each once: the one expansion of every
     command's `--input`. A pattern that matches nothing, or a path that is no file, is an error naming it."""
@@ -115,7 +196,10 @@ def load_named_dataset(name: str, **kwargs: Any) -> Any:
     import datasets
 
     try:
-        return datasets.load_dataset(name, **kwargs)
+        with datasets_errors_unlogged():
+            return datasets.load_dataset(name, **kwargs)
+    except datasets.exceptions.DatasetGenerationError as err:
+        raise check_dataset_files(name, err) from None
     except (RuntimeError, datasets.exceptions.DatasetNotFoundError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ValueError(f"dataset {name} does not load: {first}. Give a local folder of data files "
@@ -147,7 +231,7 @@ def iter_dataset_texts(spec: str, text_column: str = "text") -> Iterator[str]:
     """
     name, _, split = spec.partition(":")
     dataset = load_named_dataset(name, split=split or "train", streaming=True)
-    for row_number, row in enumerate(dataset, 1):
+    for row_number, row in enumerate(_rows_read(name, dataset), 1):
         if row_number == 1 and text_column not in row:
             raise ValueError(f"dataset {name} has no column {text_column!r} (columns: {sorted(row)}); pass --text-column")
         text = row[text_column]
@@ -156,3 +240,17 @@ def iter_dataset_texts(spec: str, text_column: str = "text") -> Iterator[str]:
                              "remove the row or give it a text")
         if text:
             yield text
+
+
+def _rows_read(name: str, dataset: Any) -> Iterator[dict[str, Any]]:
+    """The rows of a streamed dataset; one that cannot be read is a one-line error (`check_dataset_files`)."""
+    rows = iter(dataset)
+    while True:
+        try:
+            with datasets_errors_unlogged():
+                row = next(rows)
+        except StopIteration:
+            return
+        except Exception as err:  # pyarrow's and datasets' parse errors, whose messages name no file
+            raise check_dataset_files(name, err) from None
+        yield row

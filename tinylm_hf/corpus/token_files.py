@@ -44,7 +44,7 @@ def read_header(path: str | os.PathLike) -> dict[str, Any]:
     return values
 
 
-HEADER_COUNTS = ("count", "vocab_size", "bytes", "documents")  # integers >= 0 where present (`count` always)
+HEADER_COUNTS = ("count", "vocab_size", "max_id", "bytes", "documents")  # integers >= 0 where present (`count` always)
 
 
 def header_problem(values: Any) -> str | None:
@@ -58,9 +58,13 @@ def header_problem(values: Any) -> str | None:
         value = values.get(key, 0) if key != "count" else values.get(key)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             return f"{key} {value!r} is not an integer >= 0"
-    eos = values.get("eos_id")
+    eos, max_id, vocab_size = values.get("eos_id"), values.get("max_id"), values.get("vocab_size")
     if eos is not None and (isinstance(eos, bool) or not isinstance(eos, int) or eos < 0):
         return f"eos_id {eos!r} is not an integer >= 0"
+    if max_id is not None and vocab_size is not None and vocab_size > max_id + 1:
+        return f"vocab_size {vocab_size:,} is more ids than 0..max_id {max_id:,} hold"
+    if max_id is not None and eos is not None and eos > max_id:
+        return f"eos_id {eos:,} is above max_id {max_id:,}"
     return None
 
 
@@ -87,7 +91,10 @@ def _check_ids(tokens: np.ndarray, header: dict[str, Any], path: Path) -> None:
     the dtype `prepare` picks for them: a header that lies about the dtype makes ids out of range, or too narrow a
     dtype."""
     vocab_size, max_id = header.get("vocab_size"), header.get("max_id")
-    if tokens.dtype == np.uint8 or (vocab_size is None and max_id is None):  # 0/1 mask flags, or no vocabulary
+    if tokens.dtype == np.uint8:
+        _check_flags(tokens, header, path)
+        return
+    if vocab_size is None and max_id is None:  # no vocabulary to check the ids against
         return
     largest_allowed = max_id if max_id is not None else (vocab_size - 1 if isinstance(vocab_size, int) else None)
     if isinstance(largest_allowed, bool) or not isinstance(largest_allowed, int) or largest_allowed < 0:
@@ -96,11 +103,26 @@ def _check_ids(tokens: np.ndarray, header: dict[str, Any], path: Path) -> None:
     if tokens.dtype.itemsize < token_dtype(largest_allowed).itemsize:
         raise ValueError(f"the header of {path} gives dtype {tokens.dtype.name}, too narrow for ids up to "
                          f"{largest_allowed:,}: the header does not describe this file; re-run `tinylm prepare`")
+    if tokens.dtype.itemsize > token_dtype(largest_allowed).itemsize:
+        raise ValueError(f"the header of {path} gives dtype {tokens.dtype.name}, but `tinylm prepare` stores ids up to "
+                         f"{largest_allowed:,} as {token_dtype(largest_allowed).name}: the header does not describe "
+                         "this file; re-run `tinylm prepare`")
     largest = int(tokens.max())
     if largest > largest_allowed:
         raise ValueError(f"{path} holds token id {largest:,}, outside its header's vocabulary (ids up to "
                          f"{largest_allowed:,}): the header's dtype or vocabulary does not describe this file; "
                          "re-run `tinylm prepare`")
+
+
+def _check_flags(flags: np.ndarray, header: dict[str, Any], path: Path) -> None:
+    """uint8 holds only the 0/1 flags of static masks (their header records how they were made, "mlm"), never token
+    ids: a token file whose header says uint8 (its count doubled, say) is refused."""
+    if "mlm" not in header:
+        raise ValueError(f"the header of {path} gives dtype uint8, which only static-mask flags are stored in, not "
+                         "token ids: the header does not describe this file; re-run `tinylm prepare`")
+    if flags.size and int(flags.max()) > 1:
+        raise ValueError(f"{path} holds the value {int(flags.max())} where static-mask flags are 0 or 1: it is not a "
+                         "mask file; re-run `tinylm prepare --mlm-static`")
 
 
 def token_dtype(max_id: int) -> np.dtype:

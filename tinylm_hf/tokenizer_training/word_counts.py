@@ -137,6 +137,7 @@ def load_word_counts(path: str | os.PathLike) -> WordCounts:
     missing = [k for k in ("algorithm", "pattern", "lowercase", "special_tokens", "counts") if k not in body]
     if missing or not isinstance(body["counts"], dict):
         raise ValueError(f"{str(path)!r} lacks {missing or ['counts as an object']}")
+    _check_words_are_text(path, body["counts"])
     splitter = get_word_splitter(body["algorithm"])
     try:
         return make_word_counts(
@@ -148,6 +149,16 @@ def load_word_counts(path: str | os.PathLike) -> WordCounts:
         )
     except ValueError as err:
         raise ValueError(f"word-count file {str(path)!r}: {err}") from None
+
+
+def _check_words_are_text(path: Path, counts: Mapping[str, object]) -> None:
+    """Refuse a word with a lone surrogate (JSON's `\\ud800` escape): no UTF-8 text, so no tokenizer, holds one."""
+    for word in counts:
+        try:
+            word.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{str(path)!r} holds the word {word!r} with a lone surrogate escape, which is no Unicode "
+                             "character: it is not a file `tinylm count-words` wrote; count the words again") from None
 
 
 def sum_word_counts(parts: Iterable[WordCounts | str | os.PathLike]) -> WordCounts:

@@ -23,7 +23,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .objectives.sections import DEFAULT_OBJECTIVE, FIELD_SECTIONS, MASKING_STRATEGIES, SECTIONS, objective_section
+from .objectives.sections import (
+    DEFAULT_OBJECTIVE,
+    FIELD_SECTIONS,
+    MASKING_STRATEGIES,
+    SECTIONS,
+    check_fields_of_objective,
+    objective_section,
+)
 
 REPORT_TARGETS = ("none", "tensorboard", "trackio", "wandb")
 DTYPES = ("auto", "float32", "bfloat16")
@@ -31,6 +38,8 @@ BUDGET_CLOCKS = ("wall", "process")
 OBJECTIVES = tuple(SECTIONS)  # the names TrainConfig.objective takes
 MAX_SEED = 2**63 - 1  # torch.manual_seed and numpy's generators take every seed from 0 to this
 OPTIMIZERS = ("adamw", "muon")
+DEFAULT_MAX_LR = {"adamw": 1e-3, "muon": 6e-3}  # max_lr unless given: with muon, of the AdamW part beside Muon's matrices
+MIN_LR_SHARE = 0.1  # min_lr unless given: this share of max_lr
 MAX_CONFIG_BYTES = 1 << 20  # a --config file is a few hundred bytes; a megabyte is no config
 
 
@@ -82,10 +91,12 @@ class TrainConfig(*FIELD_SECTIONS):  # type: ignore[misc]
     time_budget_clock: str = "wall"
     """The clock `time_budget_s` is counted on: "wall" (elapsed time) or "process" (this process's CPU time,
     which other programs on a busy machine do not use up; with one thread it counts the compute a step takes)."""
-    max_lr: float = 1e-3
-    """Peak learning rate, reached at the end of warm-up."""
-    min_lr: float = 1e-4
-    """Learning rate at the end of the cosine decay and after it."""
+    max_lr: float | None = None
+    """Peak learning rate, reached at the end of warm-up: of every weight (adamw), or of the AdamW part (muon: the
+    embeddings, the head and the norms). Default: 1e-3 with adamw; 6e-3 with muon, whose AdamW part at 1e-3 held the
+    model back while Muon trained the matrices (scripts/compare_optimizers.py, docs/benchmarks/training.md)."""
+    min_lr: float | None = None
+    """Learning rate at the end of the cosine decay and after it (default: a tenth of max_lr)."""
     warmup_iters: int = 100
     """Linear warm-up steps from 0 to max_lr (at most max_iters)."""
     cosine_cycle_iters: int | None = None
@@ -152,6 +163,10 @@ class TrainConfig(*FIELD_SECTIONS):  # type: ignore[misc]
 
     def __post_init__(self) -> None:
         check_field_types(self)
+        if self.max_lr is None:
+            self.max_lr = DEFAULT_MAX_LR.get(self.optimizer, DEFAULT_MAX_LR["adamw"])  # a bad optimizer is named below
+        if self.min_lr is None:
+            self.min_lr = MIN_LR_SHARE * self.max_lr
         for name in ("batch_size", "context_length", "grad_accum_steps", "max_iters", "log_every"):
             _check_int(self, name, minimum=1)
         for name in ("warmup_iters", "eval_every", "checkpoint_every", "keep_last", "sample_tokens"):
@@ -204,7 +219,13 @@ class TrainConfig(*FIELD_SECTIONS):  # type: ignore[misc]
         chosen = objective_section(self.objective)
         for section in SECTIONS.values():
             section.check_values(self)
+        check_fields_of_objective(self.objective, self.changed_section_fields())
         chosen.check_run(self)
+
+    def changed_section_fields(self) -> list[str]:
+        """The objectives' own fields whose values differ from their defaults (those a run was given)."""
+        return [f.name for section in FIELD_SECTIONS for f in dataclasses.fields(section)
+                if getattr(self, f.name) != f.default]
 
     def _validate_model(self) -> None:
         """The model overrides (`--model`) and preset: known fields of the right types, position tables of a sane size;

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
@@ -200,3 +201,16 @@ def objective_section(name: str) -> type[ConfigSection]:
     if name not in SECTIONS:
         raise ValueError(f"objective must be one of {', '.join(SECTIONS)}, got {name!r}")
     return SECTIONS[name]
+
+
+def check_fields_of_objective(objective: str, given: Iterable[str], *, spell: Callable[[str], str] = str) -> None:
+    """Refuse a field of another objective's section among `given` (the fields a user set): a run of `objective`
+    would ignore it, and train something else than asked without a word. `spell` names a field as the user wrote it
+    (a flag, a config-file key)."""
+    objective_section(objective)
+    for name in given:
+        owner = next((s for s in SECTIONS.values() if name in s.field_names()), None)
+        if owner is not None and owner.name != objective:
+            raise ValueError(f"{spell(name)} is a setting of objective {owner.name} ({owner.title}), but this run's "
+                             f"objective is {objective}, which would ignore it: drop it, or train objective "
+                             f"{owner.name}")
