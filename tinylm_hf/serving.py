@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .modeling.compat import SERVER_LOADS_IN_ITS_OWN_PROCESS
+
 # what transformers' server imports (its `serving` extra); `pip install 'tinylm-hf[serve]'` installs them
 SERVE_PACKAGES = ("fastapi", "uvicorn", "openai", "pydantic")
 SERVE_INSTALL = "pip install 'tinylm-hf[serve]'"
@@ -85,15 +87,13 @@ def serve(
     cb_num_blocks: int | None = None,
     cb_max_batch_tokens: int | None = None,
     cb_block_size: int | None = None,
-    non_blocking: bool = False,
-) -> Any:
+) -> None:
     """Serve the model folder ``folder`` with transformers' server on ``host``:``port`` until stopped.
 
     Endpoints are transformers': ``POST /v1/chat/completions`` (streamed or not), ``POST /v1/completions``,
     ``GET /v1/models``; the model is named by ``folder`` as given. ``continuous_batching`` batches concurrent
     requests over a paged KV cache, sized by the ``cb_*`` options (transformers' defaults when None: they suit a
-    GPU, and take tens of seconds per request on a CPU). Returns transformers' ``Serve`` object once the server
-    has stopped, or at once with ``non_blocking`` (the server runs in a thread; ``kill_server()`` stops it).
+    GPU, and take tens of seconds per request on a CPU). Returns once the server has stopped (Ctrl-C, SIGTERM).
     """
     from .publish.folder import check_folder_files
 
@@ -108,14 +108,17 @@ def serve(
     expose_tinylm_classes()
     use_tokenizers_twins()
     keep_hub_kernels_off()
+    options = dict(force_model=str(Path(folder)), host=host, port=port, device=device,
+                   attn_implementation=attn_implementation, continuous_batching=continuous_batching,
+                   cb_num_blocks=cb_num_blocks, cb_max_batch_tokens=cb_max_batch_tokens, cb_block_size=cb_block_size)
+    if SERVER_LOADS_IN_ITS_OWN_PROCESS:
+        from .serving_process import TinyLMServe
+
+        TinyLMServe(**options)  # until Ctrl-C or SIGTERM
+        return
     from transformers.cli.serve import Serve
 
-    server = Serve(force_model=str(Path(folder)), host=host, port=port, device=device,
-                   attn_implementation=attn_implementation, continuous_batching=continuous_batching,
-                   cb_num_blocks=cb_num_blocks, cb_max_batch_tokens=cb_max_batch_tokens, cb_block_size=cb_block_size,
-                   non_blocking=True)
-    if non_blocking:
-        return server
+    server = Serve(**options, non_blocking=True)
     try:
         # until Ctrl-C, SIGTERM or a failed start; the server's thread (transformers' attribute) is polled, not
         # joined: a join broken by Ctrl-C leaves the thread looking stopped, and kill_server would then skip it
@@ -126,4 +129,3 @@ def serve(
         server.kill_server()
     if not server.server.started:
         raise OSError(f"the server could not start on {host}:{port} (is the port in use?)")
-    return server

@@ -68,3 +68,9 @@ def resolve_cache(cache, past_key_values):
     if cache is not None and past_key_values is not None:
         raise ValueError("pass the KV cache once: as cache= (transformers >= 5.24) or past_key_values=, not both")
     return past_key_values if cache is None else cache
+
+
+# transformers 5.25's server (`transformers.cli.serve.Serve`) runs in the calling thread until it is stopped (no
+# `non_blocking`, no `kill_server`) and loads the model in a process it spawns, which has none of the calling
+# process's setup; before, it ran in a thread of its own and loaded the model there.
+SERVER_LOADS_IN_ITS_OWN_PROCESS = INSTALLED_RELEASE >= (5, 25)
