@@ -23,10 +23,6 @@ import pytest
 
 from tiny_chats import make_chat_folder
 
-pytestmark = pytest.mark.contract
-
-pytest.importorskip("fastapi")
-pytest.importorskip("uvicorn")
 
 SITECUSTOMIZE = r'''
 import os, socket, sys
@@ -138,24 +134,34 @@ def served_reply(folder: str, env: dict[str, str]) -> str:
 
 
 @pytest.fixture(scope="module", params=["kernels installed", "kernels missing"])
-def probe(request, folders, tmp_path_factory) -> dict:
+def case(request, tmp_path_factory) -> tuple[bool, Path, dict[str, str]]:
+    """(whether `kernels` is hidden, the case's folder, the environment of its guarded processes)."""
     hide = request.param == "kernels missing"
     if not hide:
         pytest.importorskip("kernels")
     tmp_path = tmp_path_factory.mktemp("guarded")
-    env = guarded_env(tmp_path, hide)
+    return hide, tmp_path, guarded_env(tmp_path, hide)
+
+
+@pytest.fixture(scope="module")
+def probe(case, folders) -> dict:
+    """What the probe loaded, generated, scored and was refused, in a guarded process."""
+    hide, _, env = case
     done = subprocess.run([sys.executable, "-c", PROBE, *folders], capture_output=True, text=True, timeout=600,
                           env=env)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     assert done.returncode == 0 and lines, done.stderr[-4000:]
     result = json.loads(lines[-1].removeprefix("RESULT "))
     assert result["kernels_available"] is not hide
-    result["served"] = served_reply(folders[1], env)
-    log = tmp_path / "network.log"
-    result["network"] = log.read_text(encoding="utf-8").splitlines() if log.exists() else []
     return result
 
 
+def network_attempts(case) -> list[str]:
+    log = case[1] / "network.log"
+    return log.read_text(encoding="utf-8").splitlines() if log.exists() else []
+
+
+@pytest.mark.contract
 def test_both_folders_load_generate_and_evaluate_alike(probe) -> None:
     tinylm, llama = probe["tinylm"], probe["llama"]
     assert (tinylm["class"], llama["class"]) == ("TinyLMForCausalLM", "LlamaForCausalLM")
@@ -163,14 +169,20 @@ def test_both_folders_load_generate_and_evaluate_alike(probe) -> None:
     assert tinylm["perplexity"] == pytest.approx(llama["perplexity"], rel=1e-4)
 
 
-def test_the_llama_export_serves_the_greedy_reply(probe) -> None:
-    assert probe["served"] == probe["llama"]["reply"]
+@pytest.mark.contract
+def test_loading_reaches_for_no_network(case, probe) -> None:
+    assert network_attempts(case) == []
 
 
-def test_nothing_reaches_for_the_network(probe) -> None:
-    assert probe["network"] == []
+# not a contract test: `tinylm serve` is tested on the newest transformers (the main job), as in test_serving.py
+def test_the_llama_export_serves_the_greedy_reply_offline(case, probe, folders) -> None:
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    assert served_reply(folders[1], case[2]) == probe["llama"]["reply"]
+    assert network_attempts(case) == []
 
 
+@pytest.mark.contract
 def test_use_kernels_on_the_cpu_is_a_no_op_or_one_line_refusal(probe) -> None:
     if probe["kernels_available"]:
         assert probe["use_kernels"] == probe["auto_class"]
