@@ -171,3 +171,16 @@ def test_transformers_finds_no_architecture_in_a_llama_gguf(chat_folder, tmp_pat
     path = export_gguf(chat_folder, tmp_path / "chat.gguf", dtype="f32")
     config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
     assert (config.model_type, config.architectures) == ("llama", None)
+
+
+def test_a_port_in_use_is_one_line_and_exit_2(chat_folder) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "tinylm_hf.cli", "serve", str(chat_folder), "--port", str(port),
+                               "--device", "cpu"], capture_output=True, text=True, timeout=START_TIMEOUT,
+                              env={**os.environ, "TRANSFORMERS_VERBOSITY": "error"})
+    assert done.returncode == 2
+    assert f"the server could not start on 127.0.0.1:{port} (is the port in use?)" in done.stderr
+    assert "Traceback" not in done.stderr

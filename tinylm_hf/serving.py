@@ -114,7 +114,11 @@ def serve(
     if SERVER_LOADS_IN_ITS_OWN_PROCESS:
         from .serving_process import TinyLMServe
 
-        TinyLMServe(**options)  # until Ctrl-C or SIGTERM
+        try:
+            TinyLMServe(**options)  # until Ctrl-C or SIGTERM
+        except SystemExit as stop:  # uvicorn ends the process when it cannot start (a port in use)
+            if stop.code:
+                raise OSError(f"the server could not start on {host}:{port} (is the port in use?)") from None
         return
     from transformers.cli.serve import Serve
 
