@@ -12,22 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from transformers.cli.serve import Serve
-from transformers.cli.serving import model_manager
 from transformers.cli.serving.model_manager import ModelLoader
 
-
-def prepare_process() -> None:
-    """What a process needs before transformers' server loads a TinyLM folder in it (serving.py)."""
-    from . import modeling
-    from .serving import expose_tinylm_classes, keep_hub_kernels_off, use_tokenizers_twins
-
-    for name in expose_tinylm_classes():
-        # the server looks the architecture up on the transformers module it imported; in the spawned process that
-        # can be an older object than the one expose_tinylm_classes sets names on (transformers re-runs its
-        # __init__ when transformers.processing_utils is first imported)
-        setattr(model_manager.transformers, name, getattr(modeling, name))
-    use_tokenizers_twins()
-    keep_hub_kernels_off()
+from .serving_setup import prepare_process
 
 
 class TinyLMModelLoader(ModelLoader):
