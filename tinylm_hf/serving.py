@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any
 
 from .modeling.compat import SERVER_LOADS_IN_ITS_OWN_PROCESS
 from .serving_setup import expose_tinylm_classes, keep_hub_kernels_off, use_tokenizers_twins
