@@ -1,42 +1,53 @@
 """Hub kernels (transformers >= 5.25 turns them on by default, and needs `kernels` to load any model): a TinyLM
 folder and its Llama export load, generate, evaluate and serve with `kernels` installed and without it, and
 nothing tries the network. `use_kernels=True` on the CPU changes nothing where `kernels` is installed and is a
-one-line refusal where it is not. Each case runs in a fresh process whose sockets reach only the loopback."""
+one-line refusal where it is not.
+
+Each case runs in fresh processes started with a `sitecustomize` of the test's (so the model process that
+transformers' server spawns gets it too): their internet sockets reach only the loopback, every other attempt is written
+down and refused, and in the "kernels missing" case `kernels` cannot be imported."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
+import urllib.request
+from pathlib import Path
 
 import pytest
 
 from tiny_chats import make_chat_folder
 
-pytestmark = pytest.mark.contract
 
-PROBE = r'''
-import json, socket, sys, time, urllib.request
-{hide}
-OFFLINE = []  # every connection attempt to a host other than the loopback (refused)
+SITECUSTOMIZE = r'''
+import os, socket, sys
+if os.environ.get("TINYLM_TEST_HIDE_KERNELS"):
+    sys.modules["kernels"] = None  # as where it is not installed (find_spec answers None, import raises ImportError)
 _connect = socket.socket.connect
 def loopback_only(sock, address):
-    if not (isinstance(address, tuple) and address[0] in ("127.0.0.1", "::1", "localhost")):
-        OFFLINE.append(repr(address))
-        raise OSError(f"this test reaches only the loopback, not {{address!r}}")
+    internet = sock.family in (socket.AF_INET, socket.AF_INET6)
+    if internet and address[0] not in ("127.0.0.1", "::1", "localhost"):
+        with open(os.environ["TINYLM_TEST_NETWORK_LOG"], "a", encoding="utf-8") as log:
+            log.write(repr(address) + "\n")
+        raise OSError(f"this test reaches only the loopback, not {address!r}")
     return _connect(sock, address)
 socket.socket.connect = loopback_only
+'''
 
+PROBE = r'''
+import json, sys
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers.utils.import_utils import is_kernels_available
 from tinylm_hf.evaluation.perplexity import evaluate_perplexity
 from tinylm_hf.publish import load_folder
-from tinylm_hf.serving import serve
 
-tinylm_dir, llama_dir, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
-MESSAGES = [{{"role": "user", "content": "Tell me a story about Ben."}}]
+tinylm_dir, llama_dir = sys.argv[1], sys.argv[2]
+MESSAGES = [{"role": "user", "content": "Tell me a story about Ben."}]
 TEXT = "Once upon a time, there was a little girl named Lily. She liked to play."
 
 def reply(model, tokenizer):
@@ -45,40 +56,20 @@ def reply(model, tokenizer):
     new = model.generate(ids, max_new_tokens=6, do_sample=False)[0, ids.shape[1]:]
     return tokenizer.decode(new, skip_special_tokens=True)
 
-out = {{"kernels_available": is_kernels_available()}}
+out = {"kernels_available": is_kernels_available()}
 tokenizer = AutoTokenizer.from_pretrained(tinylm_dir)
 out["auto_class"] = reply(AutoModelForCausalLM.from_pretrained(tinylm_dir), tokenizer)
 for name, folder in (("tinylm", tinylm_dir), ("llama", llama_dir)):
     model, tok = load_folder(folder)
     score = evaluate_perplexity(model, tok, [TEXT], stride=16, batch_size=1, show_progress=False)
-    out[name] = {{"class": type(model).__name__, "reply": reply(model, tok), "perplexity": score["perplexity"]}}
+    out[name] = {"class": type(model).__name__, "reply": reply(model, tok), "perplexity": score["perplexity"]}
 try:
     out["use_kernels"] = reply(AutoModelForCausalLM.from_pretrained(tinylm_dir, use_kernels=True), tokenizer)
 except (ValueError, ImportError) as error:
-    out["use_kernels"] = f"refused: {{error}}"
-
-server = serve(llama_dir, port=port, device="cpu", non_blocking=True)
-body = json.dumps({{"model": llama_dir, "messages": MESSAGES, "temperature": 0, "max_tokens": 6}}).encode()
-request = urllib.request.Request(f"http://127.0.0.1:{{port}}/v1/chat/completions", data=body,
-                                 headers={{"Content-Type": "application/json"}})
-deadline = time.monotonic() + 180
-try:
-    while True:
-        try:
-            with urllib.request.urlopen(request, timeout=120) as answer:
-                out["served"] = json.load(answer)["choices"][0]["message"]["content"]
-            break
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
-finally:
-    server.kill_server()
-out["offline"] = OFFLINE
+    out["use_kernels"] = f"refused: {error}"
 print("RESULT " + json.dumps(out))
 '''
-# makes `kernels` unimportable, as where it is not installed (find_spec answers None, import raises ImportError)
-HIDE_KERNELS = 'sys.modules["kernels"] = None'
+START_TIMEOUT = 240  # seconds for the server to load the model and answer; 2 busy cores can be slow
 
 
 def free_port() -> int:
@@ -97,27 +88,80 @@ def folders(tmp_path_factory) -> tuple[str, str]:
     return str(tinylm), str(export_llama(tinylm, root / "llama"))
 
 
-def run_probe(folders: tuple[str, str], hide_kernels: bool) -> dict:
-    code = PROBE.format(hide=HIDE_KERNELS if hide_kernels else "")
-    env = {**os.environ, "TRANSFORMERS_VERBOSITY": "error"}
-    env.pop("USE_HUB_KERNELS", None)  # transformers' own default
-    done = subprocess.run([sys.executable, "-c", code, *folders, str(free_port())], capture_output=True, text=True,
-                          timeout=600, env=env)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    assert done.returncode == 0 and lines, done.stderr[-4000:]
-    return json.loads(lines[-1].removeprefix("RESULT "))
+def guarded_env(tmp_path: Path, hide_kernels: bool) -> dict[str, str]:
+    """The environment of a guarded process: the test's sitecustomize first on the path, transformers' defaults."""
+    site = tmp_path / "site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")
+    env = {**os.environ, "TRANSFORMERS_VERBOSITY": "error", "TINYLM_TEST_NETWORK_LOG": str(tmp_path / "network.log"),
+           "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    env.pop("USE_HUB_KERNELS", None)
+    env.pop("TINYLM_TEST_HIDE_KERNELS", None)
+    if hide_kernels:
+        env["TINYLM_TEST_HIDE_KERNELS"] = "1"
+    return env
+
+
+def served_reply(folder: str, env: dict[str, str]) -> str:
+    """The greedy chat reply of `tinylm serve FOLDER` (6 tokens), the server stopped by Ctrl-C afterwards."""
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "tinylm_hf.cli", "serve", folder, "--port", str(port),
+                               "--device", "cpu"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                              start_new_session=True)
+    body = json.dumps({"model": folder, "temperature": 0, "max_tokens": 6,
+                       "messages": [{"role": "user", "content": "Tell me a story about Ben."}]}).encode()
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+    deadline = time.monotonic() + START_TIMEOUT
+    try:
+        while True:
+            if server.poll() is not None:
+                raise AssertionError(f"tinylm serve exited with {server.returncode}:\n{server.stdout.read()[-3000:]}")
+            try:
+                with urllib.request.urlopen(request, timeout=120) as answer:
+                    return json.load(answer)["choices"][0]["message"]["content"]
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+    finally:
+        server.send_signal(signal.SIGINT)
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
 
 
 @pytest.fixture(scope="module", params=["kernels installed", "kernels missing"])
-def probe(request, folders) -> dict:
+def case(request, tmp_path_factory) -> tuple[bool, Path, dict[str, str]]:
+    """(whether `kernels` is hidden, the case's folder, the environment of its guarded processes)."""
     hide = request.param == "kernels missing"
     if not hide:
         pytest.importorskip("kernels")
-    result = run_probe(folders, hide_kernels=hide)
+    tmp_path = tmp_path_factory.mktemp("guarded")
+    return hide, tmp_path, guarded_env(tmp_path, hide)
+
+
+@pytest.fixture(scope="module")
+def probe(case, folders) -> dict:
+    """What the probe loaded, generated, scored and was refused, in a guarded process."""
+    hide, _, env = case
+    done = subprocess.run([sys.executable, "-c", PROBE, *folders], capture_output=True, text=True, timeout=600,
+                          env=env)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert done.returncode == 0 and lines, done.stderr[-4000:]
+    result = json.loads(lines[-1].removeprefix("RESULT "))
     assert result["kernels_available"] is not hide
     return result
 
 
+def network_attempts(case) -> list[str]:
+    log = case[1] / "network.log"
+    return log.read_text(encoding="utf-8").splitlines() if log.exists() else []
+
+
+@pytest.mark.contract
 def test_both_folders_load_generate_and_evaluate_alike(probe) -> None:
     tinylm, llama = probe["tinylm"], probe["llama"]
     assert (tinylm["class"], llama["class"]) == ("TinyLMForCausalLM", "LlamaForCausalLM")
@@ -125,14 +169,20 @@ def test_both_folders_load_generate_and_evaluate_alike(probe) -> None:
     assert tinylm["perplexity"] == pytest.approx(llama["perplexity"], rel=1e-4)
 
 
-def test_the_llama_export_serves_the_greedy_reply(probe) -> None:
-    assert probe["served"] == probe["llama"]["reply"]
+@pytest.mark.contract
+def test_loading_reaches_for_no_network(case, probe) -> None:
+    assert network_attempts(case) == []
 
 
-def test_nothing_reaches_for_the_network(probe) -> None:
-    assert probe["offline"] == []
+# not a contract test: `tinylm serve` is tested on the newest transformers (the main job), as in test_serving.py
+def test_the_llama_export_serves_the_greedy_reply_offline(case, probe, folders) -> None:
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    assert served_reply(folders[1], case[2]) == probe["llama"]["reply"]
+    assert network_attempts(case) == []
 
 
+@pytest.mark.contract
 def test_use_kernels_on_the_cpu_is_a_no_op_or_one_line_refusal(probe) -> None:
     if probe["kernels_available"]:
         assert probe["use_kernels"] == probe["auto_class"]

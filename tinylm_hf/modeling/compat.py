@@ -77,3 +77,5 @@ def resolve_cache(cache, past_key_values):
             stacklevel=3,
         )
     return past_key_values if cache is None else cache
+
+
