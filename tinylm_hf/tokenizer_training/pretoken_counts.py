@@ -125,7 +125,9 @@ def _spans_to_counter(spans: SpanCounts) -> Counter[str]:
     raw = data.tobytes()
     ends = np.cumsum(lengths).tolist()
     words = (raw[a:b].decode("utf-8", "surrogatepass") for a, b in zip([0, *ends[:-1]], ends))
-    return Counter(dict(zip(words, counts.tolist())))
+    counter: Counter[str] = Counter()
+    dict.update(counter, zip(words, counts.tolist()))  # filled in place: `Counter(dict(...))` held two tables
+    return counter
 
 
 def find_chunk_boundaries(
