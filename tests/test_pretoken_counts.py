@@ -36,27 +36,38 @@ def stories_slice(tmp_path) -> Path:
     return write(tmp_path, "stories.txt", text)
 
 
-def _at_special_or_safe_newline(data: bytes, bound: int) -> bool:
-    return data[bound : bound + len(EOT)] == EOT.encode() or (
-        data[bound - 1 : bound] == b"\n" and data[bound - 2 : bound - 1].strip() and data[bound : bound + 1].strip())
+def _at_special_or_safe_cut(data: bytes, bound: int) -> bool:
+    """At a special token, after a newline between two plain bytes, or before a space after a plain byte."""
+    plain = lambda at: 0x21 <= data[at] <= 0x7E  # noqa: E731
+    newline = data[bound - 1 : bound] == b"\n" and plain(bound - 2) and plain(bound)
+    space = data[bound : bound + 1] == b" " and plain(bound - 1)
+    return data[bound : bound + len(EOT)] == EOT.encode() or newline or space
 
 
-def test_chunk_boundaries_sit_at_special_token_starts_or_safe_newlines(stories_slice):
+def test_chunk_boundaries_sit_at_special_token_starts_or_safe_cuts(stories_slice):
     bounds = pretoken_counts.find_chunk_boundaries(str(stories_slice), 8, [EOT], GPT2_PATTERN)
     data = stories_slice.read_bytes()
     assert bounds[0] == 0 and bounds[-1] == len(data) and bounds == sorted(set(bounds))
     assert len(bounds) == 9
-    assert all(_at_special_or_safe_newline(data, b) for b in bounds[1:-1])
+    assert all(_at_special_or_safe_cut(data, b) for b in bounds[1:-1])
 
 
 def test_a_file_without_its_special_tokens_is_still_cut_into_chunks(tmp_path):
-    """Special tokens named but absent (a corpus without separators): the file is cut at safe newlines, not read as
+    """Special tokens named but absent (a corpus without separators): the file is cut at safe cuts, not read as
     one chunk (issue 38: 908 MB of source code counted as one chunk peaked at 8 GB)."""
     path = write(tmp_path, "code.txt", (PACKAGE_DATA / "tinystories_valid_small.txt").read_text(
         encoding="utf-8")[:120_000].replace(EOT, "x = 1"))
     bounds = pretoken_counts.find_chunk_boundaries(str(path), 8, [EOT], GPT2_PATTERN)
     assert len(bounds) == 9
-    assert all(_at_special_or_safe_newline(path.read_bytes(), b) for b in bounds[1:-1])
+    assert all(_at_special_or_safe_cut(path.read_bytes(), b) for b in bounds[1:-1])
+
+
+def test_one_long_line_is_cut_before_its_spaces(tmp_path):
+    """A file of one line (minified code, a log without newlines) is cut before a space after a plain byte, where
+    GPT-2's and cl100k's pre-tokens also end (`has_safe_cuts`)."""
+    path = write(tmp_path, "line.txt", "var x = f(a, b); " * 10_000)
+    bounds = pretoken_counts.find_chunk_boundaries(str(path), 8, [EOT], GPT2_PATTERN)
+    assert len(bounds) == 9 and all(_at_special_or_safe_cut(path.read_bytes(), b) for b in bounds[1:-1])
 
 
 def test_chunk_boundary_never_splits_a_longer_special_token(tmp_path):
@@ -66,16 +77,14 @@ def test_chunk_boundary_never_splits_a_longer_special_token(tmp_path):
     data = path.read_bytes()
     for num_chunks in range(2, 40):
         bounds = pretoken_counts.find_chunk_boundaries(str(path), num_chunks, ["<|x|>", "A<|x|>"], GPT2_PATTERN)
-        assert all(data[b : b + 6] == b"A<|x|>" for b in bounds[1:-1])
+        assert all(data[b : b + 6] == b"A<|x|>" or data[b : b + 1] == b" " for b in bounds[1:-1])
 
 
-def test_newline_chunk_boundaries_sit_between_plain_bytes():
+def test_chunk_boundaries_without_special_tokens_sit_at_safe_cuts():
     path = shared_file("corpus.en")
     bounds = pretoken_counts.find_chunk_boundaries(str(path), 8, [], GPT2_PATTERN)
-    data = path.read_bytes()
     assert len(bounds) == 9
-    assert all(data[b - 1 : b] == b"\n" and data[b - 2 : b - 1].strip() and data[b : b + 1].strip()
-               for b in bounds[1:-1])
+    assert all(_at_special_or_safe_cut(path.read_bytes(), b) for b in bounds[1:-1])
 
 
 @pytest.mark.parametrize(

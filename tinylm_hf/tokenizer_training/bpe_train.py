@@ -81,7 +81,9 @@ def train_bpe_from_counts(
             raise ValueError(f"count of pre-token {token!r} must be a non-negative int, got {count!r}")
         if count and token:
             merged[token] += count
-    return _train_from_words(*as_spans(merged), vocab_size, specials, progress=progress)
+    spans = as_spans(merged)
+    del merged  # the merge loop's arrays take its place: a large corpus's counts are not held twice
+    return _train_from_words(*spans, vocab_size, specials, progress=progress)
 
 
 def train_bpe_from_iterator(

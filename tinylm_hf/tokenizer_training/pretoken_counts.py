@@ -1,7 +1,8 @@
 """Counting the pre-tokens of a text file for byte-level BPE training, over threads.
 
-The file is cut into chunks where no cut changes its pre-tokens (at a special token, or after a newline
-between two plain bytes, whichever comes first: a file without its special tokens is still cut); threads count the chunks (read, drop special tokens, count) and the chunk counts
+The file is cut into chunks where no cut changes its pre-tokens (at a special token, or at a safe cut of the
+pre-tokenizer's, `find_safe_cut`, in bytes: after a newline between two plain bytes, or before a space after a plain
+byte; whichever comes first, so a file without its special tokens, or one long line, is still cut); threads count the chunks (read, drop special tokens, count) and the chunk counts
 are summed, so memory stays bounded by the chunks in flight. GPT-2's and cl100k's patterns are counted by
 kernels that release the GIL: the encoder's scanner (`bpe_kernels.pretoken_bounds`) finds the pre-tokens in
 one pass over the UTF-8 bytes, and `pretoken_counts_kernels.count_spans` counts equal spans in a hash table
@@ -29,8 +30,9 @@ CHUNK_BYTES = 1 << 20
 MERGE_MIN_SPANS = 1 << 18
 # Block size used when searching forward for a chunk boundary.
 SEARCH_BLOCK_BYTES = 1 << 12
-# A newline between two plain (non-space ASCII) bytes: a cut just after it changes no pre-token.
-_SAFE_NEWLINE = re.compile(rb"[\x21-\x7e]\n(?=[\x21-\x7e])")
+# Safe cuts (`pretokenize.has_safe_cuts`) in bytes, at a match's end: just after a newline between two plain
+# (non-space ASCII) bytes, or just before a space after a plain byte. No cut there changes a pre-token.
+_SAFE_CUT = re.compile(rb"[\x21-\x7e](?:\n(?=[\x21-\x7e])|(?= ))")
 
 # Distinct pre-tokens as spans: (their UTF-8 bytes back to back, their lengths in bytes, their counts).
 SpanCounts = tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -125,7 +127,9 @@ def _spans_to_counter(spans: SpanCounts) -> Counter[str]:
     raw = data.tobytes()
     ends = np.cumsum(lengths).tolist()
     words = (raw[a:b].decode("utf-8", "surrogatepass") for a, b in zip([0, *ends[:-1]], ends))
-    return Counter(dict(zip(words, counts.tolist())))
+    counter: Counter[str] = Counter()
+    dict.update(counter, zip(words, counts.tolist()))  # filled in place: `Counter(dict(...))` held two tables
+    return counter
 
 
 def find_chunk_boundaries(
@@ -134,17 +138,16 @@ def find_chunk_boundaries(
     """Byte offsets [0, ..., size] cutting the file where pre-tokenization cannot be changed.
 
     A boundary is the first cut at or after an even split point: the start of a special token, or, for
-    the built-in patterns, just after a newline that sits between two non-space ASCII bytes (both patterns
-    end and start a pre-token there; a special token covering it moves the cut to its start). With neither
-    the file is one chunk. The search reads small blocks, never the whole file.
+    the built-in patterns, a safe cut (`_SAFE_CUT`: both patterns end and start a pre-token there; a special
+    token covering it moves the cut to its start). With neither the file is one chunk. The search reads small blocks, never the whole file.
     """
     size = os.path.getsize(path)
-    newlines = pattern in (GPT2_PATTERN, GPT4_PATTERN)
-    if not special_tokens and not newlines:
+    safe = pattern in (GPT2_PATTERN, GPT4_PATTERN)
+    if not special_tokens and not safe:
         return [0, size]
     needles = sorted({token.encode("utf-8") for token in special_tokens}, key=len)
     cuts = [b"(?P<special>" + b"|".join(map(re.escape, needles)) + b")"] if needles else []
-    cut_at = re.compile(b"|".join(cuts + ([b"(?P<newline>" + _SAFE_NEWLINE.pattern + b")"] if newlines else [])))
+    cut_at = re.compile(b"|".join(cuts + ([b"(?P<safe>" + _SAFE_CUT.pattern + b")"] if safe else [])))
     bounds = [0]
     with open(path, "rb") as handle:
         for k in range(1, num_chunks):
@@ -161,7 +164,7 @@ def find_chunk_boundaries(
 
 def _search_forward(handle: BinaryIO, position: int, size: int, cut_at: re.Pattern, needles: list[bytes]) -> int:
     """Offset of the first cut at or after `position` (or `size` when there is none): the start of a special
-    token, or the end of a safe newline."""
+    token, or the end of a safe cut."""
     overlap = max([2, *map(len, needles)])  # a match that starts in a block ends in its overlap
     while position < size:
         handle.seek(position)

@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from ..tokenization.atomic_files import write_text_atomic
+from ..fileio import atomic_output
 from ..tokenization.pretokenize import check_special_tokens, compile_special_pattern, pattern_name
 from .families import get_family
 from .word_splitting import WordCounts, WordSplitter, count_split_words
@@ -111,13 +111,21 @@ def save_word_counts(
     lowercase: bool = False,
     special_tokens: Iterable[str] | None = None,
 ) -> Path:
-    """Write counts and the options that made them as JSON (atomically); returns the path."""
+    """Write counts and the options that made them as JSON (atomically), most common first; returns the path.
+
+    The words are written one by one (no second table of them, nor one string of the whole file: the counts of a
+    large corpus are most of a counting machine's memory)."""
     record = make_word_counts(counts, algorithm=algorithm, pattern=pattern, lowercase=lowercase,
                               special_tokens=special_tokens)  # fmt: skip
-    body = {"format": FORMAT, "version": FORMAT_VERSION, **record.options(),
-            "counts": dict(record.counts.most_common())}  # fmt: skip
+    head = json.dumps({"format": FORMAT, "version": FORMAT_VERSION, **record.options(), "counts": {}},
+                      ensure_ascii=False)  # fmt: skip
+    words = record.counts
     path = Path(path)
-    write_text_atomic(path, json.dumps(body, ensure_ascii=False) + "\n")
+    with atomic_output(path) as tmp, open(tmp, "w", encoding="utf-8") as out:
+        out.write(head.removesuffix("}}"))
+        for index, word in enumerate(sorted(words, key=words.__getitem__, reverse=True)):  # `most_common`'s order
+            out.write(f"{', ' if index else ''}{json.dumps(word, ensure_ascii=False)}: {words[word]}")
+        out.write("}}\n")
     return path
 
 
