@@ -153,9 +153,9 @@ def _symbol_words(counts: Mapping[str, int], chars: list[str]) -> tuple[np.ndarr
     outside = len(chars)
     long_words = [word for word in counts if len(word) > 1]
     codes = np.frombuffer("".join(long_words).encode("utf-32-le"), dtype=np.uint32)
-    alphabet = np.array([ord(c) for c in chars], dtype=np.uint32)
-    by_code = np.argsort(alphabet)
-    found = np.minimum(np.searchsorted(alphabet, codes, sorter=by_code), len(chars) - 1)
-    symbols = np.where(alphabet[by_code[found]] == codes, by_code[found], outside).astype(np.int32)
+    alphabet = np.array([ord(c) for c in chars], dtype=np.int64)
+    ids = np.full(max(int(codes.max(initial=0)), int(alphabet.max(initial=0))) + 1, outside, dtype=np.int32)
+    ids[alphabet] = np.arange(len(chars), dtype=np.int32)  # code point -> symbol id
+    symbols = ids[codes]
     lengths = np.fromiter(map(len, long_words), dtype=np.int64, count=len(long_words))
     return symbols, lengths, np.array([counts[w] for w in long_words], dtype=np.int64)
