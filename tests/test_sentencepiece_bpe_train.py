@@ -84,3 +84,10 @@ def test_words_become_alphabet_ids_with_one_id_outside_it():
     symbols, lengths, freqs = _symbol_words(Counter({"▁a\U0001f600": 2, "▁": 7, "b\tb": 3}), chars)
     # "▁" alone holds no pair and is left out; the tab, outside the alphabet, gets id len(chars).
     assert (symbols.tolist(), lengths.tolist(), freqs.tolist()) == ([0, 1, 2, 3, 4, 3], [3, 3], [2, 3])
+
+
+def test_training_from_counts_leaves_the_callers_counts_as_they_were():
+    counts = Counter(count_metaspace_words([TRAIN.read_text(encoding="utf-8")[:20_000]]))
+    before = dict(counts)
+    train_sentencepiece_bpe_from_counts(counts, 300, byte_fallback=False)
+    assert dict(counts) == before

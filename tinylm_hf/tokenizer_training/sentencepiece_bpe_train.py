@@ -120,6 +120,8 @@ def _train(
     byte_fallback: bool,
     progress: bool,
 ) -> list[tuple[str, float]]:
+    """The pieces learned from `counts`, a Counter of this module's own making: it is emptied once the words are
+    symbol arrays, so that its strings are freed before the merge loop's arrays are made."""
     # 1. Fixed pieces, then the alphabet: every character, most frequent first.
     fixed = meta_pieces(special_tokens, byte_fallback=byte_fallback)
     chars = [c for c, _ in count_characters(counts)]
@@ -130,7 +132,9 @@ def _train(
     token_bytes = [c.encode("utf-8") for c in chars] + [b""]
     shapes: list[PieceShape | None] = [piece_shape(c) for c in chars] + [None]
     bar = progress_bar(num_merges, progress, "SentencePiece BPE merges")
-    pairs = learn_merges(*_symbol_words(counts, chars), token_bytes, num_merges, shapes)
+    symbols, lengths, freqs = _symbol_words(counts, chars)
+    counts.clear()
+    pairs = learn_merges(symbols, lengths, freqs, token_bytes, num_merges, shapes)
     if bar is not None:
         bar.update(len(pairs))
         bar.close()
