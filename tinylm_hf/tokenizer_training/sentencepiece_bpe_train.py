@@ -21,6 +21,7 @@ two agree unless that heuristic misses the true best pair (not seen on the bundl
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -113,7 +114,7 @@ def train_sentencepiece_bpe_tokenizer(
 
 
 def _train(
-    counts: Mapping[str, int],
+    counts: Counter[str],
     vocab_size: int,
     special_tokens: Sequence[str] | None,
     *,
