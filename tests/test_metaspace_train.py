@@ -8,7 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tinylm_hf.tokenization.metaspace import to_metaspace
-from tinylm_hf.tokenizer_training.metaspace_train import count_metaspace_words, split_metaspace_words, split_words
+from tinylm_hf.tokenizer_training.piece_rules import UNMERGEABLE_CHARS
+from tinylm_hf.tokenizer_training.metaspace_train import (
+    count_characters,
+    count_metaspace_words,
+    split_metaspace_words,
+    split_words,
+)
 
 TEXT = st.text(alphabet=st.sampled_from(list("ab ▁\n\t1,é\u0301漢")), max_size=40)
 
@@ -23,3 +29,15 @@ def test_fast_word_counting_equals_the_word_split(text):
     per_line = [w for line in text.split("\n") if line for w in split_words(to_metaspace(line))]
     assert split_metaspace_words(text) == per_line
     assert count_metaspace_words([text]) == Counter(per_line)
+
+
+def test_character_counts_equal_a_per_character_count_on_real_text(bundled_train_path):
+    counts = count_metaspace_words([bundled_train_path.read_text(encoding="utf-8")[:200_000]])
+    counts["▁\u4e2d\U0001f600"] = 3  # code points beyond Latin-1 and the BMP
+    counts["▁ζ"] = 0  # a word counted 0 still puts its characters in the alphabet, with 0
+    naive: Counter[str] = Counter()
+    for word, count in counts.items():
+        for char in word:
+            naive[char] += count
+    expected = sorted(((c, n) for c, n in naive.items() if c not in UNMERGEABLE_CHARS), key=lambda item: (-item[1], item[0]))
+    assert count_characters(counts) == expected

@@ -13,6 +13,7 @@ from tinylm_hf.tokenization.metaspace import read_sentencepiece_model
 from tinylm_hf.tokenizer_training.metaspace_train import count_metaspace_words
 from tinylm_hf.tokenization.sentencepiece_bpe import SentencePieceBPETokenizer
 from tinylm_hf.tokenizer_training.sentencepiece_bpe_train import (
+    _symbol_words,
     train_sentencepiece_bpe,
     train_sentencepiece_bpe_from_counts,
     train_sentencepiece_bpe_from_iterator,
@@ -76,3 +77,17 @@ def test_bad_input_is_a_clear_error(tmp_path):
         train_sentencepiece_bpe_from_counts(Counter({"▁a": -1}), 400)
     with pytest.raises(TypeError, match="single string"):
         train_sentencepiece_bpe_from_iterator("some text", 400)
+
+
+def test_words_become_alphabet_ids_with_one_id_outside_it():
+    chars = ["▁", "a", "\U0001f600", "b"]
+    symbols, lengths, freqs = _symbol_words(Counter({"▁a\U0001f600": 2, "▁": 7, "b\tb": 3}), chars)
+    # "▁" alone holds no pair and is left out; the tab, outside the alphabet, gets id len(chars).
+    assert (symbols.tolist(), lengths.tolist(), freqs.tolist()) == ([0, 1, 2, 3, 4, 3], [3, 3], [2, 3])
+
+
+def test_training_from_counts_leaves_the_callers_counts_as_they_were():
+    counts = Counter(count_metaspace_words([TRAIN.read_text(encoding="utf-8")[:20_000]]))
+    before = dict(counts)
+    train_sentencepiece_bpe_from_counts(counts, 300, byte_fallback=False)
+    assert dict(counts) == before

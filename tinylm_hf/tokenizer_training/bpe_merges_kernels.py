@@ -288,9 +288,10 @@ def _count_pairs(links, state, like):
     for p in range(len(links)):  # 1. count each pair, and its occurrences in HEAD for now
         q = links[p, NEXT]
         if q >= 0:
-            slot = _slot(table, (np.int64(links[p, SYM]) << 32) | links[q, SYM])
+            key = (np.int64(links[p, SYM]) << 32) | links[q, SYM]
+            slot = _slot(table, key)
             if table[slot, KEY] == _EMPTY:
-                table[slot, KEY], table[slot, HEAD] = (np.int64(links[p, SYM]) << 32) | links[q, SYM], 0
+                table[slot, KEY], table[slot, HEAD] = key, 0
                 state[USED] += 1
             table[slot, COUNT] += links[p, WEIGHT]
             table[slot, HEAD] += 1

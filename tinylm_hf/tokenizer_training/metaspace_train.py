@@ -138,13 +138,14 @@ def count_characters(counts: Mapping[str, int]) -> list[tuple[str, int]]:
     codes = np.frombuffer("".join(counts).encode("utf-32-le"), dtype=np.uint32)
     weights = np.repeat(np.fromiter(counts.values(), dtype=np.int64, count=len(counts)),
                         np.fromiter(map(len, counts), dtype=np.int64, count=len(counts)))
-    chars, which = np.unique(codes, return_inverse=True)
-    if int(weights.sum()) < 1 << 53:  # float64 sums of integers are exact below 2**53
-        totals = np.bincount(which, weights=weights, minlength=len(chars)).astype(np.int64)
+    # Totals by code point (bincount: one pass, no sort); float64 sums of integers are exact below 2**53.
+    if int(weights.sum()) < 1 << 53:
+        totals = np.bincount(codes, weights=weights).astype(np.int64)
     else:
-        totals = np.zeros(len(chars), dtype=np.int64)
-        np.add.at(totals, which, weights)
-    pairs = zip(map(chr, chars.tolist()), totals.tolist())
+        totals = np.zeros(int(codes.max()) + 1, dtype=np.int64)
+        np.add.at(totals, codes, weights)
+    chars = np.flatnonzero(np.bincount(codes))  # present, even where only words counted 0 hold them
+    pairs = zip(map(chr, chars.tolist()), totals[chars].tolist())
     return sorted(((c, n) for c, n in pairs if c not in UNMERGEABLE_CHARS), key=lambda item: (-item[1], item[0]))
 
 

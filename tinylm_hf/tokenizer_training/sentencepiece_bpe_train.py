@@ -21,6 +21,7 @@ two agree unless that heuristic misses the true best pair (not seen on the bundl
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -113,13 +114,15 @@ def train_sentencepiece_bpe_tokenizer(
 
 
 def _train(
-    counts: Mapping[str, int],
+    counts: Counter[str],
     vocab_size: int,
     special_tokens: Sequence[str] | None,
     *,
     byte_fallback: bool,
     progress: bool,
 ) -> list[tuple[str, float]]:
+    """The pieces learned from `counts`, a Counter of this module's own making: it is emptied once the words are
+    symbol arrays, so that its strings are freed before the merge loop's arrays are made."""
     # 1. Fixed pieces, then the alphabet: every character, most frequent first.
     fixed = meta_pieces(special_tokens, byte_fallback=byte_fallback)
     chars = [c for c, _ in count_characters(counts)]
@@ -130,7 +133,9 @@ def _train(
     token_bytes = [c.encode("utf-8") for c in chars] + [b""]
     shapes: list[PieceShape | None] = [piece_shape(c) for c in chars] + [None]
     bar = progress_bar(num_merges, progress, "SentencePiece BPE merges")
-    pairs = learn_merges(*_symbol_words(counts, chars), token_bytes, num_merges, shapes)
+    symbols, lengths, freqs = _symbol_words(counts, chars)
+    counts.clear()
+    pairs = learn_merges(symbols, lengths, freqs, token_bytes, num_merges, shapes)
     if bar is not None:
         bar.update(len(pairs))
         bar.close()
@@ -153,9 +158,9 @@ def _symbol_words(counts: Mapping[str, int], chars: list[str]) -> tuple[np.ndarr
     outside = len(chars)
     long_words = [word for word in counts if len(word) > 1]
     codes = np.frombuffer("".join(long_words).encode("utf-32-le"), dtype=np.uint32)
-    alphabet = np.array([ord(c) for c in chars], dtype=np.uint32)
-    by_code = np.argsort(alphabet)
-    found = np.minimum(np.searchsorted(alphabet, codes, sorter=by_code), len(chars) - 1)
-    symbols = np.where(alphabet[by_code[found]] == codes, by_code[found], outside).astype(np.int32)
+    alphabet = np.array([ord(c) for c in chars], dtype=np.int64)
+    ids = np.full(max(int(codes.max(initial=0)), int(alphabet.max(initial=0))) + 1, outside, dtype=np.int32)
+    ids[alphabet] = np.arange(len(chars), dtype=np.int32)  # code point -> symbol id
+    symbols = ids[codes]
     lengths = np.fromiter(map(len, long_words), dtype=np.int64, count=len(long_words))
     return symbols, lengths, np.array([counts[w] for w in long_words], dtype=np.int64)
