@@ -76,10 +76,10 @@ step generate $TINYLM generate run/hf --prompt "Once upon a time" --max-new-toke
 head -c 20000 "$DATA/tinystories_valid_small.txt" > heldout.txt
 step eval $TINYLM eval run/hf --input heldout.txt
 step sft $TINYLM sft --data "$DATA/tinystories_chats_valid.jsonl" --init-from qs/hf --out-dir sft \
-  --batch-size 2 --context-length 256 --max-iters 2 --warmup-iters 1 --eval-every 2 --eval-iters 1 --threads 1
+  --batch-size 2 --context-length 128 --max-iters 2 --warmup-iters 1 --eval-every 2 --eval-iters 1 --threads 1
 step chat bash -c "printf 'Tell me a story about a cat.\n/exit\n' | $TINYLM chat sft/hf --max-new-tokens 8 --threads 1"
 step dpo $TINYLM dpo --data "$DATA/tinystories_preferences_valid.jsonl" --init-from sft/hf --out-dir dpo \
-  --batch-size 2 --context-length 256 --max-iters 2 --warmup-iters 1 --eval-every 2 --threads 1
+  --batch-size 2 --context-length 128 --max-iters 2 --warmup-iters 1 --eval-every 2 --threads 1
 step finetune $TINYLM finetune --task text-classification --init-from run/hf \
   --data "$DATA/corpus_source_validation.jsonl" --validation-share 0.2 --label-names tinystories,shakespeare,novel \
   --out-dir cls --batch-size 2 --context-length 64 --max-iters 2 --warmup-iters 1 --eval-every 2 --eval-iters 1 \
