@@ -75,10 +75,17 @@ step count-words $TINYLM count-words --algorithm unigram --input "$DATA/tinystor
 step generate $TINYLM generate run/hf --prompt "Once upon a time" --max-new-tokens 8 --temperature 0
 head -c 20000 "$DATA/tinystories_valid_small.txt" > heldout.txt
 step eval $TINYLM eval run/hf --input heldout.txt
-step sft $TINYLM sft --data "$DATA/tinystories_chats_valid.jsonl" --init-from qs/hf --out-dir sft \
+# short conversations and pairs in the bundled files' formats: theirs outgrow the quickstart model's 128 tokens
+for animal in cat dog bird fish; do
+  printf '{"messages": [{"role": "user", "content": "Tell me about a %s."}, {"role": "assistant", "content": "The %s played in the sun all day."}]}\n' "$animal" "$animal"
+done > chats.jsonl
+for animal in cat dog bird fish; do
+  printf '{"prompt": [{"role": "user", "content": "Tell me about a %s."}], "chosen": [{"role": "assistant", "content": "The %s was happy."}], "rejected": [{"role": "assistant", "content": "No."}]}\n' "$animal" "$animal"
+done > pairs.jsonl
+step sft $TINYLM sft --data chats.jsonl --val-data chats.jsonl --init-from qs/hf --out-dir sft \
   --batch-size 2 --context-length 128 --max-iters 2 --warmup-iters 1 --eval-every 2 --eval-iters 1 --threads 1
 step chat bash -c "printf 'Tell me a story about a cat.\n/exit\n' | $TINYLM chat sft/hf --max-new-tokens 8 --threads 1"
-step dpo $TINYLM dpo --data "$DATA/tinystories_preferences_valid.jsonl" --init-from sft/hf --out-dir dpo \
+step dpo $TINYLM dpo --data pairs.jsonl --valid-data pairs.jsonl --init-from sft/hf --out-dir dpo \
   --batch-size 2 --context-length 128 --max-iters 2 --warmup-iters 1 --eval-every 2 --threads 1
 step finetune $TINYLM finetune --task text-classification --init-from run/hf \
   --data "$DATA/corpus_source_validation.jsonl" --validation-share 0.2 --label-names tinystories,shakespeare,novel \
