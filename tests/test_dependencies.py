@@ -17,7 +17,8 @@ from conftest import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "tinylm_hf"
 # imported only inside the function that needs them, whose ImportError names `pip install 'tinylm-hf[EXTRA]'`
-EXTRA_IMPORTS = {"trackio": "trackio", "wandb": "wandb"}  # module -> its extra (training/metrics.py)
+EXTRA_IMPORTS = {"trackio": "trackio", "wandb": "wandb",  # module -> its extra (training/metrics.py)
+                 "fastapi": "serve", "uvicorn": "serve", "jinja2": "serve"}  # serving*.py
 
 
 def normalized(name: str) -> str:
