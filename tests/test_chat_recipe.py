@@ -58,7 +58,7 @@ def chat_prompt_ids(folder: Path) -> list[int]:
 def test_the_chat_model_answers_through_tinylm_chat(recipe, monkeypatch, capsys):
     monkeypatch.setattr("sys.stdin", io.StringIO(MESSAGES[0]["content"] + "\n"))
     assert main(["chat", str(recipe / "chat" / "hf"), "--max-new-tokens", "8", "--threads", "1", "--seed", "0"]) == 0
-    assert "you> model> " in capsys.readouterr().out
+    assert f"you> {MESSAGES[0]['content']}\nmodel> " in capsys.readouterr().out
 
 
 def test_pipeline_with_messages_uses_the_same_prompt_ids(recipe):

@@ -24,7 +24,7 @@ def test_two_gloo_ranks_match_one_process(tmp_path, grad_accum_steps, optimizer)
     cfg = tiny_config(data, tmp_path / "ddp", **options)
     (tmp_path / "cfg.json").write_text(json.dumps(cfg.to_dict()))
     proc = run_two_gloo_ranks(tmp_path, "-m", "tinylm_hf.cli", "train", "--config", str(tmp_path / "cfg.json"))
-    assert '"world_size": 2' in proc.stdout
+    assert json.loads((tmp_path / "ddp" / "summary.json").read_text())["world_size"] == 2
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -100,7 +100,7 @@ def test_two_gloo_ranks_under_a_time_budget_agree_on_the_rate_and_the_last_step(
     (tmp_path / "cfg.json").write_text(json.dumps(cfg.to_dict()))
     proc = run_two_gloo_ranks(tmp_path, "-m", "tinylm_hf.cli", "train", "--config", str(tmp_path / "cfg.json"),
                               "--publish", "none")
-    assert '"world_size": 2' in proc.stdout
+    assert json.loads((tmp_path / "ddp" / "summary.json").read_text())["world_size"] == 2
     assert 5 < max(losses(tmp_path / "ddp")) < 100_000
 
 
