@@ -177,7 +177,7 @@ def test_two_gloo_ranks_train_as_one_process(base, pairs, tuned, tmp_path):
     train, valid = pairs
     proc = run_two_gloo_ranks(tmp_path, "-m", "tinylm_hf.cli", "dpo", "--data", str(train), "--valid-data", str(valid),
                               "--init-from", str(base), "--out-dir", str(tmp_path / "ddp"), *RUN)
-    assert '"world_size": 2' in proc.stdout
+    assert json.loads((tmp_path / "ddp" / "summary.json").read_text())["world_size"] == 2
     ddp, single = losses(tmp_path / "ddp"), losses(tuned)
     assert ddp.keys() == single.keys() == set(range(1, 7))
     np.testing.assert_allclose(list(ddp.values()), list(single.values()), rtol=1e-5)
@@ -304,12 +304,12 @@ def test_a_schedule_that_cannot_decay_is_said_in_one_line(base, pairs, tmp_path,
     train, valid = pairs
     run = ["dpo", "--data", str(train), "--valid-data", str(valid), "--init-from", str(base), *RUN, "--max-iters", "2",
            "--eval-every", "0", "--publish", "none"]
-    assert main([*run, "--out-dir", str(tmp_path / "flat"), "--max-lr", "1e-4"]) == 0
+    assert main([*run, "--out-dir", str(tmp_path / "flat"), "--max-lr", "1e-4", "--min-lr", "1e-4"]) == 0
     said = [line for line in capsys.readouterr().out.splitlines() if "stays constant" in line]
     assert len(said) == 1 and "--min-lr" in said[0]
-    assert main([*run, "--out-dir", str(tmp_path / "decays"), "--max-lr", "1e-4", "--min-lr", "1e-5"]) == 0
+    assert main([*run, "--out-dir", str(tmp_path / "decays"), "--max-lr", "1e-4"]) == 0  # min_lr: a tenth of it
     assert "stays constant" not in capsys.readouterr().out
-    assert main([*run, "--out-dir", str(tmp_path / "below"), "--max-lr", "5e-5"]) == 2
+    assert main([*run, "--out-dir", str(tmp_path / "below"), "--max-lr", "5e-5", "--min-lr", "1e-4"]) == 2
     err = capsys.readouterr().err.strip()
     assert "pass a lower --min-lr" in err and len(err.splitlines()) == 1
 
