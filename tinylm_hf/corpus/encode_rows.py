@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..tokenization.bpe import group_by_chars
 from ..tokenization.jit import map_in_threads
 from ..tokenization.plain_text import encode_plain, refuse_forged_text
 
@@ -89,16 +90,7 @@ def encode_rows(ds: Any, column: str, blocks: Iterable[tuple[int, int]], encode:
 
 def text_blocks(texts: Iterable[str], block_chars: int = BLOCK_CHARS) -> Iterator[list[str]]:
     """Texts gathered into lists of at least `block_chars` characters (the last may hold fewer), in order."""
-    block: list[str] = []
-    size = 0
-    for text in texts:
-        block.append(text)
-        size += len(text)
-        if size >= block_chars:
-            yield block
-            block, size = [], 0
-    if block:
-        yield block
+    return group_by_chars(texts, block_chars)
 
 
 def encode_blocks(blocks: Iterable[list[str]], encode: Encoder, end_id: int, *, workers: int) -> Iterator[np.ndarray]:

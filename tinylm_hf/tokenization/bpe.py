@@ -301,7 +301,7 @@ class BPETokenizer:
         """
         texts = list(texts)
         workers = resolve_workers(num_workers)
-        groups = list(_group_by_chars(texts, BATCH_TASK_CHARS))
+        groups = list(group_by_chars(texts, BATCH_TASK_CHARS))
         encode = lambda group: self._encode_many(group, self._special_pattern)  # noqa: E731
         return list(chain.from_iterable(map_in_threads(encode, groups, workers)))
 
@@ -390,7 +390,7 @@ def _disallowed_message(token: str) -> str:
     )
 
 
-def _group_by_chars(texts: list[str], size: int) -> Iterator[list[str]]:
+def group_by_chars(texts: Iterable[str], size: int) -> Iterator[list[str]]:
     """Consecutive texts in groups of about `size` characters (a longer text is a group of its own)."""
     group: list[str] = []
     chars = 0
