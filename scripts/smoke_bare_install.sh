@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every `tinylm` command once, tiny, on the bundled data: the README's quickstart (short), then each command's smoke
-# run. CI runs it in a venv holding only `pip install torch==2.13.0 && pip install -e .` (.ci/run), so a module that
+# run. CI runs it in a venv holding only torch and `pip install -e .` (.ci/run), so a module that
 # only the `dev` extra happens to bring fails here as it would on a user's fresh machine.
 #
 #   scripts/smoke_bare_install.sh            # every command but serve
