@@ -74,7 +74,7 @@ def test_uint16_tokens_under_a_uint8_header_of_twice_the_count_are_refused(tmp_p
     """uint8 with the count doubled matches the file's size; it was accepted, and trained on bytes of the ids."""
     path = write(tmp_path, np.arange(0, 1000, 2))  # 500 uint16 ids: the size of 1,000 uint8 values
     rewrite_header(path, dtype="uint8", count=1000)
-    with pytest.raises(ValueError, match="gives dtype uint8, which only static-mask flags are stored in"):
+    with pytest.raises(ValueError, match="gives dtype uint8, which only 0/1 flag files"):
         load_tokens(path)
 
 

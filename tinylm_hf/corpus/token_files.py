@@ -115,11 +115,12 @@ def _check_ids(tokens: np.ndarray, header: dict[str, Any], path: Path) -> None:
 
 
 def _check_flags(flags: np.ndarray, header: dict[str, Any], path: Path) -> None:
-    """uint8 holds only the 0/1 flags of static masks (their header records how they were made, "mlm"), never token
-    ids: a token file whose header says uint8 (its count doubled, say) is refused."""
-    if "mlm" not in header:
-        raise ValueError(f"the header of {path} gives dtype uint8, which only static-mask flags are stored in, not "
-                         "token ids: the header does not describe this file; re-run `tinylm prepare`")
+    """uint8 holds only 0/1 flags (static masks; their header says `"flags": true`), never token ids: a token file
+    whose header says uint8 (its count doubled, say) is refused."""
+    if not header.get("flags"):
+        raise ValueError(f"the header of {path} gives dtype uint8, which only 0/1 flag files (static masks) are stored "
+                         "in, not token ids: the header does not describe this file; re-run `tinylm prepare` (and "
+                         "`--mlm-static` for masks)")
     if flags.size and int(flags.max()) > 1:
         raise ValueError(f"{path} holds the value {int(flags.max())} where static-mask flags are 0 or 1: it is not a "
                          "mask file; re-run `tinylm prepare --mlm-static`")

@@ -56,7 +56,7 @@ def write_static_masks(
                                   "source": source.name, "source_digest": token_digest(tokens)}}
         masked_path, chosen_path = static_mask_paths(data_dir, split)
         headers[split] = write_tokens([masked], masked_path, np.dtype(header["dtype"]), len(tokens), info)
-        write_tokens([chosen], chosen_path, np.dtype(np.uint8), len(tokens), info)
+        write_tokens([chosen], chosen_path, np.dtype(np.uint8), len(tokens), {**info, "flags": True})
     return headers
 
 
