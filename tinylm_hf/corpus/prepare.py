@@ -46,6 +46,7 @@ from .sources import (
     expand_inputs,
     iter_file_documents,
     load_named_dataset,
+    read_dataset_rows,
 )
 from .token_files import header_path, load_tokens, read_header, token_dtype, tokenizer_fingerprint, write_tokens
 
@@ -79,11 +80,13 @@ def _file_documents(files: Sequence[str]) -> StreamedDocuments:
                              rules=True)
 
 
-def _row_documents(rows: Any, column: str, source: str) -> StreamedDocuments:
+def _row_documents(rows: Any, column: str, dataset: str) -> StreamedDocuments:
     """The texts of a streamed `datasets` split (`IterableDataset`), each checked as `check_text_column` checks an
-    Arrow table's (the column is there, and holds text, never null)."""
+    Arrow table's (the column is there, and holds text, never null); a row that cannot be read is one line."""
+    source = f"dataset {dataset}"
+
     def read() -> Iterator[tuple[str, None]]:
-        for number, row in enumerate(rows, 1):
+        for number, row in enumerate(read_dataset_rows(dataset, rows), 1):
             if column not in row:
                 raise ValueError(f"text column {column!r} is not in {source} (columns: {list(row)}); pass --text-column")
             text = row[column]
@@ -152,8 +155,8 @@ def _load_named(dataset: str, split: str | None, text_column: str) -> tuple[Any,
         if "train" not in parts:
             raise ValueError(f"dataset {dataset} has no train split (splits: {sorted(parts)}); name one with --split")
         val = next((parts[n] for n in ("validation", "valid", "val", "test") if n in parts), None)
-        train_docs = _row_documents(parts["train"], text_column, f"dataset {dataset}")
-        val_docs = None if val is None else _row_documents(val, text_column, f"dataset {dataset}")
+        train_docs = _row_documents(parts["train"], text_column, dataset)
+        val_docs = None if val is None else _row_documents(val, text_column, dataset)
         return train_docs, val_docs, text_column, source
     loaded = load_named_dataset(dataset, split=split)
     val_ds = None

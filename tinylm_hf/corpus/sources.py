@@ -231,7 +231,7 @@ def iter_dataset_texts(spec: str, text_column: str = "text") -> Iterator[str]:
     """
     name, _, split = spec.partition(":")
     dataset = load_named_dataset(name, split=split or "train", streaming=True)
-    for row_number, row in enumerate(_rows_read(name, dataset), 1):
+    for row_number, row in enumerate(read_dataset_rows(name, dataset), 1):
         if row_number == 1 and text_column not in row:
             raise ValueError(f"dataset {name} has no column {text_column!r} (columns: {sorted(row)}); pass --text-column")
         text = row[text_column]
@@ -242,7 +242,7 @@ def iter_dataset_texts(spec: str, text_column: str = "text") -> Iterator[str]:
             yield text
 
 
-def _rows_read(name: str, dataset: Any) -> Iterator[dict[str, Any]]:
+def read_dataset_rows(name: str, dataset: Any) -> Iterator[dict[str, Any]]:
     """The rows of a streamed dataset; one that cannot be read is a one-line error (`check_dataset_files`)."""
     rows = iter(dataset)
     while True:
