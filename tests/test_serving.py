@@ -46,6 +46,18 @@ def end_turn_early(model, prompt_ids: torch.Tensor, end_id: int) -> None:
     raise AssertionError("no token made the reply end early")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def tokenizer_registry_restored():
+    """A server started in this process makes AutoTokenizer give the `tokenizers` twins (use_tokenizers_twins), as
+    it should in its own process; the registry is put back for the test modules after this one."""
+    from transformers.models.auto import tokenization_auto
+
+    registered = dict(tokenization_auto.REGISTERED_TOKENIZER_CLASSES)
+    yield
+    tokenization_auto.REGISTERED_TOKENIZER_CLASSES.clear()
+    tokenization_auto.REGISTERED_TOKENIZER_CLASSES.update(registered)
+
+
 @pytest.fixture(scope="module")
 def chat_folder(tmp_path_factory):
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
