@@ -36,16 +36,6 @@ def use_tokenizers_twins() -> None:
         tokenization_auto.REGISTERED_TOKENIZER_CLASSES[family.slow_name] = family.fast
 
 
-def keep_hub_kernels_off() -> None:
-    """Have the server load every folder (a Llama export too) without hub kernels, unless USE_HUB_KERNELS says.
-
-    transformers >= 5.25 loads a model with hub kernels on by default: on a GPU a download from the Hub at load
-    time, and without `kernels` installed a refusal to load at all. The server loads through transformers' own
-    ``from_pretrained`` call, which reads the switch from the environment; a value the user set is kept.
-    """
-    os.environ.setdefault("USE_HUB_KERNELS", "NO")
-
-
 def check_serve_packages() -> None:
     """Raise ImportError naming what to install when the server's packages are not here."""
     import importlib.util
@@ -405,7 +395,6 @@ def serve(
     check_folder_files(folder)
     check_serve_packages()
     use_tokenizers_twins()
-    keep_hub_kernels_off()
     served = load_served_model(folder, device, attn_implementation)
     from .serving_generation import BatchingGenerator, PlainGenerator, check_batching_api
 
