@@ -8,6 +8,7 @@ import io
 import pytest
 import torch
 
+from conftest import error_lines
 from tiny_chats import make_chat_folder
 from tiny_folders import load_tiny_folder, make_tiny_folder
 from tinylm_hf.chat import ChatSession, chat_loop
@@ -146,7 +147,7 @@ def test_tinylm_chat_refuses_a_long_system_message_in_one_line(folder, monkeypat
     monkeypatch.setattr("sys.stdin", io.StringIO("Hi\n"))
     assert main(["chat", str(folder), "--system", "word " * 100, "--threads", "1"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "--system" in err and len(err.splitlines()) == 1
+    assert "--system" in err and len(error_lines(err)) == 1
 
 
 def test_a_template_saved_with_a_final_newline_is_the_chat_format(folder, tmp_path):

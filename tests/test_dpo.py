@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import error_lines
 from tiny_chats import make_chat_folder
 from tiny_runs import kill_then_resume, losses, run_two_gloo_ranks
 from tinylm_hf.cli import main
@@ -228,7 +229,7 @@ def test_a_bad_row_is_one_line_naming_file_and_line(base, tmp_path, capsys):
     bad.write_text(json.dumps({"prompt": "a", "chosen": "b", "rejected": "c"}) + "\n" + '{"prompt": "a"}\n')
     assert main(["dpo", "--data", str(bad), "--init-from", str(base), "--out-dir", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err.strip()
-    assert f"{bad}, line 2" in err and '"chosen"' in err and len(err.splitlines()) == 1
+    assert f"{bad}, line 2" in err and '"chosen"' in err and len(error_lines(err)) == 1
     assert not (tmp_path / "run").exists()
 
 
@@ -247,7 +248,7 @@ def test_a_resume_on_other_pairs_is_refused_with_one_line(base, pairs, tmp_path,
     capsys.readouterr()
     assert main([*run, "--data", str(other), "--resume"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "changed since the run" in err and len(err.splitlines()) == 1
+    assert "changed since the run" in err and len(error_lines(err)) == 1
 
 
 def test_a_resume_scores_against_the_reference_the_run_started_with(base, pairs, tuned, tmp_path):
@@ -311,7 +312,7 @@ def test_a_schedule_that_cannot_decay_is_said_in_one_line(base, pairs, tmp_path,
     assert "stays constant" not in capsys.readouterr().out
     assert main([*run, "--out-dir", str(tmp_path / "below"), "--max-lr", "5e-5", "--min-lr", "1e-4"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "pass a lower --min-lr" in err and len(err.splitlines()) == 1
+    assert "pass a lower --min-lr" in err and len(error_lines(err)) == 1
 
 
 def test_the_dpo_tutorial_schedule_decays():
