@@ -4,8 +4,7 @@ A maintainer's drift check: builds a throwaway virtualenv that sees this environ
 tinylm_hf itself, the test tools) through a .pth file, installs the newest releases pip can find of the
 fast-moving dependencies into it (ignoring pyproject.toml's caps, and leaving this environment as it
 is), runs the tests marked `contract` there, and prints which pass and fail. When everything passes,
-raise the caps in pyproject.toml and in tinylm_hf/modeling/compat.py (then copy compat.py to
-tinylm_hf/tokenization/); when something fails, compat.py is where the new release's branch goes.
+raise the caps in pyproject.toml and in tinylm_hf/compat.py; when something fails, compat.py is where the new release's branch goes.
 
     python scripts/check_upstream.py                      # newest of all four
     python scripts/check_upstream.py transformers==5.25.0 # a chosen release (others stay as installed)

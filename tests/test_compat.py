@@ -1,4 +1,4 @@
-"""tinylm_hf.modeling.compat: the supported transformers range, the KV cache under both names, and remote
+"""tinylm_hf.compat: the supported transformers range, the KV cache under both names, and remote
 code that says what it needs on an unsupported transformers."""
 
 from __future__ import annotations
@@ -18,24 +18,18 @@ import pytest
 import torch
 
 import tinylm_hf
-from tinylm_hf.modeling import compat
-from tinylm_hf.modeling.compat import CACHE_NAME, TRANSFORMERS_REQUIREMENT, require_supported_transformers
+from tinylm_hf import compat
+from tinylm_hf.compat import CACHE_NAME, TRANSFORMERS_REQUIREMENT, require_supported_transformers
 from conftest import REPO_ROOT, env_without_tinylm
 from tiny_folders import BUNDLED_VALID, make_tiny_folder
 from tiny_models import make_model, random_ids
 
 pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
 
-COMPAT_FILES = [REPO_ROOT / "tinylm_hf" / package / "compat.py" for package in ("modeling", "tokenization")]
 FAMILIES = ("bpe", "wordpiece", "unigram", "sentencepiece-bpe")
 
 
 # ---------------------------------------------------------------- the range
-
-
-def test_both_compat_files_are_the_same() -> None:
-    modeling, tokenization = (path.read_bytes() for path in COMPAT_FILES)
-    assert modeling == tokenization, "tinylm_hf/tokenization/compat.py must be a copy of tinylm_hf/modeling/compat.py"
 
 
 def test_pyproject_declares_the_range_compat_enforces() -> None:
@@ -160,13 +154,29 @@ def test_an_entry_file_imports_compat_before_anything_else(path: Path) -> None:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom)) and getattr(n, "module", "") != "__future__"]
     first = imports[0]
-    assert isinstance(first, ast.ImportFrom) and first.level == 1 and first.module == "compat", path.name
+    assert isinstance(first, ast.ImportFrom) and first.level and first.module == "compat", path.name
 
 
-@pytest.mark.parametrize("path", remote_code_entry_files(), ids=lambda p: p.name)
-def test_an_entry_file_names_every_sibling_it_reaches(path: Path) -> None:
+def saved_entry_files(folder: Path) -> list[Path]:
+    """The files a saved folder's auto_map names (config.json's, tokenizer_config.json's)."""
+    import json
+
+    refs = []
+    for name in ("config.json", "tokenizer_config.json"):
+        if (folder / name).is_file():
+            for ref in json.loads((folder / name).read_text()).get("auto_map", {}).values():
+                refs += ref if isinstance(ref, list) else [ref]
+    return sorted({folder / f"{ref.partition('.')[0]}.py" for ref in refs if ref})
+
+
+def test_a_saved_entry_file_imports_compat_first_and_names_every_module_it_reaches(saved_folders) -> None:
     # transformers < 5.10 copies only the files an entry imports itself, then fails on the rest
-    assert reached_siblings(path) == set(relative_imports(path)), path.name
+    for folder in sorted(set(saved_folders.values())):
+        entries = saved_entry_files(Path(folder))
+        assert len(entries) >= 2, folder
+        for path in entries:
+            assert relative_imports(path)[0] == "compat", path
+            assert reached_siblings(path) == set(relative_imports(path)), path
 
 
 # ---------------------------------------------------------------- a saved folder on an unsupported transformers

@@ -88,7 +88,7 @@ def test_card_metadata_round_trips(folder):
 
 
 def test_card_states_the_transformers_its_code_needs(folder):
-    from tinylm_hf.modeling.compat import TRANSFORMERS_REQUIREMENT
+    from tinylm_hf.compat import TRANSFORMERS_REQUIREMENT
 
     card = render_model_card(folder, repo_id=REPO_ID)
     assert f"`transformers{TRANSFORMERS_REQUIREMENT}`" in card.text

@@ -17,7 +17,7 @@ from transformers.testing_utils import set_model_for_less_flaky_test
 
 from tinylm_hf import BPETokenizer, TinyLMTokenizer, train_bpe
 from tinylm_hf.modeling import TinyLMConfig, TinyLMForCausalLM, TinyLMModel
-from tinylm_hf.modeling.compat import CACHE_NAME
+from tinylm_hf.compat import CACHE_NAME
 from conftest import env_without_tinylm
 from tiny_models import VOCAB, left_pad_mask, llama_from, make_config, make_model, random_ids
 

@@ -14,7 +14,7 @@ import torch
 from transformers import AutoModelForCausalLM, DynamicCache
 
 from tinylm_hf.modeling import TinyLMForCausalLM, TinyLMModel
-from tinylm_hf.modeling.compat import CACHE_NAME
+from tinylm_hf.compat import CACHE_NAME
 from tiny_folders import load_with_log
 from tiny_models import left_pad_mask, llama_from, make_config, make_model, random_ids
 

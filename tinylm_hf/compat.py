@@ -8,16 +8,10 @@ error.
 
 A remote-code entry file (one a saved folder's ``auto_map`` names: the config, model and tokenizer
 classes) imports this module before anything else, so that a folder says what it needs instead of
-failing deep inside an import. It also imports by name every sibling its imports reach:
-transformers < 5.10 copies only the files an entry file imports itself into its module cache, and
-fails on the rest (FileNotFoundError) before running any of them.
+failing deep inside an import (``remote_code.py`` writes it into every folder it builds).
 
 Each version branch below names the release it exists for. To support a new release, add its branch
 here, then raise the cap here and in ``pyproject.toml`` (``scripts/check_upstream.py`` finds what broke).
-
-This file is kept identical in ``tinylm_hf/modeling/`` and ``tinylm_hf/tokenization/``: transformers
-copies a remote-code class's file and its ``from .x import`` siblings flat into a saved folder, so each
-package needs the module beside it (``tests/test_compat.py`` checks that the two are the same).
 """
 
 from __future__ import annotations

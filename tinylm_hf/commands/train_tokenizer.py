@@ -56,12 +56,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def tokenizer_folder_files() -> frozenset[str]:
     """What a saved tokenizer folder may hold: its files, and our remote code that save_pretrained copies."""
-    from .. import tokenization
+    from ..remote_code import remote_code_files, remote_ref
     from ..tokenizer_training.families import FAMILIES
 
+    code = remote_code_files(remote_ref(cls) for f in FAMILIES.values() for cls in (f.slow, f.fast))
     return frozenset({"tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "chat_template.jinja",
-                      *(name for f in FAMILIES.values() for name in f.files),
-                      *(p.name for p in Path(tokenization.__file__).parent.glob("*.py"))})
+                      *(name for f in FAMILIES.values() for name in f.files), *code})
 
 
 def check_tokenizer_out(out: str) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 # first: on an unsupported transformers, a remote-code folder says what it needs (compat.py)
-from .compat import CACHE_NAME
+from ..compat import CACHE_NAME
 
 import difflib
 import inspect
@@ -124,6 +124,18 @@ class TinyLMConfig(PretrainedConfig):
             tie_word_embeddings=tie_word_embeddings,
             **kwargs,
         )
+
+    def save_pretrained(self, save_directory, *args: Any, **kwargs: Any) -> None:
+        """Save as transformers does; a registered config's folder gets its code built from the import closure
+        (``remote_code.py``) instead of transformers' flat copy of sibling files."""
+        from ..remote_code import building_remote_code, remote_ref, write_remote_code
+
+        with building_remote_code(type(self)) as build:
+            if build:
+                self.auto_map = {**(getattr(self, "auto_map", None) or {}), "AutoConfig": remote_ref(type(self))}
+            super().save_pretrained(save_directory, *args, **kwargs)
+        if build:
+            write_remote_code(save_directory, [remote_ref(type(self))])
 
     @classmethod
     def from_preset(cls, name: str, **overrides: Any) -> TinyLMConfig:

@@ -8,7 +8,7 @@ loads into ``transformers.LlamaForCausalLM`` as is.
 from __future__ import annotations
 
 # first: on an unsupported transformers, a remote-code folder says what it needs (compat.py)
-from .compat import CACHE_NAME, INSTALLED_RELEASE, resolve_cache
+from ..compat import CACHE_NAME, INSTALLED_RELEASE, resolve_cache
 
 import inspect
 import math
@@ -173,14 +173,26 @@ class TinyLMPreTrainedModel(PreTrainedModel):
 
         ``AutoModel`` and, for a causal decoder, ``AutoModelForCausalLM`` (a bidirectional masked-LM model is
         no causal LM; its own class adds ``AutoModelForMaskedLM``), plus what the class adds (``_auto_map``).
-        Entries the loaded config carried over from another class's folder stay only when this save copies
-        their file (a classifier loaded from a masked-LM folder does not copy ``modeling_tinylm_mlm.py``).
+        Entries the loaded config carried over from another class's folder stay only when this save writes
+        their file (a classifier loaded from a masked-LM folder does not write ``modeling_tinylm_mlm.py``).
+        The code is the import closure of the classes ``auto_map`` names, built by ``remote_code.py``.
         """
+        from ..remote_code import building_remote_code, remote_ref, write_remote_code
+
         copied = saved_modules(type(self))
         carried = getattr(self.config, "auto_map", None) or {}
         carried = {a: ref for a, ref in carried.items() if not isinstance(ref, str) or auto_map_module(ref) in copied}
-        self.config.auto_map = {**self._auto_map(), **carried}
-        return super().save_pretrained(save_directory, *args, **kwargs)
+        auto_map = {**self._auto_map(), **carried}
+        auto_class = type(self)._auto_class
+        with building_remote_code(type(self), type(self.config)) as build:
+            if build:  # what transformers' copying would add: the saved class and its config
+                auto_map.update({auto_class: remote_ref(type(self))} if auto_class else {})
+                auto_map["AutoConfig"] = remote_ref(type(self.config))
+            self.config.auto_map = auto_map
+            saved = super().save_pretrained(save_directory, *args, **kwargs)
+        if build:
+            write_remote_code(save_directory, [ref for ref in auto_map.values() if isinstance(ref, str)])
+        return saved
 
     def _auto_map(self) -> dict[str, str]:
         """The ``auto_map`` entries a folder saved from this class needs (subclasses add theirs)."""
@@ -188,7 +200,12 @@ class TinyLMPreTrainedModel(PreTrainedModel):
 
 
 def saved_modules(cls: type) -> set[str]:
-    """Names of the files ``save_pretrained`` copies for remote code: the class's own and every sibling it imports."""
+    """Names of the modules a saved folder holds for ``cls``: its import closure (``remote_code.py``), or, for a
+    class loaded from a folder's own code, the files transformers copies (the class's own and its siblings)."""
+    from ..remote_code import is_packaged, remote_code_files, remote_ref
+
+    if is_packaged(cls):
+        return {Path(name).stem for name in remote_code_files([remote_ref(cls)])}
     path = inspect.getfile(cls)
     return {Path(file).stem for file in [path, *get_relative_import_files(path)]}
 

@@ -25,7 +25,7 @@ Same-folder imports only: transformers copies this file flat beside ``modeling_t
 from __future__ import annotations
 
 # first: on an unsupported transformers, a remote-code folder says what it needs (compat.py)
-from .compat import CACHE_NAME
+from ..compat import CACHE_NAME
 
 import torch
 from torch import nn
@@ -40,8 +40,6 @@ from transformers.utils import logging
 from .configuration_tinylm import TinyLMConfig
 from .loss_tinylm import IGNORE_INDEX
 from .modeling_tinylm import TinyLMModel, TinyLMPreTrainedModel
-# siblings the imports above reach, named so that transformers < 5.10 copies them too (compat.py)
-from .layers import DecoderBlock  # noqa: F401
 
 logger = logging.get_logger(__name__)
 

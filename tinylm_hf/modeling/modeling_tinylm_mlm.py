@@ -10,7 +10,7 @@ Same-folder imports only: transformers copies this file beside ``modeling_tinylm
 from __future__ import annotations
 
 # first: on an unsupported transformers, a remote-code folder says what it needs (compat.py)
-from .compat import require_supported_transformers  # noqa: F401
+from ..compat import require_supported_transformers  # noqa: F401
 
 import torch
 from torch import nn
@@ -19,8 +19,6 @@ from transformers.modeling_outputs import MaskedLMOutput
 from .configuration_tinylm import TinyLMConfig
 from .loss_tinylm import masked_lm_loss
 from .modeling_tinylm import TinyLMModel, TinyLMPreTrainedModel
-# siblings the imports above reach, named so that transformers < 5.10 copies them too (compat.py)
-from .layers import DecoderBlock  # noqa: F401
 
 
 class TinyLMForMaskedLM(TinyLMPreTrainedModel):

@@ -12,9 +12,9 @@ This file imports only same-folder siblings: transformers copies it flat for `tr
 from __future__ import annotations
 
 # first: on an unsupported transformers, a remote-code folder says what it needs (compat.py)
-from .compat import require_supported_transformers  # noqa: F401
+from ..compat import require_supported_transformers  # noqa: F401
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tokenizers import Tokenizer
 
@@ -24,13 +24,6 @@ from .byte_unicode import token_to_unicode, unicode_to_token
 from .gpt2_files import MERGES_FILE, VOCAB_FILE, load_merges_txt, load_vocab_json
 from .pretokenize import EOS_TOKEN, pattern_name
 from .tokenization_tinylm_base import TinyLMCoreTokenizer
-# siblings the imports above reach, named so that transformers < 5.10 copies them too (compat.py)
-from .atomic_files import FILE_MODE  # noqa: F401
-from .bpe_merge import NO_RANK  # noqa: F401
-from .jit import KERNELS_ENV  # noqa: F401
-from .regex_classes import LETTER  # noqa: F401
-if TYPE_CHECKING:  # named, not imported: bpe.py imports the kernels only once numba is there to run them
-    from .bpe_kernels import BPEKernel  # noqa: F401
 
 VOCAB_FILES_NAMES = {"vocab_file": VOCAB_FILE, "merges_file": MERGES_FILE}
 

@@ -9,7 +9,8 @@ Whichever class saves a folder, its `auto_map` names both, the fast twin second:
 the fast class (as for transformers' own models), which has every feature of transformers' tokenizer API
 (offsets, word ids, assistant masks); `<SlowClass>.from_pretrained(folder)` runs the hand-written core.
 
-This file imports only same-folder siblings: transformers copies it flat for `trust_remote_code`.
+A registered class saves its folder's remote code built from its import closure (`remote_code.py`): the
+slow and the fast class's, whichever saves.
 """
 
 from __future__ import annotations
@@ -268,9 +269,15 @@ class TinyLMCoreTokenizer(PreTrainedTokenizer):
         """Whether `to_backend_tokenizer` can mirror this tokenizer (then `tokenizer.json` is saved too)."""
         return True
 
+    def save_pretrained(self, save_directory: str | os.PathLike, *args: Any, **kwargs: Any) -> tuple[str, ...]:
+        """Save as transformers does, with the remote code of this class and its fast twin (`save_remote_code`)."""
+        twin = self.fast_twin if self.fast_twin and self.has_backend_twin() else None
+        return save_remote_code(self, super().save_pretrained, twin, save_directory, *args, **kwargs)
+
     def _save_pretrained(self, save_directory: str | os.PathLike, file_names: tuple[str, ...], *args: Any,
                          **kwargs: Any) -> tuple[str, ...]:
-        """Save as transformers does; a folder with `auto_map` also gets the fast twin's code, named there second."""
+        """Save as transformers does; a folder with `auto_map` also gets the fast twin's code, named there second
+        (a class loaded from a folder's own code: the package's classes build theirs in `save_pretrained`)."""
         saved = super()._save_pretrained(save_directory, file_names, *args, **kwargs)
         if self._auto_class is not None and self.fast_twin and self.has_backend_twin():
             add_fast_twin(save_directory, file_names[0], self.fast_twin)  # [0]: the tokenizer_config.json written
@@ -314,6 +321,10 @@ class TinyLMCoreTokenizerFast(PreTrainedTokenizerFast):
             token_ids = drop_special_ids(token_ids, self.added_tokens_decoder)
         return super()._decode(token_ids, skip_special_tokens=skip_special_tokens, **kwargs)
 
+    def save_pretrained(self, save_directory: str | os.PathLike, *args: Any, **kwargs: Any) -> tuple[str, ...]:
+        """Save as transformers does, with the remote code of this class and its slow twin (`save_remote_code`)."""
+        return save_remote_code(self, super().save_pretrained, None, save_directory, *args, **kwargs)
+
     def _save_pretrained(
         self,
         save_directory: str | os.PathLike,
@@ -329,6 +340,33 @@ class TinyLMCoreTokenizerFast(PreTrainedTokenizerFast):
     def save_core_files(self, save_directory: str | os.PathLike, prefix: str) -> tuple[str | os.PathLike, ...]:
         """Write the files the slow class loads (its core's) into `save_directory`; return their paths."""
         raise NotImplementedError
+
+
+def save_remote_code(tokenizer: Any, save: Any, fast_twin: str | None, save_directory: str | os.PathLike,
+                     *args: Any, **kwargs: Any) -> tuple[str, ...]:
+    """Run transformers' `save` without its code copying, then write the folder's remote code: the import closure
+    of the slow and the fast class (`fast_twin` names a slow class's twin), both named in `auto_map`, fast second.
+
+    A class loaded from a folder's own flat code is saved by transformers' copying, as before.
+    """
+    from ..remote_code import building_remote_code, remote_ref, resolve_ref, write_remote_code
+
+    with building_remote_code(type(tokenizer)) as build:
+        saved = save(save_directory, *args, **kwargs)
+    if not build:
+        return saved
+    if isinstance(tokenizer, PreTrainedTokenizerFast):
+        slow, fast = getattr(tokenizer, "slow_tokenizer_class", None), type(tokenizer)
+    else:
+        slow, fast = type(tokenizer), (resolve_ref(fast_twin) if fast_twin else None)
+    refs = [remote_ref(cls) if cls is not None else None for cls in (slow, fast)]
+    write_remote_code(save_directory, [ref for ref in refs if ref])
+    config_file = saved[0]  # the tokenizer_config.json written
+    with open(config_file, encoding="utf-8") as handle:
+        config = json.load(handle)
+    config["auto_map"] = {**config.get("auto_map", {}), type(tokenizer)._auto_class: refs}
+    write_text_atomic(config_file, json.dumps(config, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    return saved
 
 
 def add_fast_twin(save_directory: str | os.PathLike, config_file: str | os.PathLike, fast_twin: str) -> None:

@@ -12,11 +12,11 @@ This file imports only same-folder siblings: transformers copies it flat for `tr
 from __future__ import annotations
 
 # first: on an unsupported transformers, a remote-code folder says what it needs (compat.py)
-from .compat import require_supported_transformers  # noqa: F401
+from ..compat import require_supported_transformers  # noqa: F401
 
 import json
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tokenizers import models
 
@@ -26,14 +26,6 @@ from .gpt2_files import MERGES_FILE, VOCAB_FILE, read_merges_txt, read_vocab_jso
 from .pretokenize import EOS_TOKEN
 from .tokenization_tinylm import TinyLMTokenizer
 from .tokenization_tinylm_base import TOKENIZER_FILE, TinyLMCoreTokenizerFast, drop_folder_kwargs
-# siblings the imports above reach, named so that transformers < 5.10 copies them too (compat.py)
-from .atomic_files import FILE_MODE  # noqa: F401
-from .bpe import BPETokenizer  # noqa: F401
-from .bpe_merge import NO_RANK  # noqa: F401
-from .jit import KERNELS_ENV  # noqa: F401
-from .regex_classes import LETTER  # noqa: F401
-if TYPE_CHECKING:  # named, not imported: bpe.py imports the kernels only once numba is there to run them
-    from .bpe_kernels import BPEKernel  # noqa: F401
 
 def _read_vocab(vocab: dict[str, int] | str) -> dict[str, int]:
     return vocab if isinstance(vocab, dict) else read_vocab_json(vocab)

@@ -13,7 +13,7 @@ This file imports only same-folder siblings: transformers copies it flat for `tr
 from __future__ import annotations
 
 # first: on an unsupported transformers, a remote-code folder says what it needs (compat.py)
-from .compat import require_supported_transformers  # noqa: F401
+from ..compat import require_supported_transformers  # noqa: F401
 
 import os
 from typing import Any
@@ -24,8 +24,6 @@ from .metaspace import BOS_PIECE, EOS_PIECE, MODEL_FILE, UNK_PIECE, decode_piece
 from .metaspace_backend import build_metaspace_backend
 from .metaspace_tokenizer import MetaspaceTokenizer
 from .tokenization_tinylm_base import TOKENIZER_FILE, TinyLMCoreTokenizer, TinyLMCoreTokenizerFast, drop_folder_kwargs
-# siblings the imports above reach, named so that transformers < 5.10 copies them too (compat.py)
-from .atomic_files import FILE_MODE  # noqa: F401
 
 
 def _special_kwargs(core: MetaspaceTokenizer, unk_token, bos_token, eos_token, pad_token, kwargs: dict) -> dict:

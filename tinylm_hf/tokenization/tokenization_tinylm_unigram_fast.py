@@ -6,17 +6,11 @@ This file imports only same-folder siblings: transformers copies it flat for `tr
 from __future__ import annotations
 
 # first: on an unsupported transformers, a remote-code folder says what it needs (compat.py)
-from .compat import require_supported_transformers  # noqa: F401
+from ..compat import require_supported_transformers  # noqa: F401
 
 from .tokenization_tinylm_metaspace import TinyLMMetaspaceTokenizerFast
 from .tokenization_tinylm_unigram import TinyLMUnigramTokenizer
 from .unigram import UnigramTokenizer
-# siblings the imports above reach, named so that transformers < 5.10 copies them too (compat.py)
-from .atomic_files import FILE_MODE  # noqa: F401
-from .metaspace import SPACE_SYMBOL  # noqa: F401
-from .metaspace_backend import build_metaspace_backend  # noqa: F401
-from .metaspace_tokenizer import UNK_SURFACE  # noqa: F401
-from .tokenization_tinylm_base import TOKENIZER_FILE  # noqa: F401
 
 
 class TinyLMUnigramTokenizerFast(TinyLMMetaspaceTokenizerFast):

@@ -14,9 +14,9 @@ This file imports only same-folder siblings: transformers copies it flat for `tr
 from __future__ import annotations
 
 # first: on an unsupported transformers, a remote-code folder says what it needs (compat.py)
-from .compat import require_supported_transformers  # noqa: F401
+from ..compat import require_supported_transformers  # noqa: F401
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tokenizers import Tokenizer
 
@@ -35,14 +35,6 @@ from .wordpiece import (
     normalize_bert,
 )
 from .wordpiece_backend import build_bert_wordpiece, wordpiece_init_kwargs
-# siblings the imports above reach, named so that transformers < 5.10 copies them too (compat.py)
-from .atomic_files import FILE_MODE  # noqa: F401
-from .bert_unicode import REMOVED  # noqa: F401
-from .pretokenize import GPT2_PATTERN  # noqa: F401
-from .jit import KERNELS_ENV  # noqa: F401
-from .regex_classes import LETTER  # noqa: F401
-if TYPE_CHECKING:  # named, not imported: wordpiece.py imports the kernel only once numba is there to run it
-    from .wordpiece_kernels import WordPieceKernel  # noqa: F401
 
 VOCAB_FILES_NAMES = {"vocab_file": VOCAB_TXT}
 
