@@ -544,3 +544,116 @@ def test_transformers_finds_no_architecture_in_a_llama_gguf(chat_folder, tmp_pat
     path = export_gguf(chat_folder, tmp_path / "chat.gguf", dtype="f32")
     config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
     assert (config.model_type, config.architectures) == ("llama", None)
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_a_body_past_the_limit_is_a_413_before_it_is_parsed_and_the_server_keeps_serving(server, chunked) -> None:
+    # without a limit the app read and parsed any body whole: a client could make the server hold gigabytes
+    import http.client
+    from urllib.parse import urlsplit
+
+    from tinylm_hf.serving import MAX_BODY_BYTES
+
+    _, name, url = server
+    body = json.dumps({"model": name, "prompt": "a" * (MAX_BODY_BYTES + 1)}).encode()
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    headers = {"content-type": "application/json"}
+    if chunked:
+        pieces = (body[i:i + 2**16] for i in range(0, len(body), 2**16))
+        connection.request("POST", "/v1/completions", body=pieces, headers=headers, encode_chunked=True)
+    else:
+        connection.request("POST", "/v1/completions", body=body, headers=headers)
+    response = connection.getresponse()
+    error = json.loads(response.read())["error"]
+    connection.close()
+    assert response.status == 413 and f"{MAX_BODY_BYTES:,}" in error["message"]
+    assert post(url, "/v1/completions", {"model": name, "prompt": "Hi", "max_tokens": 2})[0] == 200
+    assert health(url) == 200
+
+
+class CountingForward:
+    """A model's forward that counts its calls and, at call `hold_at`, waits until `resume` is set."""
+
+    def __init__(self, model, hold_at: int) -> None:
+        self.forward, self.hold_at, self.calls, self.resume = model.forward, hold_at, 0, threading.Event()
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        if self.calls == self.hold_at:
+            self.resume.wait(timeout=60)
+        return self.forward(*args, **kwargs)
+
+
+def test_a_plain_generation_whose_client_went_away_stops_at_its_next_step(chat_folder) -> None:
+    # a streamed reply whose client disconnected went on to its token limit, holding the model from every other request
+    import asyncio
+
+    from transformers import AutoModelForCausalLM, GenerationConfig
+
+    from tinylm_hf.serving_generation import PlainGenerator
+
+    model = AutoModelForCausalLM.from_pretrained(chat_folder)
+    model.forward = counting = CountingForward(model, hold_at=3)
+    config = GenerationConfig(max_new_tokens=40, min_new_tokens=40, do_sample=False)
+    generator = PlainGenerator(model)
+
+    async def read_one_then_go_away() -> None:
+        tokens = generator.tokens([1, 2, 3], config)
+        assert await anext(tokens)
+        await tokens.aclose()
+        counting.resume.set()
+
+    asyncio.run(read_one_then_go_away())
+    assert generator._lock.acquire(timeout=60)  # generate has returned
+    assert counting.calls <= 3  # not the 40 asked for: stopped at the step after the consumer left
+
+
+def test_a_batched_request_whose_client_went_away_is_cancelled_in_the_manager(chat_folder, monkeypatch) -> None:
+    import asyncio
+
+    from transformers import AutoModelForCausalLM, ContinuousBatchingConfig, GenerationConfig
+    from transformers.generation.continuous_batching import ContinuousBatchingManager
+
+    from tinylm_hf.serving_generation import BatchingGenerator
+
+    cancelled = []
+    cancel = ContinuousBatchingManager.cancel_request
+    monkeypatch.setattr(ContinuousBatchingManager, "cancel_request",
+                        lambda self, request_id: cancelled.append(request_id) or cancel(self, request_id))
+    model = AutoModelForCausalLM.from_pretrained(chat_folder)
+    config = GenerationConfig(max_new_tokens=40, do_sample=False, eos_token_id=model.generation_config.eos_token_id)
+    generator = BatchingGenerator(model, ContinuousBatchingConfig(num_blocks=32, max_batch_tokens=128, block_size=32))
+
+    async def read_one_then_go_away() -> None:
+        generator.admit(config)
+        tokens = generator.tokens([1, 2, 3], config)
+        assert await anext(tokens)
+        await tokens.aclose()
+
+    try:
+        asyncio.run(read_one_then_go_away())
+    finally:
+        generator.stop()
+    assert len(cancelled) == 1 and cancelled[0].startswith("tinylm-")
+
+
+def test_a_seeded_plain_request_samples_the_same_reply_beside_another_seeded_one(chat_folder) -> None:
+    # the seed was set when the request was read, so a request read meanwhile reseeded the one already waiting
+    import asyncio
+
+    from transformers import AutoModelForCausalLM, GenerationConfig
+
+    from tinylm_hf.serving_generation import PlainGenerator
+
+    generator = PlainGenerator(AutoModelForCausalLM.from_pretrained(chat_folder))
+    config = GenerationConfig(max_new_tokens=12, do_sample=True, temperature=1.5, top_k=0)
+
+    async def replies(*seeds: int) -> list[list[int]]:
+        async def one(seed: int) -> list[int]:
+            return [token async for new in generator.tokens([1, 2, 3], config, seed) for token in new]
+
+        return list(await asyncio.gather(*(one(seed) for seed in seeds)))
+
+    alone = asyncio.run(replies(7))[0]
+    assert asyncio.run(replies(8, 7, 9))[1] == alone

@@ -11,6 +11,7 @@ used: its internals change every release, and its app loads any model a client n
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import Callable
@@ -20,6 +21,8 @@ from typing import Any
 # what the server imports; `pip install 'tinylm-hf[serve]'` installs them (openai is the tests' and users' client)
 SERVE_PACKAGES = ("fastapi", "uvicorn")
 SERVE_INSTALL = "pip install 'tinylm-hf[serve]'"
+# a request body past this is a 413 before it is parsed: a megabyte of text is already far past any TinyLM context
+MAX_BODY_BYTES = 4 * 2**20
 
 
 def use_tokenizers_twins() -> None:
@@ -91,6 +94,50 @@ def load_served_model(folder: str | os.PathLike, device: str, attn_implementatio
     return ServedModel(served_name(folder), model, tokenizer, max_prompt_chars(tokenizer, context))
 
 
+class BodyLimit:
+    """ASGI middleware: a request body past `limit` bytes is a 413 before the app parses it (declared or chunked:
+    the rest is read and dropped, never held, so that the client reads the answer); a body within it is handed on
+    whole."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away before its body ended
+                return None
+            size, more = size + len(message.get("body", b"")), message.get("more_body", False)
+            if size <= self.limit:
+                chunks.append(message.get("body", b""))
+            else:
+                chunks.clear()
+        if size > self.limit:
+            return await self.refuse(size, scope, receive, send)
+        body, handed = b"".join(chunks), False
+
+        async def replay() -> dict:
+            nonlocal handed
+            if handed:
+                return await receive()  # what follows the body: the disconnect a streamed reply listens for
+            handed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return await self.app(scope, replay, send)
+
+    async def refuse(self, size: int, scope: dict, receive: Callable, send: Callable) -> None:
+        from fastapi.responses import JSONResponse
+
+        from .serving_requests import RequestError
+
+        error = RequestError(413, f"the request body is {size:,} bytes, past this server's limit of {self.limit:,}: "
+                             "send a shorter prompt")
+        await JSONResponse(error.body(), status_code=413)(scope, receive, send)
+
+
 def build_app(served: Any, generator: Any) -> Any:
     """The FastAPI app: chat completions, completions, responses, the model (list) and health; nothing else.
 
@@ -104,6 +151,7 @@ def build_app(served: Any, generator: Any) -> Any:
     from .serving_requests import CHAT, COMPLETION, RESPONSES, RequestError, Route, prepare
 
     app = FastAPI()
+    app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
 
     @app.exception_handler(RequestError)
     async def refused(_request: Any, error: RequestError) -> JSONResponse:
@@ -114,9 +162,10 @@ def build_app(served: Any, generator: Any) -> Any:
         return JSONResponse({"error": {"message": str(error), "type": "server_error"}}, status_code=503)
 
     async def answer(route: Route, body: Any, shape: Any) -> Any:
-        ids, config = prepare(route, served, body)
+        # encoding a long prompt takes a while (a WordPiece or Unigram prompt has no character bound): off the loop
+        ids, config = await asyncio.to_thread(prepare, route, served, body)
         generator.admit(config)
-        reply = Reply(served, generator, ids, config)
+        reply = Reply(served, generator, ids, config, body.get("seed"))
         if body.get("stream"):  # not streamed unless asked, as OpenAI's API (transformers streams responses)
             return StreamingResponse(shape.events(reply), media_type="text/event-stream")
         await reply.finish()
@@ -159,19 +208,19 @@ def build_app(served: Any, generator: Any) -> Any:
 class Reply:
     """One request's reply as it is generated: its text in parts, its token counts and why it ended."""
 
-    def __init__(self, served: Any, generator: Any, ids: list[int], config: Any) -> None:
+    def __init__(self, served: Any, generator: Any, ids: list[int], config: Any, seed: int | None = None) -> None:
         import uuid
 
         from .serving_generation import TextDeltas
 
-        self.served, self.generator, self.ids, self.config = served, generator, ids, config
+        self.served, self.generator, self.ids, self.config, self.seed = served, generator, ids, config, seed
         self.id, self.created = uuid.uuid4().hex, int(time.time())
         self.generated: list[int] = []
         self._text = TextDeltas(served.tokenizer)
 
     async def parts(self) -> Any:
         """The reply's text, part by part as tokens come (an async iterator of str)."""
-        async for new in self.generator.tokens(self.ids, self.config):
+        async for new in self.generator.tokens(self.ids, self.config, self.seed):
             self.generated += new
             if delta := self._text.add(new):
                 yield delta

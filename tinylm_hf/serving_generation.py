@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import torch
+from transformers.generation.stopping_criteria import StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
 from .serving_requests import RequestError, sampling
@@ -28,23 +29,43 @@ class GenerationUnavailable(RuntimeError):
 
 
 class _QueueStreamer(BaseStreamer):
-    """A `generate` streamer that hands each step's new token ids to an asyncio queue (the prompt skipped)."""
+    """A `generate` streamer that hands each step's new token ids to an asyncio queue (the prompt skipped), until
+    `cancel` is set (no one reads them any more)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue) -> None:
-        self.loop, self.queue, self.prompt_seen = loop, queue, False
+    def __init__(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue, cancel: threading.Event) -> None:
+        self.loop, self.queue, self.cancel, self.prompt_seen = loop, queue, cancel, False
 
     def put(self, value: torch.Tensor) -> None:
         if not self.prompt_seen:  # generate's first call hands over the prompt
             self.prompt_seen = True
             return
-        self.loop.call_soon_threadsafe(self.queue.put_nowait, value.reshape(-1).tolist())
+        self.send(value.reshape(-1).tolist())
+
+    def send(self, item: Any) -> None:
+        if not self.cancel.is_set():
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
 
     def end(self) -> None:
         pass
 
 
+class _Cancelled(StoppingCriteria):
+    """Stops `generate` at its next step once `cancel` is set (the client went away)."""
+
+    def __init__(self, cancel: threading.Event) -> None:
+        self.cancel = cancel
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs: Any) -> torch.BoolTensor:
+        return torch.full((input_ids.shape[0],), self.cancel.is_set(), dtype=torch.bool, device=input_ids.device)
+
+
 class PlainGenerator:
-    """`model.generate` in a worker thread, one request at a time (the model is not shared between threads)."""
+    """`model.generate` in a worker thread, one request at a time (the model is not shared between threads).
+
+    A request's `seed` is set under the same lock, just before its `generate`: the same request with the same seed
+    samples the same reply. A request whose consumer stops (the client disconnected) stops generating at its next
+    step, so it holds the model no longer.
+    """
 
     def __init__(self, model: Any) -> None:
         self.model = model
@@ -56,25 +77,33 @@ class PlainGenerator:
     def admit(self, config: Any) -> None:
         """Nothing to check: each request samples as it asks."""
 
-    async def tokens(self, ids: list[int], config: Any) -> AsyncIterator[list[int]]:
-        """The new token ids of greedy or sampled `generate` on `ids`, step by step."""
+    async def tokens(self, ids: list[int], config: Any, seed: int | None = None) -> AsyncIterator[list[int]]:
+        """The new token ids of greedy or sampled `generate` on `ids` (sampling from `seed` when given), step by step."""
         loop, queue = asyncio.get_running_loop(), asyncio.Queue()
         tensor = torch.tensor([ids], device=self.model.device)
+        cancel = threading.Event()
+
+        streamer = _QueueStreamer(loop, queue, cancel)
 
         def run() -> None:
             try:
                 with self._lock, torch.no_grad():
+                    if seed is not None:
+                        torch.manual_seed(seed)
                     self.model.generate(tensor, attention_mask=torch.ones_like(tensor), generation_config=config,
-                                        streamer=_QueueStreamer(loop, queue))
-                loop.call_soon_threadsafe(queue.put_nowait, None)
+                                        streamer=streamer, stopping_criteria=StoppingCriteriaList([_Cancelled(cancel)]))
+                streamer.send(None)
             except Exception as error:  # noqa: BLE001 (raised again in the request's task)
-                loop.call_soon_threadsafe(queue.put_nowait, error)
+                streamer.send(error)
 
         threading.Thread(target=run, name="tinylm-generate", daemon=True).start()
-        while (item := await queue.get()) is not None:
-            if isinstance(item, Exception):
-                raise item
-            yield item
+        try:
+            while (item := await queue.get()) is not None:
+                if isinstance(item, Exception):
+                    raise item
+                yield item
+        finally:  # finished, failed, or closed early because the client went away
+            cancel.set()
 
     def stop(self) -> None:
         pass
@@ -84,7 +113,9 @@ class BatchingGenerator:
     """The model's continuous-batching manager, started by the first request with that request's sampling.
 
     The manager samples every request alike (its generation config): a later request asking for other sampling is
-    a 400, never silently sampled otherwise.
+    a 400, never silently sampled otherwise. A request's `seed` is not applied (the manager has no per-request
+    generator, and a sampled token depends on the batch it shares), so sampling is not reproducible here. A request
+    whose consumer stops (the client disconnected) is cancelled in the manager.
     """
 
     def __init__(self, model: Any, batching_config: Any) -> None:
@@ -112,8 +143,9 @@ class BatchingGenerator:
         if not self.is_alive():
             raise GenerationUnavailable("the continuous-batching worker has stopped: restart the server")
 
-    async def tokens(self, ids: list[int], config: Any) -> AsyncIterator[list[int]]:
-        """The new token ids of `ids`'s request (admitted), as the batching worker makes them."""
+    async def tokens(self, ids: list[int], config: Any, seed: int | None = None) -> AsyncIterator[list[int]]:
+        """The new token ids of `ids`'s request (admitted), as the batching worker makes them (`seed` is not
+        applied: see the class)."""
         manager = self._manager
         queue: asyncio.Queue = asyncio.Queue()
         request_id = f"tinylm-{uuid.uuid4()}"
@@ -121,21 +153,24 @@ class BatchingGenerator:
         if manager.add_request(ids, request_id=request_id, max_new_tokens=config.max_new_tokens, streaming=True,
                                eos_token_id=config.eos_token_id) is None:
             raise GenerationUnavailable("the continuous-batching worker accepts no requests: restart the server")
-        sent = 0
-        while True:
-            try:
-                output = await asyncio.wait_for(queue.get(), WAIT_S)
-            except asyncio.TimeoutError:
-                if not self.is_alive():
-                    raise GenerationUnavailable("the continuous-batching worker stopped during the request") from None
-                continue
-            if output.error is not None:
-                raise RuntimeError(f"continuous batching failed on the request: {output.error}")
-            new, sent = output.generated_tokens[sent:], len(output.generated_tokens)
-            if new:
-                yield list(new)
-            if output.is_finished():
-                return
+        sent, finished = 0, False
+        try:
+            while not finished:
+                try:
+                    output = await asyncio.wait_for(queue.get(), WAIT_S)
+                except asyncio.TimeoutError:
+                    if not self.is_alive():
+                        raise GenerationUnavailable("the continuous-batching worker stopped during the request") from None
+                    continue
+                finished = output.is_finished()
+                if output.error is not None:
+                    raise RuntimeError(f"continuous batching failed on the request: {output.error}")
+                new, sent = output.generated_tokens[sent:], len(output.generated_tokens)
+                if new:
+                    yield list(new)
+        finally:  # closed early because the client went away: the worker stops making its tokens
+            if not finished and self.is_alive():
+                manager.cancel_request(request_id)
 
     def stop(self) -> None:
         if self._manager is not None:
@@ -151,7 +186,8 @@ def check_batching_api(model: Any) -> None:
         from transformers.generation.continuous_batching import ContinuousBatchingManager
     except ImportError:
         ContinuousBatchingManager = None
-    needed = ("init_continuous_batching", "start", "stop", "is_running", "add_request", "register_result_handler")
+    needed = ("init_continuous_batching", "start", "stop", "is_running", "add_request", "register_result_handler",
+              "cancel_request")
     missing = [name for name in needed if not hasattr(model if name == needed[0] else ContinuousBatchingManager, name)]
     if missing:
         raise ValueError(f"--continuous-batching needs transformers' continuous-batching manager with "

@@ -318,8 +318,4 @@ def prepare(route: Route, served: ServedModel, body: Any) -> tuple[list[int], An
     check_model(served, body)
     ids = route.prompt_ids(served, body)
     room = reply_room(len(ids), served.context)
-    if body.get("seed") is not None:
-        import torch
-
-        torch.manual_seed(body["seed"])
     return ids, generation_config(served.model.generation_config, body, route, room)
