@@ -35,11 +35,11 @@ import subprocess
 import tiktoken
 
 try:
-    from tinylm_hf.tokenization.bpe import BPETokenizer
+    from tinylm_hf.tokenization.bpe.core import BPETokenizer
     from tinylm_hf.tokenization.pretokenize import GPT2_PATTERN
 except ImportError:  # run from a checkout without installing
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from tinylm_hf.tokenization.bpe import BPETokenizer
+    from tinylm_hf.tokenization.bpe.core import BPETokenizer
     from tinylm_hf.tokenization.pretokenize import GPT2_PATTERN
 
 EOT = "<|endoftext|>"
@@ -69,8 +69,8 @@ def fresh_tokenizer(tok: BPETokenizer) -> BPETokenizer:
 
 def make_fast_twin(tok: BPETokenizer):
     """The `tokenizers` ByteLevel BPE on the same files (what TinyLMTokenizerFast runs)."""
-    from tinylm_hf.tokenization.byte_level_backend import build_byte_level_bpe
-    from tinylm_hf.tokenization.byte_unicode import token_to_unicode
+    from tinylm_hf.tokenization.bpe.backend import build_byte_level_bpe
+    from tinylm_hf.tokenization.bpe.byte_unicode import token_to_unicode
 
     vocab = {token_to_unicode(token): i for i, token in tok.vocab.items() if i != tok.special_ids[EOT]}
     return build_byte_level_bpe(vocab, [(token_to_unicode(a), token_to_unicode(b)) for a, b in tok.merges])
@@ -204,7 +204,7 @@ def bench_hostile(tok: BPETokenizer, sizes: tuple[int, ...] = (20_000, 40_000, 8
 JIT_PROBE = """
 import time
 start = time.perf_counter()
-from tinylm_hf.tokenization.bpe import BPETokenizer
+from tinylm_hf.tokenization.bpe.core import BPETokenizer
 tok = BPETokenizer.from_files({vocab!r}, {merges!r}, ["<|endoftext|>"])
 built = time.perf_counter()
 tok.encode("Hello world")

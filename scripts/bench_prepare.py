@@ -113,7 +113,7 @@ def write_corpus(source: Path, path: Path, mb: float, doc_kb: float) -> Path:
 
 def make_gpt2_folder(data: Path, folder: Path) -> Path:
     """A TinyLM byte-level BPE folder of GPT-2's files (its `tokenizer.json` is the fast twin)."""
-    code = ("import sys; from tinylm_hf.tokenization.tokenization_tinylm import TinyLMTokenizer; "
+    code = ("import sys; from tinylm_hf.tokenization.bpe.tokenization_tinylm import TinyLMTokenizer; "
             "TinyLMTokenizer(vocab_file=sys.argv[1], merges_file=sys.argv[2]).save_pretrained(sys.argv[3])")
     run_python(code, str(data / "gpt2_vocab.json"), str(data / "gpt2_merges.txt"), str(folder))
     return folder

@@ -120,9 +120,9 @@ def bench_encoding(train: Path, texts: dict[str, Path], folder: Path, repeats: i
     sys.path.insert(0, str(REPO_ROOT))
     import sentencepiece as spm
 
-    from tinylm_hf.tokenization.metaspace_backend import build_metaspace_backend
-    from tinylm_hf.tokenization.sentencepiece_bpe import SentencePieceBPETokenizer
-    from tinylm_hf.tokenization.unigram import UnigramTokenizer
+    from tinylm_hf.tokenization.metaspace.backend import build_metaspace_backend
+    from tinylm_hf.tokenization.sentencepiece_bpe.core import SentencePieceBPETokenizer
+    from tinylm_hf.tokenization.unigram.core import UnigramTokenizer
 
     print("\n(2) encoding throughput, MB/s (best of %d); model trained by sentencepiece on %s, vocab 4000" % (repeats, train.name))
     print(f"{'family':<18}{'text':<28}{'ours':>8}{'sentencepiece':>15}{'tokenizers':>12}{'ours/tok':>10}{'same ids':>10}")

@@ -53,7 +53,7 @@ def own_peak_kb():
         return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
 """
 
-# Runs in a fresh interpreter: load tinylm_hf.tokenizer_training.bpe_train without tinylm_hf/__init__.
+# Runs in a fresh interpreter: load tinylm_hf.tokenization.bpe.train without tinylm_hf/__init__.
 OURS_CHILD = PEAK_CODE + """
 import json, sys, time, types
 root, path, vocab_size, special = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
@@ -62,7 +62,7 @@ for name, sub in (("tinylm_hf", ""), ("tinylm_hf.tokenization", "/tokenization")
     module = types.ModuleType(name)
     module.__path__ = [root + "/tinylm_hf" + sub]
     sys.modules[name] = module
-from tinylm_hf.tokenizer_training.bpe_train import train_bpe
+from tinylm_hf.tokenization.bpe.train import train_bpe
 start = time.perf_counter()
 vocab, merges = train_bpe(path, vocab_size, [special], progress=False)
 wall = time.perf_counter() - start
@@ -99,7 +99,7 @@ for name, sub in (("tinylm_hf", ""), ("tinylm_hf.tokenization", "/tokenization")
     module = types.ModuleType(name)
     module.__path__ = [root + "/tinylm_hf" + sub]
     sys.modules[name] = module
-from tinylm_hf.tokenizer_training.wordpiece_train import train_wordpiece
+from tinylm_hf.tokenization.wordpiece.train import train_wordpiece
 start = time.perf_counter()
 vocab = train_wordpiece(path, vocab_size, lowercase=True, progress=False)
 wall = time.perf_counter() - start
@@ -250,10 +250,10 @@ def bench_wordpiece_encode(data: Path, *, repeats: int, novels_mb: float, vocab_
     `WordPieceTokenizer` and our HF class beside `tokenizers` and the fast twin (an HF class over `tokenizers`)."""
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
-    from tinylm_hf.tokenization.tokenization_tinylm_wordpiece import TinyLMWordPieceTokenizer
-    from tinylm_hf.tokenization.tokenization_tinylm_wordpiece_fast import TinyLMWordPieceTokenizerFast
-    from tinylm_hf.tokenization.wordpiece import WordPieceTokenizer, write_vocab_txt
-    from tinylm_hf.tokenizer_training.wordpiece_train import train_wordpiece
+    from tinylm_hf.tokenization.wordpiece.tokenization_tinylm_wordpiece import TinyLMWordPieceTokenizer
+    from tinylm_hf.tokenization.wordpiece.tokenization_tinylm_wordpiece_fast import TinyLMWordPieceTokenizerFast
+    from tinylm_hf.tokenization.wordpiece.core import WordPieceTokenizer, write_vocab_txt
+    from tinylm_hf.tokenization.wordpiece.train import train_wordpiece
 
     vocab = train_wordpiece(data / "tinystories_train_small.txt", vocab_size, lowercase=True, progress=False)
     reference = Tokenizer(models.WordPiece({t: i for i, t in enumerate(vocab)}, unk_token="[UNK]"))

@@ -19,9 +19,9 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 
-from tinylm_hf.tokenization.wordpiece import BERT_SPECIAL_TOKENS, BERT_UNK
-from tinylm_hf.tokenization.wordpiece_backend import build_bert_wordpiece
-from tinylm_hf.tokenizer_training.wordpiece_train import WORDPIECE_SCORES, train_wordpiece
+from tinylm_hf.tokenization.wordpiece.core import BERT_SPECIAL_TOKENS, BERT_UNK
+from tinylm_hf.tokenization.wordpiece.backend import build_bert_wordpiece
+from tinylm_hf.tokenization.wordpiece.train import WORDPIECE_SCORES, train_wordpiece
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # corpus name -> (training file, held-out file or None: every tenth line of the training file is held out)

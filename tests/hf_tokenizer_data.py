@@ -8,8 +8,8 @@ from pathlib import Path
 from conftest import PACKAGE_DATA, SHARED_DATA, shared_file
 from naive_bpe import naive_counts, naive_train
 
-from tinylm_hf.tokenization.bpe import BPETokenizer
-from tinylm_hf.tokenization.gpt2_files import load_merges_txt
+from tinylm_hf.tokenization.bpe.core import BPETokenizer
+from tinylm_hf.tokenization.bpe.gpt2_files import load_merges_txt
 
 ENDOFTEXT = "<|endoftext|>"
 

@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from tinylm_hf.tokenization.jit import KERNELS_ENV, numba_installed
-from tinylm_hf.tokenizer_training import bpe_merges, unigram_lattice, wordpiece_train
+from tinylm_hf.tokenization.bpe import merges as bpe_merges
+from tinylm_hf.tokenization.unigram import lattice as unigram_lattice
+from tinylm_hf.tokenization.wordpiece import train as wordpiece_train
 
 
 @pytest.fixture(params=["kernels", "reference"])

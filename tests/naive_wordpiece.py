@@ -1,6 +1,6 @@
 """The test oracle for WordPiece training: a naive, obviously-correct trainer (full recount per merge).
 
-Same rules as tinylm_hf.tokenizer_training.wordpiece_train: merge the pair with the greatest score,
+Same rules as tinylm_hf.tokenization.wordpiece.train: merge the pair with the greatest score,
 ties to the greatest (a, b); a merged string already in the vocabulary keeps its id. Scores:
 "pmi" freq(ab) / (freq(a) * freq(b)) exactly, "frequency" freq(ab), "likelihood"
 freq(ab) * log(freq(ab) * N / (freq(a) * freq(b))) with N the current number of tokens.

@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import PACKAGE_DATA, shared_file
-from tinylm_hf.tokenization import bpe as bpe_module
-from tinylm_hf.tokenization.bpe import BPETokenizer
-from tinylm_hf.tokenization.gpt2_files import load_merges_txt, load_vocab_json
+from tinylm_hf.tokenization.bpe import core as bpe_module
+from tinylm_hf.tokenization.bpe.core import BPETokenizer
+from tinylm_hf.tokenization.bpe.gpt2_files import load_merges_txt, load_vocab_json
 from tinylm_hf.tokenization.pretokenize import (
     GPT2_PATTERN,
     GPT4_PATTERN,

@@ -8,13 +8,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import PACKAGE_DATA, shared_file
-from tinylm_hf.tokenization.bpe import BPETokenizer
-from tinylm_hf.tokenization.bpe_merge import merge_by_heap, merge_short
+from tinylm_hf.tokenization.bpe.core import BPETokenizer
+from tinylm_hf.tokenization.bpe.merge import merge_by_heap, merge_short
 from tinylm_hf.tokenization.jit import numba_installed
 from tinylm_hf.tokenization.pretokenize import GPT2_PATTERN, GPT4_PATTERN, compile_pretokenizer
 
 pytestmark = pytest.mark.skipif(not numba_installed(), reason="the kernels need numba")
-kernels = pytest.importorskip("tinylm_hf.tokenization.bpe_kernels") if numba_installed() else None
+kernels = pytest.importorskip("tinylm_hf.tokenization.bpe.kernels") if numba_installed() else None
 
 EOT = "<|endoftext|>"
 PATTERNS = {"gpt2": GPT2_PATTERN, "gpt4": GPT4_PATTERN}
@@ -111,7 +111,7 @@ def test_kernel_encode_equals_reference_on_any_text(gpt2_pair, pattern: str, tex
 
 
 def test_kernel_encode_equals_reference_on_a_trained_vocabulary() -> None:
-    from tinylm_hf.tokenizer_training.bpe_train import train_bpe_from_iterator
+    from tinylm_hf.tokenization.bpe.train import train_bpe_from_iterator
 
     text = (PACKAGE_DATA / "tinystories_train_small.txt").read_text(encoding="utf-8")[:200_000]
     vocab, merges = train_bpe_from_iterator([text], 700, [EOT], progress=False)

@@ -8,9 +8,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import PACKAGE_DATA
-from tinylm_hf.tokenization.bpe import BPETokenizer
-from tinylm_hf.tokenization.bpe_merge import merge_by_heap, merge_short
-from tinylm_hf.tokenizer_training.bpe_train import train_bpe_from_iterator
+from tinylm_hf.tokenization.bpe.core import BPETokenizer
+from tinylm_hf.tokenization.bpe.merge import merge_by_heap, merge_short
+from tinylm_hf.tokenization.bpe.train import train_bpe_from_iterator
 from tinylm_hf.tokenization.pretokenize import pretokenize_gpt2
 
 

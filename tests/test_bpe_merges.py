@@ -16,12 +16,12 @@ from kernel_paths import kernel_path, modules_loaded_by  # noqa: F401
 from naive_bpe import naive_counts, naive_train
 from tinylm_hf.tokenization.jit import numba_installed
 from tinylm_hf.tokenization.pretokenize import GPT2_PATTERN
-from tinylm_hf.tokenizer_training import bpe_merges
-from tinylm_hf.tokenizer_training.bpe_merges import learn_merges, learn_merges_reference
-from tinylm_hf.tokenizer_training.bpe_train import train_bpe, train_bpe_from_counts
-from tinylm_hf.tokenizer_training.metaspace_train import count_characters, count_metaspace_words
+from tinylm_hf.tokenization.bpe import merges as bpe_merges
+from tinylm_hf.tokenization.bpe.merges import learn_merges, learn_merges_reference
+from tinylm_hf.tokenization.bpe.train import train_bpe, train_bpe_from_counts
+from tinylm_hf.tokenization.metaspace.train import count_characters, count_metaspace_words
 from tinylm_hf.tokenizer_training.piece_rules import piece_shape
-from tinylm_hf.tokenizer_training.sentencepiece_bpe_train import _symbol_words
+from tinylm_hf.tokenization.sentencepiece_bpe.train import _symbol_words
 
 EOT = "<|endoftext|>"
 needs_numba = pytest.mark.skipif(not numba_installed(), reason="numba is not installed")
@@ -126,8 +126,8 @@ def test_counts_beyond_32_bits_merge_like_the_oracle(kernel_path) -> None:
 
 def test_a_small_training_run_does_not_load_numba() -> None:
     # Below KERNEL_MIN_SYMBOLS the reference finishes before numba would have loaded.
-    code = ("from tinylm_hf.tokenizer_training.sentencepiece_bpe_train import train_sentencepiece_bpe_from_counts\n"
-            "from tinylm_hf.tokenizer_training.bpe_train import train_bpe_from_counts\n"
+    code = ("from tinylm_hf.tokenization.sentencepiece_bpe.train import train_sentencepiece_bpe_from_counts\n"
+            "from tinylm_hf.tokenization.bpe.train import train_bpe_from_counts\n"
             "train_sentencepiece_bpe_from_counts({'\u2581aab': 2, '\u2581ab': 1}, 7, byte_fallback=False)\n"
             "train_bpe_from_counts({'hello': 3, 'world': 2}, 262, [])")
     assert modules_loaded_by(code, ("numba",)) == []

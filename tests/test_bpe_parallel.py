@@ -7,14 +7,12 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-from transformers.dynamic_module_utils import get_relative_import_files
 
 from conftest import shared_file
-from tinylm_hf.tokenization import bpe as bpe_module
-from tinylm_hf.tokenization.bpe import BPETokenizer
+from tinylm_hf.tokenization.bpe import core as bpe_module
+from tinylm_hf.tokenization.bpe.core import BPETokenizer
 
 EOT = "<|endoftext|>"
-TOKENIZATION_DIR = Path(bpe_module.__file__).parent
 
 
 @pytest.fixture(scope="module")
@@ -115,6 +113,9 @@ def test_encode_batch_keeps_empty_texts_and_order(gpt2: BPETokenizer) -> None:
 
 
 def test_no_process_pool_code_in_saved_model_folders() -> None:
-    copied = {Path(f).name for f in get_relative_import_files(str(TOKENIZATION_DIR / "tokenization_tinylm.py"))}
-    assert {"bpe.py", "bpe_kernels.py", "jit.py"} <= copied
+    from tinylm_hf.remote_code import remote_code_files, remote_ref
+    from tinylm_hf.tokenization.bpe.tokenization_tinylm import TinyLMTokenizer
+
+    copied = remote_code_files([remote_ref(TinyLMTokenizer)])
+    assert {"bpe_core.py", "bpe_kernels.py", "jit.py"} <= copied
     assert not copied & {"parallel_encode.py", "process_pool.py"}

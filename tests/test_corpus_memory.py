@@ -42,7 +42,7 @@ def corpora(tmp_path_factory) -> tuple[Path, Path]:
 
 
 def test_prepare_s_peak_memory_stays_flat_on_ten_times_the_text(tmp_path, corpora):
-    from tinylm_hf.tokenization.tokenization_tinylm import TinyLMTokenizer
+    from tinylm_hf.tokenization.bpe.tokenization_tinylm import TinyLMTokenizer
 
     bench = _script("bench_memory")
     TinyLMTokenizer(vocab_file=str(shared_file("gpt2_vocab.json")),

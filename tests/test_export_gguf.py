@@ -23,7 +23,7 @@ gguf = pytest.importorskip("gguf")
 from tinylm_hf.cli import main  # noqa: E402
 from tinylm_hf.publish import export_gguf, export_llama  # noqa: E402
 from tinylm_hf.publish.export_gguf import check_byte_level_bpe, permute_for_gguf  # noqa: E402
-from tinylm_hf.tokenization.gpt2_files import read_merges_txt  # noqa: E402
+from tinylm_hf.tokenization.bpe.gpt2_files import read_merges_txt  # noqa: E402
 
 ROPE_THETA = 500000.0
 RMS_EPS = 1e-6
@@ -356,7 +356,7 @@ def test_unigram_is_embedded_as_llama_cpp_unigram_vocabulary(tmp_path):
 def test_sentencepiece_models_llama_cpp_would_misread_are_refused(change, problem):
     """llama.cpp normalises nothing and its Unigram tokenizer maps unknown characters to <unk>, never to bytes."""
     from tinylm_hf.publish.export_gguf import check_llama_cpp_sentencepiece
-    from tinylm_hf.tokenization.metaspace import SentencePieceModel
+    from tinylm_hf.tokenization.metaspace.model import SentencePieceModel
 
     plain = dict(pieces=[("<unk>", 0.0, 2), ("▁a", -1.0, 1)], model_type="bpe", normalizer_name="identity",
                  remove_extra_whitespaces=False)

@@ -20,7 +20,7 @@ print(sys.modules.get("numba") is not None, file=sys.stderr)
 # Makes numba unimportable, as on a machine without it (find_spec answers None, import raises ImportError).
 HIDE_NUMBA = 'sys.modules["numba"] = None'
 ENCODE = f"""
-from tinylm_hf.tokenization.bpe import BPETokenizer
+from tinylm_hf.tokenization.bpe.core import BPETokenizer
 vocab = {{i: bytes([i]) for i in range(256)}} | {{256: b"ab"}}
 tok = BPETokenizer(vocab, [(b"a", b"b")], ["<|endoftext|>"])
 print("built", sys.modules.get("numba") is not None, file=sys.stderr)

@@ -116,23 +116,31 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 
 def test_the_graph_sees_lazy_and_relative_imports() -> None:
     graph = import_graph()
-    assert "tinylm_hf.tokenization.bpe_kernels" in graph["tinylm_hf.tokenization.bpe"]  # inside a function
-    assert "tinylm_hf.tokenization.pretokenize" in graph["tinylm_hf.tokenizer_training.bpe_train"]
+    assert "tinylm_hf.tokenization.bpe.kernels" in graph["tinylm_hf.tokenization.bpe.core"]  # inside a function
+    assert "tinylm_hf.tokenization.pretokenize" in graph["tinylm_hf.tokenization.bpe.train"]
 
 
 def test_no_import_cycles() -> None:
     assert find_cycles(import_graph()) == []
 
 
-def test_runtime_tokenizer_modules_never_import_training_code() -> None:
-    """What a saved folder carries (the flat tokenization package) must not reach tokenizer_training.
+# the trainers' modules inside the family folders, beside each family's `train.py`
+FAMILY_TRAINING_MODULES = ("bpe.merges", "bpe.merges_kernels", "unigram.lattice", "unigram.lattice_kernels",
+                           "unigram.paths", "unigram.seeds")
 
-    The package `__init__` is the one exception: it forwards the training names it used to export.
-    """
-    graph = import_graph()
-    runtime = [name for name in graph if name.startswith("tinylm_hf.tokenization.")]
-    reached = {name: sorted(t for t in graph[name] if t.startswith("tinylm_hf.tokenizer_training")) for name in runtime}
-    assert {name: targets for name, targets in reached.items() if targets} == {}
+
+def test_a_saved_tokenizer_folder_carries_no_training_code() -> None:
+    """What a saved folder carries (the import closure of a family's classes, `remote_code.py`) reaches no trainer."""
+    from tinylm_hf.remote_code import import_closure
+    from tinylm_hf.tokenizer_training.families import FAMILIES
+
+    def is_training(name: str) -> bool:
+        return (name.startswith("tinylm_hf.tokenizer_training") or name.endswith(".train")
+                or name.removeprefix("tinylm_hf.tokenization.") in FAMILY_TRAINING_MODULES)
+
+    classes = [cls for family in FAMILIES.values() for cls in (family.slow, family.fast)]
+    reached = {cls.__name__: [m for m in import_closure([cls.__module__]) if is_training(m)] for cls in classes}
+    assert {name: modules for name, modules in reached.items() if modules} == {}
 
 
 def functions() -> list[tuple[str, int]]:

@@ -25,7 +25,7 @@ from tinylm_hf.tokenization import (
     train_unigram,
     train_wordpiece,
 )
-from tinylm_hf.tokenization.wordpiece import write_vocab_txt
+from tinylm_hf.tokenization.wordpiece.core import write_vocab_txt
 from tinylm_hf.training.masking import (
     STRATEGIES,
     boundary_style,

@@ -7,9 +7,9 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tinylm_hf.tokenization.metaspace import to_metaspace
+from tinylm_hf.tokenization.metaspace.model import to_metaspace
 from tinylm_hf.tokenizer_training.piece_rules import UNMERGEABLE_CHARS
-from tinylm_hf.tokenizer_training.metaspace_train import (
+from tinylm_hf.tokenization.metaspace.train import (
     count_characters,
     count_metaspace_words,
     split_metaspace_words,

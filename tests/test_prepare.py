@@ -410,7 +410,7 @@ PROCESS_POOL_OUTPUTS = {
 def test_token_files_are_the_bytes_the_process_pool_wrote(tmp_path, workers):
     import shutil
 
-    from tinylm_hf.tokenization.tokenization_tinylm import TinyLMTokenizer
+    from tinylm_hf.tokenization.bpe.tokenization_tinylm import TinyLMTokenizer
 
     TinyLMTokenizer(vocab_file=str(shared_file("gpt2_vocab.json")),
                     merges_file=str(shared_file("gpt2_merges.txt"))).save_pretrained(tmp_path / "tok")

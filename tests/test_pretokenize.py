@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tinylm_hf.tokenization.bpe import BPETokenizer
+from tinylm_hf.tokenization.bpe.core import BPETokenizer
 from tinylm_hf.tokenization.pretokenize import GPT2_PATTERN, GPT4_PATTERN, check_pattern_backtracking, resolve_pattern
 from tinylm_hf.tokenizer_loading import load_tokenizer
 from tinylm_hf.tokenizer_training.train_tokenizer import build_hf_tokenizer

@@ -11,9 +11,9 @@ import tiktoken
 from tokenizers import Regex, pre_tokenizers
 
 from conftest import shared_file
-from tinylm_hf.tokenization.bpe import BPETokenizer
-from tinylm_hf.tokenization.byte_level_backend import build_byte_level_bpe
-from tinylm_hf.tokenization.byte_unicode import token_to_unicode
+from tinylm_hf.tokenization.bpe.core import BPETokenizer
+from tinylm_hf.tokenization.bpe.backend import build_byte_level_bpe
+from tinylm_hf.tokenization.bpe.byte_unicode import token_to_unicode
 from tinylm_hf.tokenization.pretokenize import GPT2_PATTERN
 from tinylm_hf.tokenization.regex_classes import LETTER, NUMBER, WHITESPACE
 

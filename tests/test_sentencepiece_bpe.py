@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sentencepiece_models import TRAIN, head_lines, sample_lines, train_spm
-from tinylm_hf.tokenization.metaspace_backend import build_metaspace_backend
-from tinylm_hf.tokenization.sentencepiece_bpe import SentencePieceBPETokenizer
-from tinylm_hf.tokenization.unigram import UnigramTokenizer
+from tinylm_hf.tokenization.metaspace.backend import build_metaspace_backend
+from tinylm_hf.tokenization.sentencepiece_bpe.core import SentencePieceBPETokenizer
+from tinylm_hf.tokenization.unigram.core import UnigramTokenizer
 
 TEXT = st.text(alphabet=st.sampled_from(list("the cat sat on a mat. ▁\t漢é😀")), max_size=60)
 

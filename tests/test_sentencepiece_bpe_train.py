@@ -9,10 +9,10 @@ import pytest
 
 from kernel_paths import kernel_path
 from sentencepiece_models import TRAIN, head_lines, train_spm
-from tinylm_hf.tokenization.metaspace import read_sentencepiece_model
-from tinylm_hf.tokenizer_training.metaspace_train import count_metaspace_words
-from tinylm_hf.tokenization.sentencepiece_bpe import SentencePieceBPETokenizer
-from tinylm_hf.tokenizer_training.sentencepiece_bpe_train import (
+from tinylm_hf.tokenization.metaspace.model import read_sentencepiece_model
+from tinylm_hf.tokenization.metaspace.train import count_metaspace_words
+from tinylm_hf.tokenization.sentencepiece_bpe.core import SentencePieceBPETokenizer
+from tinylm_hf.tokenization.sentencepiece_bpe.train import (
     _symbol_words,
     train_sentencepiece_bpe,
     train_sentencepiece_bpe_from_counts,

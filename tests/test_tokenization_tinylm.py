@@ -27,7 +27,7 @@ from transformers import AutoTokenizer
 
 from tinylm_hf import BPETokenizer, TinyLMTokenizer, TinyLMTokenizerFast
 from tinylm_hf.cli import main as cli_main
-from tinylm_hf.tokenization.byte_unicode import token_to_unicode
+from tinylm_hf.tokenization.bpe.byte_unicode import token_to_unicode
 from conftest import env_without_tinylm
 
 pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
@@ -280,7 +280,7 @@ def test_missing_vocab_file_raises(tmp_path):
 
 # ------------------------------------------------------------------------------------------- CLI
 def test_cli_train_tokenizer_writes_loadable_folder(bundled_train_path, tmp_path):
-    from tinylm_hf.tokenizer_training.bpe_train import train_bpe
+    from tinylm_hf.tokenization.bpe.train import train_bpe
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(bundled_train_path.read_text(encoding="utf-8")[:50_000], encoding="utf-8")

@@ -21,8 +21,8 @@ from tinylm_hf.tokenization import (
     train_sentencepiece_bpe,
     train_unigram,
 )
-from tinylm_hf.tokenization.sentencepiece_bpe import SentencePieceBPETokenizer
-from tinylm_hf.tokenization.unigram import UnigramTokenizer
+from tinylm_hf.tokenization.sentencepiece_bpe.core import SentencePieceBPETokenizer
+from tinylm_hf.tokenization.unigram.core import UnigramTokenizer
 
 pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
 

@@ -14,10 +14,10 @@ from transformers import AutoTokenizer, BertTokenizer
 from transformers.models.auto import tokenization_auto
 
 from tinylm_hf.registration import register
-from tinylm_hf.tokenization.tokenization_tinylm_wordpiece import TinyLMWordPieceTokenizer
-from tinylm_hf.tokenization.tokenization_tinylm_wordpiece_fast import TinyLMWordPieceTokenizerFast
-from tinylm_hf.tokenization.wordpiece import WordPieceTokenizer, write_vocab_txt
-from tinylm_hf.tokenizer_training.wordpiece_train import train_wordpiece_from_iterator
+from tinylm_hf.tokenization.wordpiece.tokenization_tinylm_wordpiece import TinyLMWordPieceTokenizer
+from tinylm_hf.tokenization.wordpiece.tokenization_tinylm_wordpiece_fast import TinyLMWordPieceTokenizerFast
+from tinylm_hf.tokenization.wordpiece.core import WordPieceTokenizer, write_vocab_txt
+from tinylm_hf.tokenization.wordpiece.train import train_wordpiece_from_iterator
 
 pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
 

@@ -124,7 +124,7 @@ def test_every_family_saved_by_either_class_loads(tmp_path: Path, algorithm: str
 def test_a_unigram_folder_saved_before_its_twin_cut_control_pieces_loads(tmp_path: Path) -> None:
     """Folders saved before the Unigram twin cut text that spells a control piece (metaspace_backend.text_cuts)."""
     from conftest import PACKAGE_DATA
-    from tinylm_hf.tokenization.metaspace_backend import BYTE_PIECE_CUT
+    from tinylm_hf.tokenization.metaspace.backend import BYTE_PIECE_CUT
     from tinylm_hf.tokenizer_training import train_tokenizer
 
     text = (PACKAGE_DATA / "tinystories_valid_small.txt").read_text(encoding="utf-8")[:60_000]

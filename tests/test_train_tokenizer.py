@@ -176,7 +176,7 @@ def test_a_failed_save_leaves_the_earlier_tokenizer_intact(tmp_path, shards, mon
     """A full disk mid-save (or a kill) never leaves old and new files mixed: the save goes to a stage beside."""
     import errno
 
-    from tinylm_hf.tokenization.tokenization_tinylm import TinyLMTokenizer
+    from tinylm_hf.tokenization.bpe.tokenization_tinylm import TinyLMTokenizer
 
     out = tmp_path / "tok"
     assert _train_bpe_into(out, shards[0], 300) == 0
@@ -209,7 +209,7 @@ def test_a_file_that_is_not_utf8_is_refused_by_every_family(tmp_path, capsys, al
 
 def test_wordpiece_score_flag_picks_the_merge_rule(tmp_path, shards):
     from tinylm_hf.tokenizer_training.word_counts import count_words
-    from tinylm_hf.tokenizer_training.wordpiece_train import BERT_SPECIAL_TOKENS, train_wordpiece_from_counts
+    from tinylm_hf.tokenization.wordpiece.train import BERT_SPECIAL_TOKENS, train_wordpiece_from_counts
 
     assert main(["train-tokenizer", "--algorithm", "wordpiece", "--wordpiece-score", "pmi", "--input", str(shards[0]),
                  "--vocab-size", "500", "--out", str(tmp_path / "tok"), "--no-progress"]) == 0

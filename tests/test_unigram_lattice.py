@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 from conftest import PACKAGE_DATA, shared_file
 from kernel_paths import kernel_path, modules_loaded_by  # noqa: F401
 from tinylm_hf.tokenization.jit import numba_installed
-from tinylm_hf.tokenizer_training.metaspace_train import count_characters, count_metaspace_words
-from tinylm_hf.tokenizer_training import unigram_lattice
-from tinylm_hf.tokenizer_training.unigram_lattice import Lattice, build_lattice, expected_counts, viterbi_pieces
-from tinylm_hf.tokenizer_training.unigram_seeds import seed_pieces
-from tinylm_hf.tokenizer_training.unigram_train import _clean_words, train_unigram_from_counts
+from tinylm_hf.tokenization.metaspace.train import count_characters, count_metaspace_words
+from tinylm_hf.tokenization.unigram import lattice as unigram_lattice
+from tinylm_hf.tokenization.unigram.lattice import Lattice, build_lattice, expected_counts, viterbi_pieces
+from tinylm_hf.tokenization.unigram.seeds import seed_pieces
+from tinylm_hf.tokenization.unigram.train import _clean_words, train_unigram_from_counts
 
 needs_numba = pytest.mark.skipif(not numba_installed(), reason="numba is not installed")
 
@@ -194,7 +194,7 @@ def test_training_on_kernels_equals_training_on_references(monkeypatch, source, 
 
 def test_a_small_training_run_does_not_load_numba() -> None:
     # Below KERNEL_MIN_CHARS the reference finishes before numba would have loaded.
-    code = ("from tinylm_hf.tokenizer_training.unigram_train import train_unigram_from_counts\n"
+    code = ("from tinylm_hf.tokenization.unigram.train import train_unigram_from_counts\n"
             "words = {'\u2581the': 5, '\u2581then': 3, '\u2581than': 2, '\u2581hen': 2}\n"
             "train_unigram_from_counts(words, 12)")
     assert modules_loaded_by(code, ("numba",)) == []

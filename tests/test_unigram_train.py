@@ -6,9 +6,9 @@ import pytest
 import sentencepiece as spm
 
 from sentencepiece_models import TRAIN, VALID, head_lines, train_spm
-from tinylm_hf.tokenizer_training.metaspace_train import count_metaspace_words
-from tinylm_hf.tokenization.unigram import UnigramTokenizer
-from tinylm_hf.tokenizer_training.unigram_train import (
+from tinylm_hf.tokenization.metaspace.train import count_metaspace_words
+from tinylm_hf.tokenization.unigram.core import UnigramTokenizer
+from tinylm_hf.tokenization.unigram.train import (
     _digamma,
     train_unigram,
     train_unigram_from_counts,
@@ -36,7 +36,7 @@ def test_pieces_keep_every_character_and_fixed_ids(small_corpus):
 def test_byte_fallback_reserves_sentencepieces_byte_ids(small_corpus, tmp_path):
     """`byte_fallback=True`: ids 3..258 are the byte pieces (sentencepiece's layout), and a newline,
     which line-by-line training never sees, encodes as <0x0A> alike in ours and in sentencepiece."""
-    from tinylm_hf.tokenization.metaspace import BYTE_PIECES
+    from tinylm_hf.tokenization.metaspace.model import BYTE_PIECES
 
     pieces = train_unigram(small_corpus, 500, byte_fallback=True, progress=False)
     names = [p for p, _ in pieces]

@@ -15,12 +15,12 @@ from conftest import PACKAGE_DATA, shared_file
 from naive_bpe import naive_counts
 
 from tinylm_hf.tokenization.pretokenize import GPT4_PATTERN
-from tinylm_hf.tokenization.wordpiece import pretokenize_bert
+from tinylm_hf.tokenization.wordpiece.core import pretokenize_bert
 from tinylm_hf.tokenizer_training import word_splitting
-from tinylm_hf.tokenizer_training.bpe_train import train_bpe, train_bpe_from_counts, train_bpe_from_iterator
+from tinylm_hf.tokenization.bpe.train import train_bpe, train_bpe_from_counts, train_bpe_from_iterator
 from tinylm_hf.tokenizer_training.families import FAMILIES
 from tinylm_hf.tokenizer_training.word_counts import count_words, load_word_counts, save_word_counts, sum_word_counts
-from tinylm_hf.tokenizer_training.wordpiece_train import train_wordpiece, train_wordpiece_from_counts
+from tinylm_hf.tokenization.wordpiece.train import train_wordpiece, train_wordpiece_from_counts
 
 EOT = "<|endoftext|>"
 BERT = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

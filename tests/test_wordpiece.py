@@ -10,15 +10,15 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
 from transformers import BertTokenizer
 
-from tinylm_hf.tokenization import bert_unicode
-from tinylm_hf.tokenization.wordpiece import (
+from tinylm_hf.tokenization.wordpiece import bert_unicode
+from tinylm_hf.tokenization.wordpiece.core import (
     WordPieceTokenizer,
     load_vocab_txt,
     normalize_bert,
     pretokenize_bert,
     write_vocab_txt,
 )
-from tinylm_hf.tokenizer_training.wordpiece_train import train_wordpiece_from_iterator
+from tinylm_hf.tokenization.wordpiece.train import train_wordpiece_from_iterator
 
 # Characters that exercise every step of BERT's normaliser: controls, odd spaces, CJK, accents and
 # combining marks, final sigma, dotted I, astral letters and punctuation, tables that differ from

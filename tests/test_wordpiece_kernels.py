@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from kernel_paths import kernel_path  # noqa: F401
 
 from tinylm_hf.tokenization.jit import KERNELS_ENV, numba_installed
-from tinylm_hf.tokenization.wordpiece import WordPieceTokenizer, normalize_bert
-from tinylm_hf.tokenizer_training.wordpiece_train import train_wordpiece_from_iterator
+from tinylm_hf.tokenization.wordpiece.core import WordPieceTokenizer, normalize_bert
+from tinylm_hf.tokenization.wordpiece.train import train_wordpiece_from_iterator
 
 pytestmark = pytest.mark.skipif(not numba_installed(), reason="numba is not installed")
 ANY_CHARACTER = st.characters(exclude_categories=())  # every code point, lone surrogates included
@@ -32,7 +32,7 @@ def read_corpus(name: str, chars: int = 3_000_000) -> str:
 
 def kernel_ids(tok: WordPieceTokenizer, text: str) -> list[int]:
     """The kernel's ids, built here from the tokenizer's vocabulary and options."""
-    from tinylm_hf.tokenization.wordpiece_kernels import WordPieceKernel
+    from tinylm_hf.tokenization.wordpiece.kernels import WordPieceKernel
 
     kernel = WordPieceKernel(tok.token_to_id, tok.prefix, tok.unk_id, tok.max_input_chars_per_word)
     return kernel.encode(normalize_bert(text, lowercase=tok.lowercase))

@@ -12,12 +12,12 @@ from kernel_paths import kernel_path, modules_loaded_by  # noqa: F401
 from naive_wordpiece import naive_train_wordpiece
 
 from tinylm_hf.tokenization.jit import KERNELS_ENV, numba_installed
-from tinylm_hf.tokenizer_training import bpe_merges
-from tinylm_hf.tokenizer_training.bpe_merges import learn_merges, learn_merges_reference
+from tinylm_hf.tokenization.bpe import merges as bpe_merges
+from tinylm_hf.tokenization.bpe.merges import learn_merges, learn_merges_reference
 
 from tinylm_hf.tokenizer_training.word_counts import count_words
-from tinylm_hf.tokenization.wordpiece import WordPieceTokenizer
-from tinylm_hf.tokenizer_training.wordpiece_train import (
+from tinylm_hf.tokenization.wordpiece.core import WordPieceTokenizer
+from tinylm_hf.tokenization.wordpiece.train import (
     BERT_SPECIAL_TOKENS,
     WORDPIECE_SCORES,
     train_wordpiece,
@@ -310,7 +310,7 @@ def tokenizers_wordpiece_vocab(path, vocab_size: int) -> dict[str, int]:
 
 
 def held_out_tokens(vocab: dict[str, int], text: str) -> int:
-    from tinylm_hf.tokenization.wordpiece_backend import build_bert_wordpiece
+    from tinylm_hf.tokenization.wordpiece.backend import build_bert_wordpiece
 
     pipeline = build_bert_wordpiece(vocab, lowercase=False, unk_token="[UNK]", cls_token=None, sep_token=None)
     return len(pipeline.encode(text, add_special_tokens=False).ids)
@@ -341,6 +341,6 @@ def test_default_score_compresses_held_out_text_as_well_as_tokenizers(tmp_path, 
 
 def test_a_small_training_run_loads_neither_numba_nor_numpy():
     # Below KERNEL_MIN_SYMBOLS the reference merges word lists: numpy alone would add ~20 MB to a 26 MB run.
-    code = ("from tinylm_hf.tokenizer_training.wordpiece_train import train_wordpiece_from_counts\n"
+    code = ("from tinylm_hf.tokenization.wordpiece.train import train_wordpiece_from_counts\n"
             "train_wordpiece_from_counts({'hug': 2, 'hugs': 1, 'pug': 1}, 10, ['[UNK]'])")
     assert modules_loaded_by(code) == []

@@ -105,8 +105,8 @@ def _comparable(key: str, value: Any, cuts: set[str]) -> Any:
 
 def _text_cuts(tokenizer: Any) -> set[str]:
     """The regexes of the cuts `tokenizer`'s twin makes inside text that spells a piece (`metaspace_backend.text_cuts`)."""
-    from .tokenization.metaspace_backend import BYTE_PIECE_CUT, text_cuts
-    from .tokenization.metaspace_tokenizer import MetaspaceTokenizer
+    from .tokenization.metaspace.backend import BYTE_PIECE_CUT, text_cuts
+    from .tokenization.metaspace.tokenizer import MetaspaceTokenizer
 
     core = getattr(tokenizer, "core", None)
     return {BYTE_PIECE_CUT, *text_cuts(core)} if isinstance(core, MetaspaceTokenizer) else set()

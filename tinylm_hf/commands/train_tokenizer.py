@@ -13,7 +13,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from ..tokenization.chat_template import CHAT_TOKENS
     from ..tokenizer_training.families import FAMILIES
     from ..tokenizer_training.train_tokenizer import MASK_TOKEN, PAD_TOKEN
-    from ..tokenizer_training.wordpiece_train import WORDPIECE_SCORES
+    from ..tokenization.wordpiece.train import WORDPIECE_SCORES
 
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--input", nargs="+", help="UTF-8 text files or globs (data/*.txt) to train on")

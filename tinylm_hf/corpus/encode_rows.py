@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..tokenization.bpe import group_by_chars
+from ..tokenization.bpe.core import group_by_chars
 from ..tokenization.jit import map_in_threads
 from ..tokenization.plain_text import encode_plain, refuse_forged_text
 
@@ -28,7 +28,7 @@ Encoder = Callable[[list[str]], list[list[int]]]  # texts -> each text's ids, en
 
 def plain_encoder(tokenizer: Any) -> Encoder:
     """A function giving each text's plain-text ids (`encode_plain`'s), encoding in the thread that calls it."""
-    from ..tokenization.tokenization_tinylm import TinyLMTokenizer
+    from ..tokenization.bpe.tokenization_tinylm import TinyLMTokenizer
 
     core = getattr(tokenizer, "core", None)
     if (isinstance(tokenizer, TinyLMTokenizer) and not tokenizer.add_prefix_space and not core.special_tokens

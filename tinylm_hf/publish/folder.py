@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..fileio import check_input_folder
-from ..tokenization.gpt2_files import MERGES_FILE, VOCAB_FILE
+from ..tokenization.bpe.gpt2_files import MERGES_FILE, VOCAB_FILE
 from ..tokenization.tokenization_tinylm_base import TOKENIZER_FILE
 from ..tokenizer_loading import load_tokenizer, needs_remote_code_error
 from ..tokenizer_training.families import FAMILIES

@@ -10,13 +10,13 @@ from __future__ import annotations
 from ..lazy_exports import export_lazily
 
 __all__ = export_lazily(__name__, {
-    ".bpe_train": ("train_bpe", "train_bpe_from_counts", "train_bpe_from_iterator"),
-    ".metaspace_train": ("split_metaspace_words",),
-    ".sentencepiece_bpe_train": (
+    "..tokenization.bpe.train": ("train_bpe", "train_bpe_from_counts", "train_bpe_from_iterator"),
+    "..tokenization.metaspace.train": ("split_metaspace_words",),
+    "..tokenization.sentencepiece_bpe.train": (
         "train_sentencepiece_bpe", "train_sentencepiece_bpe_from_counts", "train_sentencepiece_bpe_from_iterator",
     ),
     ".train_tokenizer": ("build_hf_tokenizer", "train_tokenizer"),
-    ".unigram_train": ("train_unigram", "train_unigram_from_counts", "train_unigram_from_iterator"),
+    "..tokenization.unigram.train": ("train_unigram", "train_unigram_from_counts", "train_unigram_from_iterator"),
     ".word_counts": ("WordCounts", "count_words", "load_word_counts", "save_word_counts", "sum_word_counts"),
-    ".wordpiece_train": ("train_wordpiece", "train_wordpiece_from_counts", "train_wordpiece_from_iterator"),
+    "..tokenization.wordpiece.train": ("train_wordpiece", "train_wordpiece_from_counts", "train_wordpiece_from_iterator"),
 })

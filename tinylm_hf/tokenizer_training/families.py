@@ -13,16 +13,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import tokenization
-from ..tokenization.bpe import BPETokenizer
+from ..tokenization.bpe.core import BPETokenizer
 from ..tokenization.pretokenize import EOS_TOKEN, PAD_TOKEN
-from ..tokenization.sentencepiece_bpe import SentencePieceBPETokenizer
-from ..tokenization.unigram import UnigramTokenizer
-from ..tokenization.wordpiece import BERT_SPECIAL_TOKENS, WordPieceTokenizer
-from .bpe_train import train_bpe_tokenizer
-from .sentencepiece_bpe_train import SENTENCEPIECE_BPE_BYTE_FALLBACK, train_sentencepiece_bpe_tokenizer
-from .unigram_train import UNIGRAM_FAMILY_BYTE_FALLBACK, train_unigram_tokenizer
+from ..tokenization.sentencepiece_bpe.core import SentencePieceBPETokenizer
+from ..tokenization.unigram.core import UnigramTokenizer
+from ..tokenization.wordpiece.core import BERT_SPECIAL_TOKENS, WordPieceTokenizer
+from ..tokenization.bpe.train import train_bpe_tokenizer
+from ..tokenization.sentencepiece_bpe.train import SENTENCEPIECE_BPE_BYTE_FALLBACK, train_sentencepiece_bpe_tokenizer
+from ..tokenization.unigram.train import UNIGRAM_FAMILY_BYTE_FALLBACK, train_unigram_tokenizer
 from .word_splitting import BERT_WORDS, BPE_WORDS, METASPACE_WORDS, WordSplitter
-from .wordpiece_train import DEFAULT_WORDPIECE_SCORE, train_wordpiece_tokenizer
+from ..tokenization.wordpiece.train import DEFAULT_WORDPIECE_SCORE, train_wordpiece_tokenizer
 
 # (counts: WordCounts, vocab_size, special_tokens, *, byte_fallback: bool | None, progress: bool
 #  [, score: str where the family has one]) -> core tokenizer

@@ -101,7 +101,7 @@ def _count_file(path: str, special_tokens: Sequence[str], pattern: str,
 
 def _count_spans(texts: list[str], gpt4: bool) -> SpanCounts:
     """The distinct GPT-2 (cl100k when `gpt4`) pre-tokens of the texts, as spans of bytes, with their counts."""
-    from ..tokenization.bpe_kernels import pretoken_bounds
+    from ..tokenization.bpe.kernels import pretoken_bounds
     from .pretoken_counts_kernels import count_spans
 
     pieces = [text.encode("utf-8", "surrogatepass") for text in texts]  # a lone surrogate stays one character

@@ -15,14 +15,14 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..tokenization.bpe import BPETokenizer
+from ..tokenization.bpe.core import BPETokenizer
 from ..tokenization.pretokenize import PAD_TOKEN, check_special_tokens
 from .families import TokenizerFamily, get_family
 from .word_counts import WordCounts, count_words, make_word_counts
-from .wordpiece_train import check_wordpiece_score
+from ..tokenization.wordpiece.train import check_wordpiece_score
 
 if TYPE_CHECKING:
-    from ..tokenization.tokenization_tinylm import TinyLMTokenizer
+    from ..tokenization.bpe.tokenization_tinylm import TinyLMTokenizer
 
 MASK_TOKEN = "<|mask|>"  # becomes the mask token (masked-LM pretraining) when given
 
@@ -40,7 +40,7 @@ def build_hf_tokenizer(
     given, else pad is eos; `MASK_TOKEN` becomes the mask token when given (`TinyLMTokenizer.from_core`).
     """
     special_tokens = check_special_tokens(special_tokens)
-    from ..tokenization.tokenization_tinylm import TinyLMTokenizer  # transformers: loaded when a tokenizer is built
+    from ..tokenization.bpe.tokenization_tinylm import TinyLMTokenizer  # transformers: loaded when a tokenizer is built
 
     core = BPETokenizer(vocab, merges, special_tokens, pattern=pattern)  # gives missing specials their ids
     return TinyLMTokenizer.from_core(core, **named_special_tokens(special_tokens))

@@ -28,7 +28,7 @@ from ..tokenization.pretokenize import (
     resolve_pattern,
     split_on_special_tokens,
 )
-from ..tokenization.wordpiece import (
+from ..tokenization.wordpiece.core import (
     CJK_RANGES,
     choose_word_finder,
     normalize_bert,
@@ -159,7 +159,7 @@ def _count_bpe_file(path: Path, specials: list[str], pattern: str, lowercase: bo
 
 
 def _metaspace_split(pattern: str, lowercase: bool) -> Callable[[str], list[str]]:
-    from .metaspace_train import count_metaspace_words
+    from ..tokenization.metaspace.train import count_metaspace_words
 
     return lambda text: list(count_metaspace_words([text]).elements())
 
@@ -171,7 +171,7 @@ def _cut_after_last_newline(text: str) -> int:
 
 def _count_metaspace_file(path: Path, specials: list[str], pattern: str, lowercase: bool,
                           num_workers: int | None) -> Counter[str]:
-    from .metaspace_train import count_metaspace_words, read_line_chunks
+    from ..tokenization.metaspace.train import count_metaspace_words, read_line_chunks
 
     return count_metaspace_words(read_line_chunks(path))
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
-from .pretokenize import GPT2_PATTERN, resolve_pattern
+from ..pretokenize import GPT2_PATTERN, resolve_pattern
 
 
 def check_fast_pattern(pattern: str) -> None:

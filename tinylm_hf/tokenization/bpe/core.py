@@ -19,11 +19,11 @@ from typing import Literal
 
 import regex
 
-from .bpe_merge import merge_by_heap, merge_short
+from .merge import merge_by_heap, merge_short
 from .byte_unicode import token_to_unicode
 from .gpt2_files import MERGES_FILE, VOCAB_FILE, load_merges_txt, load_vocab_json, write_gpt2_files
-from .jit import kernels_enabled, map_in_threads, resolve_workers
-from .pretokenize import (
+from ..jit import kernels_enabled, map_in_threads, resolve_workers
+from ..pretokenize import (
     GPT2_PATTERN,
     check_special_tokens,
     compile_pretokenizer,
@@ -156,7 +156,7 @@ class BPETokenizer:
     def _use_kernel(self):
         """The kernel encoder (`bpe_kernels.BPEKernel`) where it runs for this pattern, else None."""
         if self._kernel is None and self._kernel_pattern is not None and kernels_enabled():
-            from .bpe_kernels import BPEKernel
+            from .kernels import BPEKernel
 
             self._kernel = BPEKernel(self.vocab, self.ranks, self._merged_by_rank, self._byte_ids,
                                      self._kernel_pattern)

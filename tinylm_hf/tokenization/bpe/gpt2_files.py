@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from .atomic_files import write_text_atomic
+from ..atomic_files import write_text_atomic
 from .byte_unicode import token_to_unicode, unicode_to_token
 
 VOCAB_FILE = "vocab.json"

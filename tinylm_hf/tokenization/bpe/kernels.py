@@ -27,8 +27,8 @@ from itertools import accumulate, chain, repeat
 
 import numpy as np
 
-from .jit import njit
-from .regex_classes import LETTER, NUMBER, WHITESPACE
+from ..jit import njit
+from ..regex_classes import LETTER, NUMBER, WHITESPACE
 
 OTHER, LETTER_CLASS, NUMBER_CLASS, SPACE_CLASS = 0, 1, 2, 3  # a code point's class, as the scanner sees it
 

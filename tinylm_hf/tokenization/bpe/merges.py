@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from itertools import accumulate, chain, repeat
 from typing import TYPE_CHECKING
 
-from ..tokenization.jit import kernels_enabled
-from .piece_rules import PieceShape, join_shapes
+from ..jit import kernels_enabled
+from ...tokenizer_training.piece_rules import PieceShape, join_shapes
 
 if TYPE_CHECKING:
     import numpy as np
@@ -61,7 +61,7 @@ def learn_merges(symbols: np.ndarray, lengths: np.ndarray, freqs: Sequence[int],
         words = np.split(np.asarray(symbols), np.cumsum(lengths)[:-1]) if len(lengths) else []
         return learn_merges_reference([w.tolist() for w in words], freqs, token_bytes, num_merges, shapes,
                                       prefix_length=prefix_length)
-    from .bpe_merges_kernels import learn_merges_kernel
+    from .merges_kernels import learn_merges_kernel
 
     offsets = np.zeros(len(token_bytes) + 1, dtype=np.int64)
     np.cumsum([len(t) for t in token_bytes], out=offsets[1:])

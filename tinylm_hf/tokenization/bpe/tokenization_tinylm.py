@@ -12,18 +12,18 @@ This file imports only same-folder siblings: transformers copies it flat for `tr
 from __future__ import annotations
 
 # first: on an unsupported transformers, a remote-code folder says what it needs (compat.py)
-from ..compat import require_supported_transformers  # noqa: F401
+from ...compat import require_supported_transformers  # noqa: F401
 
 from typing import Any
 
 from tokenizers import Tokenizer
 
-from .bpe import BPETokenizer
-from .byte_level_backend import base_init_kwargs, build_byte_level_bpe, check_fast_pattern
+from .core import BPETokenizer
+from .backend import base_init_kwargs, build_byte_level_bpe, check_fast_pattern
 from .byte_unicode import token_to_unicode, unicode_to_token
 from .gpt2_files import MERGES_FILE, VOCAB_FILE, load_merges_txt, load_vocab_json
-from .pretokenize import EOS_TOKEN, pattern_name
-from .tokenization_tinylm_base import TinyLMCoreTokenizer
+from ..pretokenize import EOS_TOKEN, pattern_name
+from ..tokenization_tinylm_base import TinyLMCoreTokenizer
 
 VOCAB_FILES_NAMES = {"vocab_file": VOCAB_FILE, "merges_file": MERGES_FILE}
 

@@ -12,7 +12,7 @@ This file imports only same-folder siblings: transformers copies it flat for `tr
 from __future__ import annotations
 
 # first: on an unsupported transformers, a remote-code folder says what it needs (compat.py)
-from ..compat import require_supported_transformers  # noqa: F401
+from ...compat import require_supported_transformers  # noqa: F401
 
 import json
 import os
@@ -20,12 +20,12 @@ from typing import Any
 
 from tokenizers import models
 
-from .byte_level_backend import base_init_kwargs, build_byte_level_bpe, check_fast_pattern
+from .backend import base_init_kwargs, build_byte_level_bpe, check_fast_pattern
 from .byte_unicode import unicode_to_bytes, unicode_to_token
 from .gpt2_files import MERGES_FILE, VOCAB_FILE, read_merges_txt, read_vocab_json, write_gpt2_files
-from .pretokenize import EOS_TOKEN
+from ..pretokenize import EOS_TOKEN
 from .tokenization_tinylm import TinyLMTokenizer
-from .tokenization_tinylm_base import TOKENIZER_FILE, TinyLMCoreTokenizerFast, drop_folder_kwargs
+from ..tokenization_tinylm_base import TOKENIZER_FILE, TinyLMCoreTokenizerFast, drop_folder_kwargs
 
 def _read_vocab(vocab: dict[str, int] | str) -> dict[str, int]:
     return vocab if isinstance(vocab, dict) else read_vocab_json(vocab)

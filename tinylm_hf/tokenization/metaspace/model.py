@@ -21,7 +21,7 @@ from pathlib import Path
 
 import regex
 
-from .atomic_files import write_bytes_atomic
+from ..atomic_files import write_bytes_atomic
 
 SPACE_SYMBOL = "\u2581"  # "▁": sentencepiece's visible space
 MODEL_FILE = "tokenizer.model"  # a sentencepiece model's file name in a folder (Llama's and T5's folders too)

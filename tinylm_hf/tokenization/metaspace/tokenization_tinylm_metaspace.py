@@ -13,17 +13,17 @@ This file imports only same-folder siblings: transformers copies it flat for `tr
 from __future__ import annotations
 
 # first: on an unsupported transformers, a remote-code folder says what it needs (compat.py)
-from ..compat import require_supported_transformers  # noqa: F401
+from ...compat import require_supported_transformers  # noqa: F401
 
 import os
 from typing import Any
 
 from tokenizers import Tokenizer
 
-from .metaspace import BOS_PIECE, EOS_PIECE, MODEL_FILE, UNK_PIECE, decode_pieces
-from .metaspace_backend import build_metaspace_backend
-from .metaspace_tokenizer import MetaspaceTokenizer
-from .tokenization_tinylm_base import TOKENIZER_FILE, TinyLMCoreTokenizer, TinyLMCoreTokenizerFast, drop_folder_kwargs
+from .model import BOS_PIECE, EOS_PIECE, MODEL_FILE, UNK_PIECE, decode_pieces
+from .backend import build_metaspace_backend
+from .tokenizer import MetaspaceTokenizer
+from ..tokenization_tinylm_base import TOKENIZER_FILE, TinyLMCoreTokenizer, TinyLMCoreTokenizerFast, drop_folder_kwargs
 
 
 def _special_kwargs(core: MetaspaceTokenizer, unk_token, bos_token, eos_token, pad_token, kwargs: dict) -> dict:

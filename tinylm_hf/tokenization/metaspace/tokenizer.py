@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from itertools import chain
 from pathlib import Path
 
-from .metaspace import (
+from .model import (
     BOS_PIECE,
     BYTE_PIECES,
     CONTROL,

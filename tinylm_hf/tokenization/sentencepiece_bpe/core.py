@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import heapq
 
-from .metaspace import UNK_PIECE
-from .metaspace_tokenizer import MetaspaceTokenizer
+from ..metaspace.model import UNK_PIECE
+from ..metaspace.tokenizer import MetaspaceTokenizer
 
 
 class SentencePieceBPETokenizer(MetaspaceTokenizer):

@@ -6,10 +6,10 @@ This file imports only same-folder siblings: transformers copies it flat for `tr
 from __future__ import annotations
 
 # first: on an unsupported transformers, a remote-code folder says what it needs (compat.py)
-from ..compat import require_supported_transformers  # noqa: F401
+from ...compat import require_supported_transformers  # noqa: F401
 
-from .sentencepiece_bpe import SentencePieceBPETokenizer
-from .tokenization_tinylm_metaspace import TinyLMMetaspaceTokenizerFast
+from .core import SentencePieceBPETokenizer
+from ..metaspace.tokenization_tinylm_metaspace import TinyLMMetaspaceTokenizerFast
 from .tokenization_tinylm_sentencepiece_bpe import TinyLMSentencePieceBPETokenizer
 
 

@@ -26,9 +26,9 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..tokenization.sentencepiece_bpe import SentencePieceBPETokenizer
-from .bpe_merges import learn_merges
-from .metaspace_train import (
+from .core import SentencePieceBPETokenizer
+from ..bpe.merges import learn_merges
+from ..metaspace.train import (
     check_vocab_size,
     check_word_counts,
     count_characters,
@@ -38,9 +38,9 @@ from .metaspace_train import (
     require_words,
     train_metaspace_tokenizer,
 )
-from .pair_merges import progress_bar
-from .piece_rules import PieceShape, piece_shape
-from .word_splitting import WordCounts
+from ...tokenizer_training.pair_merges import progress_bar
+from ...tokenizer_training.piece_rules import PieceShape, piece_shape
+from ...tokenizer_training.word_splitting import WordCounts
 
 # sentencepiece's default for BPE models (Llama 2's tokenizer has it too).
 SENTENCEPIECE_BPE_BYTE_FALLBACK = True

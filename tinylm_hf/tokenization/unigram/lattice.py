@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from . import unigram_paths
-from .bpe_merges import runs_kernel
+from . import paths as unigram_paths
+from ..bpe.merges import runs_kernel
 
 # Below this many characters of strings, and while numba is not yet loaded, the reference runs instead of the
 # kernels (equal results): loading numba and the kernels costs about 0.5-0.9 s of CPU and 110 MB, more than the
@@ -46,7 +46,7 @@ class Lattice:
     def keep(self, alive: np.ndarray) -> Lattice:
         """The lattice without the nodes of pieces where `alive` is False."""
         if runs_kernel(int(self.lengths.sum()), KERNEL_MIN_CHARS):
-            from .unigram_lattice_kernels import keep_nodes
+            from .lattice_kernels import keep_nodes
 
             return Lattice(self.lengths, *keep_nodes(self.offsets, self.start, self.end, self.piece, alive))
         kept = np.flatnonzero(alive[self.piece])
@@ -62,7 +62,7 @@ def build_lattice(strings: Sequence[str], pieces: Sequence[str], *, whole: bool)
         offsets, start, end, piece = build_lattice_reference(strings, pieces, whole=whole)
         nodes = (np.array(column, dtype=np.int32) for column in (start, end, piece))
         return Lattice(lengths, np.array(offsets, dtype=np.int64), *nodes)
-    from .unigram_lattice_kernels import build_trie, find_nodes
+    from .lattice_kernels import build_trie, find_nodes
 
     trie = build_trie(*_code_points(pieces))
     longest = max(map(len, pieces), default=1)
@@ -95,7 +95,7 @@ def _loops(lattice: Lattice) -> tuple[ModuleType, Callable[[np.ndarray], Any], C
     """Where `unigram_paths`' loops run on `lattice` (see `KERNEL_MIN_CHARS`): compiled over arrays, or as Python
     over lists. Returns (the module that runs them, how an array is given to them, a maker of zeroed buffers)."""
     if runs_kernel(int(lattice.lengths.sum()), KERNEL_MIN_CHARS):
-        from . import unigram_lattice_kernels
+        from . import lattice_kernels as unigram_lattice_kernels
 
         return unigram_lattice_kernels, lambda array: array, lambda size, kind: np.zeros(size, dtype=kind)
     return unigram_paths, np.ndarray.tolist, lambda size, kind: [kind()] * size

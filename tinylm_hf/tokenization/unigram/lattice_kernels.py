@@ -12,9 +12,9 @@ import types
 
 import numpy as np
 
-from ..tokenization.jit import njit
-from . import unigram_paths
-from .bpe_merges_kernels import grow
+from ..jit import njit
+from . import paths as unigram_paths
+from ..bpe.merges_kernels import grow
 
 _EMPTY = -1  # key of a free slot in the trie's edge table
 _CODE_BITS = 21  # code points are below 2**21

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..tokenization.metaspace import SPACE_SYMBOL
-from .piece_rules import script_of
+from ..metaspace.model import SPACE_SYMBOL
+from ...tokenizer_training.piece_rules import script_of
 
 _SPACE = ord(SPACE_SYMBOL)
 

@@ -9,10 +9,10 @@ This file imports only same-folder siblings: transformers copies it flat for `tr
 from __future__ import annotations
 
 # first: on an unsupported transformers, a remote-code folder says what it needs (compat.py)
-from ..compat import require_supported_transformers  # noqa: F401
+from ...compat import require_supported_transformers  # noqa: F401
 
-from .tokenization_tinylm_metaspace import TinyLMMetaspaceTokenizer
-from .unigram import UnigramTokenizer
+from ..metaspace.tokenization_tinylm_metaspace import TinyLMMetaspaceTokenizer
+from .core import UnigramTokenizer
 
 
 class TinyLMUnigramTokenizer(TinyLMMetaspaceTokenizer):

@@ -6,11 +6,11 @@ This file imports only same-folder siblings: transformers copies it flat for `tr
 from __future__ import annotations
 
 # first: on an unsupported transformers, a remote-code folder says what it needs (compat.py)
-from ..compat import require_supported_transformers  # noqa: F401
+from ...compat import require_supported_transformers  # noqa: F401
 
-from .tokenization_tinylm_metaspace import TinyLMMetaspaceTokenizerFast
+from ..metaspace.tokenization_tinylm_metaspace import TinyLMMetaspaceTokenizerFast
 from .tokenization_tinylm_unigram import TinyLMUnigramTokenizer
-from .unigram import UnigramTokenizer
+from .core import UnigramTokenizer
 
 
 class TinyLMUnigramTokenizerFast(TinyLMMetaspaceTokenizerFast):

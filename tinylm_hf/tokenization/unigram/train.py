@@ -30,8 +30,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..tokenization.unigram import UnigramTokenizer
-from .metaspace_train import (
+from .core import UnigramTokenizer
+from ..metaspace.train import (
     check_vocab_size,
     check_word_counts,
     count_characters,
@@ -41,10 +41,10 @@ from .metaspace_train import (
     require_words,
     train_metaspace_tokenizer,
 )
-from .piece_rules import MAX_PIECE_LENGTH, UNMERGEABLE_CHARS
-from .unigram_lattice import Lattice, build_lattice, expected_counts, viterbi_pieces
-from .unigram_seeds import seed_pieces
-from .word_splitting import WordCounts
+from ...tokenizer_training.piece_rules import MAX_PIECE_LENGTH, UNMERGEABLE_CHARS
+from .lattice import Lattice, build_lattice, expected_counts, viterbi_pieces
+from .seeds import seed_pieces
+from ...tokenizer_training.word_splitting import WordCounts
 
 # Most seed pieces kept (sentencepiece's seed_sentencepiece_size).
 SEED_SIZE = 1_000_000

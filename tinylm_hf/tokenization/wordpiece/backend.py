@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
-from .wordpiece import CONTINUING_SUBWORD_PREFIX
+from .core import CONTINUING_SUBWORD_PREFIX
 
 
 def build_bert_wordpiece(

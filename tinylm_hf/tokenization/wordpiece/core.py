@@ -26,10 +26,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain
 from pathlib import Path
 
-from .atomic_files import write_text_atomic
+from ..atomic_files import write_text_atomic
 from .bert_unicode import LOWERCASE_EXTRA, NFD_KEPT, NONSPACING_MARKS, PUNCTUATION, REMOVED, WHITESPACE
-from .jit import kernels_enabled
-from .pretokenize import check_special_tokens, split_on_special_tokens
+from ..jit import kernels_enabled
+from ..pretokenize import check_special_tokens, split_on_special_tokens
 
 CONTINUING_SUBWORD_PREFIX = "##"
 VOCAB_TXT = "vocab.txt"  # BERT's vocabulary file: one token a line, line number = id
@@ -256,7 +256,7 @@ class WordPieceTokenizer:
         if not kernels_enabled():
             return None
         if self._kernel is None:
-            from .wordpiece_kernels import WordPieceKernel
+            from .kernels import WordPieceKernel
 
             self._kernel = WordPieceKernel(self.token_to_id, self.prefix, self.unk_id, self.max_input_chars_per_word)
         return self._kernel

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from .bert_unicode import PUNCTUATION
-from .jit import njit
+from ..jit import njit
 
 EMPTY = -1  # an empty slot of the table
 SPACE = 32  # the one whitespace left in normalised text

@@ -14,14 +14,14 @@ This file imports only same-folder siblings: transformers copies it flat for `tr
 from __future__ import annotations
 
 # first: on an unsupported transformers, a remote-code folder says what it needs (compat.py)
-from ..compat import require_supported_transformers  # noqa: F401
+from ...compat import require_supported_transformers  # noqa: F401
 
 from typing import Any
 
 from tokenizers import Tokenizer
 
-from .tokenization_tinylm_base import TinyLMCoreTokenizer
-from .wordpiece import (
+from ..tokenization_tinylm_base import TinyLMCoreTokenizer
+from .core import (
     BERT_CLS,
     BERT_MASK,
     BERT_PAD,
@@ -34,7 +34,7 @@ from .wordpiece import (
     load_vocab_txt,
     normalize_bert,
 )
-from .wordpiece_backend import build_bert_wordpiece, wordpiece_init_kwargs
+from .backend import build_bert_wordpiece, wordpiece_init_kwargs
 
 VOCAB_FILES_NAMES = {"vocab_file": VOCAB_TXT}
 

@@ -9,7 +9,7 @@ This file imports only same-folder siblings: transformers copies it flat for `tr
 from __future__ import annotations
 
 # first: on an unsupported transformers, a remote-code folder says what it needs (compat.py)
-from ..compat import require_supported_transformers  # noqa: F401
+from ...compat import require_supported_transformers  # noqa: F401
 
 import json
 import os
@@ -17,10 +17,10 @@ from typing import Any
 
 from tokenizers import models
 
-from .tokenization_tinylm_base import TOKENIZER_FILE, TinyLMCoreTokenizerFast, drop_folder_kwargs
+from ..tokenization_tinylm_base import TOKENIZER_FILE, TinyLMCoreTokenizerFast, drop_folder_kwargs
 from .tokenization_tinylm_wordpiece import TinyLMWordPieceTokenizer
-from .wordpiece import BERT_CLS, BERT_MASK, BERT_PAD, BERT_SEP, BERT_UNK, VOCAB_TXT, load_vocab_txt, write_vocab_txt
-from .wordpiece_backend import build_bert_wordpiece, wordpiece_init_kwargs
+from .core import BERT_CLS, BERT_MASK, BERT_PAD, BERT_SEP, BERT_UNK, VOCAB_TXT, load_vocab_txt, write_vocab_txt
+from .backend import build_bert_wordpiece, wordpiece_init_kwargs
 
 
 class TinyLMWordPieceTokenizerFast(TinyLMCoreTokenizerFast):

@@ -85,7 +85,7 @@ def word_boundary_tables(tokenizer: Any) -> tuple[np.ndarray, np.ndarray]:
     pre-tokenizer gives the word no space); a trailing space (a lone ``Ġ`` or ``▁``) belongs to the
     next token's word instead. `MLMCollator` applies that rule.
     """
-    from ...tokenization.byte_unicode import unicode_to_bytes
+    from ...tokenization.bpe.byte_unicode import unicode_to_bytes
 
     tokens = _token_strings(tokenizer)
     starts = np.ones(len(tokens), dtype=bool)
