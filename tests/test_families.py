@@ -9,7 +9,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from conftest import PACKAGE_DATA
-from tinylm_hf.tokenizer_training.families import FAMILIES, get_family
+from tinylm_hf.tokenization.families import FAMILIES, get_family
 from tinylm_hf.tokenizer_training.word_counts import count_words, make_word_counts
 
 NAMES = list(FAMILIES)

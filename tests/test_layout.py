@@ -129,18 +129,29 @@ FAMILY_TRAINING_MODULES = ("bpe.merges", "bpe.merges_kernels", "unigram.lattice"
                            "unigram.paths", "unigram.seeds")
 
 
+def is_tokenizer_training(name: str) -> bool:
+    return (name.startswith("tinylm_hf.tokenizer_training") or name.endswith(".train")
+            or name.removeprefix("tinylm_hf.tokenization.") in FAMILY_TRAINING_MODULES)
+
+
 def test_a_saved_tokenizer_folder_carries_no_training_code() -> None:
     """What a saved folder carries (the import closure of a family's classes, `remote_code.py`) reaches no trainer."""
     from tinylm_hf.remote_code import import_closure
-    from tinylm_hf.tokenizer_training.families import FAMILIES
+    from tinylm_hf.tokenization.families import FAMILIES
 
-    def is_training(name: str) -> bool:
-        return (name.startswith("tinylm_hf.tokenizer_training") or name.endswith(".train")
-                or name.removeprefix("tinylm_hf.tokenization.") in FAMILY_TRAINING_MODULES)
-
+    is_training = is_tokenizer_training
     classes = [cls for family in FAMILIES.values() for cls in (family.slow, family.fast)]
     reached = {cls.__name__: [m for m in import_closure([cls.__module__]) if is_training(m)] for cls in classes}
     assert {name: modules for name, modules in reached.items() if modules} == {}
+
+
+def test_publishing_imports_no_tokenizer_trainer() -> None:
+    """The family table's runtime half is beside the tokenizers: publishing reads it without loading a trainer."""
+    graph = import_graph()
+    reached = [name for name in graph if name.startswith("tinylm_hf.publish")]
+    for name in reached:
+        reached.extend(t for t in graph.get(name, ()) if t.startswith("tinylm_hf.") and t not in reached)
+    assert sorted(name for name in reached if is_tokenizer_training(name)) == []
 
 
 def functions() -> list[tuple[str, int]]:

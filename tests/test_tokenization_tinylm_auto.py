@@ -13,7 +13,7 @@ from transformers import AutoTokenizer
 
 from tinylm_hf.tokenization.chat_template import add_chat_tokens
 from tinylm_hf.tokenizer_loading import load_tokenizer
-from tinylm_hf.tokenizer_training.families import FAMILIES as FAMILY_TABLE
+from tinylm_hf.tokenization.families import FAMILIES as FAMILY_TABLE
 
 TEXTS = ["Ben ran home.", "Once upon a time, a cat sat.\n\nThe end.", "  two  spaces ", "é漢字 Жω!", "<|end|> not a turn"]
 

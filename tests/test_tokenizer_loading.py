@@ -111,7 +111,7 @@ def test_every_family_saved_by_either_class_loads(tmp_path: Path, algorithm: str
                                                   saved_by: str) -> None:
     from conftest import PACKAGE_DATA
     from tinylm_hf.tokenizer_training import train_tokenizer
-    from tinylm_hf.tokenizer_training.families import FAMILIES
+    from tinylm_hf.tokenization.families import FAMILIES
 
     text = (PACKAGE_DATA / "tinystories_valid_small.txt").read_text(encoding="utf-8")[:60_000]
     trained = train_tokenizer(iter([text]), vocab_size, algorithm=algorithm, progress=False)

@@ -241,7 +241,7 @@ def end_of_text_id(tok) -> int:
 
 @pytest.mark.parametrize("algorithm", [c[0] for c in CASES])
 def test_every_family_pads_with_a_token_apart_from_its_end_of_text(default_folders, algorithm):
-    from tinylm_hf.tokenizer_training.families import FAMILIES
+    from tinylm_hf.tokenization.families import FAMILIES
 
     slow = AutoTokenizer.from_pretrained(default_folders[algorithm])
     fast = FAMILIES[algorithm].fast.from_pretrained(default_folders[algorithm])

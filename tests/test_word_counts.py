@@ -18,7 +18,7 @@ from tinylm_hf.tokenization.pretokenize import GPT4_PATTERN
 from tinylm_hf.tokenization.wordpiece.core import pretokenize_bert
 from tinylm_hf.tokenizer_training import word_splitting
 from tinylm_hf.tokenization.bpe.train import train_bpe, train_bpe_from_counts, train_bpe_from_iterator
-from tinylm_hf.tokenizer_training.families import FAMILIES
+from tinylm_hf.tokenization.families import FAMILIES
 from tinylm_hf.tokenizer_training.word_counts import count_words, load_word_counts, save_word_counts, sum_word_counts
 from tinylm_hf.tokenization.wordpiece.train import train_wordpiece, train_wordpiece_from_counts
 
@@ -165,7 +165,9 @@ def test_unknown_algorithm_raises_listing_known_ones():
 
 def test_family_table_is_open_to_new_algorithms(monkeypatch):
     row = word_splitting.WordSplitter(lambda pattern, lowercase: str.split, lambda text: text.rfind(" ") + 1 or -1)
-    monkeypatch.setitem(FAMILIES, "whitespace", dataclasses.replace(FAMILIES["bpe"], name="whitespace", words=row))
+    monkeypatch.setattr(word_splitting, "WHITESPACE_WORDS", row, raising=False)
+    monkeypatch.setitem(FAMILIES, "whitespace", dataclasses.replace(FAMILIES["bpe"], name="whitespace",
+                                                                    splitter="WHITESPACE_WORDS"))
     assert count_words(["a b a"], algorithm="whitespace") == Counter({"a": 2, "b": 1})
 
 

@@ -28,7 +28,7 @@ def story_text() -> str:
 def trained(text: str, algorithm: str, chat_tokens: bool = False):
     """A 400-token tokenizer of `algorithm` trained on `text` (with the chat tokens among its specials if asked)."""
     from tinylm_hf.tokenizer_training import train_tokenizer
-    from tinylm_hf.tokenizer_training.families import FAMILIES
+    from tinylm_hf.tokenization.families import FAMILIES
 
     specials = [*FAMILIES[algorithm].special_tokens, *(CHAT_TOKENS if chat_tokens else ())]
     return train_tokenizer(iter([text]), 400, specials, algorithm=algorithm, progress=False)

@@ -57,7 +57,7 @@ def register() -> None:
     from transformers.models.auto import tokenization_auto
 
     from .modeling import TinyLMConfig, TinyLMForCausalLM, TinyLMForMaskedLM, TinyLMModel
-    from .tokenizer_training.families import FAMILIES
+    from .tokenization.families import FAMILIES
 
     AutoConfig.register(TinyLMConfig.model_type, TinyLMConfig, exist_ok=True)
     AutoModel.register(TinyLMConfig, TinyLMModel, exist_ok=True)

@@ -33,7 +33,7 @@ def use_tokenizers_twins() -> None:
     """
     from transformers.models.auto import tokenization_auto
 
-    from .tokenizer_training.families import FAMILIES
+    from .tokenization.families import FAMILIES
 
     for family in FAMILIES.values():
         tokenization_auto.REGISTERED_TOKENIZER_CLASSES[family.slow_name] = family.fast

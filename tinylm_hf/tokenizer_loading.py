@@ -161,6 +161,6 @@ def _slow_twin(folder: str | Path) -> type | None:
 
 def _slow_class_of(class_name: str) -> type | None:
     """The TinyLM slow tokenizer class called `class_name`, or whose fast twin is; None for any other name."""
-    from .tokenizer_training.families import FAMILIES
+    from .tokenization.families import FAMILIES
 
     return next((f.slow for f in FAMILIES.values() if class_name in (f.slow_name, f.fast_name)), None)

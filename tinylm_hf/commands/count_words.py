@@ -12,7 +12,7 @@ HELP = "count one shard's words for a tokenizer trainer (sum shards with train-t
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..tokenizer_training.families import FAMILIES
+    from ..tokenization.families import FAMILIES
 
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--input", nargs="+", help="the shard's text files or globs")
@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from ..corpus.sources import expand_inputs, iter_dataset_texts
     from ..fileio import check_not_an_input
     from ..tokenizer_training import count_words, save_word_counts
-    from ..tokenizer_training.families import FAMILIES
+    from ..tokenization.families import FAMILIES
 
     specials = list(FAMILIES[args.algorithm].special_tokens) if args.special_tokens is None else args.special_tokens
     if args.dataset:

@@ -11,7 +11,7 @@ HELP = "train a tokenizer (bpe, wordpiece, unigram, sentencepiece-bpe) and save 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from ..tokenization.chat_template import CHAT_TOKENS
-    from ..tokenizer_training.families import FAMILIES
+    from ..tokenization.families import FAMILIES
     from ..tokenizer_training.train_tokenizer import MASK_TOKEN, PAD_TOKEN
     from ..tokenization.wordpiece.train import WORDPIECE_SCORES
 
@@ -57,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def tokenizer_folder_files() -> frozenset[str]:
     """What a saved tokenizer folder may hold: its files, and our remote code that save_pretrained copies."""
     from ..remote_code import remote_code_files, remote_ref
-    from ..tokenizer_training.families import FAMILIES
+    from ..tokenization.families import FAMILIES
 
     code = remote_code_files(remote_ref(cls) for f in FAMILIES.values() for cls in (f.slow, f.fast))
     return frozenset({"tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "chat_template.jinja",
@@ -86,7 +86,7 @@ def with_extra_specials(specials: list[str] | None, algorithm: str, *, chat: boo
     """The special tokens to train: those given (else the family's defaults, None) plus the chat tokens (`--chat`)
     and the mask token (`--masked-lm`) when asked and not given already."""
     from ..tokenization.chat_template import CHAT_TOKENS
-    from ..tokenizer_training.families import FAMILIES
+    from ..tokenization.families import FAMILIES
     from ..tokenizer_training.train_tokenizer import MASK_TOKEN
 
     extra = [*(CHAT_TOKENS if chat else ()), *((MASK_TOKEN,) if masked_lm else ())]

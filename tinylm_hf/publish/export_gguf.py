@@ -36,7 +36,7 @@ from ..fileio import atomic_output, check_not_an_input, make_folders
 from ..tokenization.chat_template import end_of_turn_id, portable_chat_template
 from ..tokenization.metaspace.model import MODEL_FILE as SENTENCEPIECE_FILE
 from ..tokenization.metaspace.model import UNUSED, SentencePieceModel, read_sentencepiece_model
-from ..tokenizer_training.families import FAMILIES
+from ..tokenization.families import FAMILIES
 from .export_llama import build_llama_model, build_plain_tokenizer
 from .folder import check_folder_files, check_language_model, check_tokenizer_fits
 

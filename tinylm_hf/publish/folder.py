@@ -20,7 +20,7 @@ from ..fileio import check_input_folder
 from ..tokenization.bpe.gpt2_files import MERGES_FILE, VOCAB_FILE
 from ..tokenization.tokenization_tinylm_base import TOKENIZER_FILE
 from ..tokenizer_loading import load_tokenizer, needs_remote_code_error
-from ..tokenizer_training.families import FAMILIES
+from ..tokenization.families import FAMILIES
 from ..training.run.folder import HF_DIR
 
 # A tokenizer folder holds tokenizer.json or the first file of a family's core (vocab.json, vocab.txt, ...).

@@ -14,7 +14,7 @@ from huggingface_hub import CommitOperationAdd, HfApi
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
-from ..tokenizer_training.families import FAMILIES
+from ..tokenization.families import FAMILIES
 from .folder import validate_folder
 from .model_card import EVAL_RESULTS_FILE, facts_from_existing_card, read_eval_results, render_model_card
 

@@ -19,7 +19,7 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from ..fileio import write_text_atomic
 from ..compat import TRANSFORMERS_REQUIREMENT
-from ..tokenizer_training.families import FAMILIES
+from ..tokenization.families import FAMILIES
 from ..training.run.summary import ClassificationTask, DataProvenance, RunSummary
 from .folder import CHAT_TEMPLATE_FILE, count_parameters, model_folder_name, model_role, read_json, weights_digest
 

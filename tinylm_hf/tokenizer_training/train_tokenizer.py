@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..tokenization.bpe.core import BPETokenizer
 from ..tokenization.pretokenize import PAD_TOKEN, check_special_tokens
-from .families import TokenizerFamily, get_family
+from ..tokenization.families import TokenizerFamily, get_family
 from .word_counts import WordCounts, count_words, make_word_counts
 from ..tokenization.wordpiece.train import check_wordpiece_score
 

@@ -41,9 +41,10 @@ from ..metaspace.train import (
 from ...tokenizer_training.pair_merges import progress_bar
 from ...tokenizer_training.piece_rules import PieceShape, piece_shape
 from ...tokenizer_training.word_splitting import WordCounts
+from ..families import FAMILIES
 
 # sentencepiece's default for BPE models (Llama 2's tokenizer has it too).
-SENTENCEPIECE_BPE_BYTE_FALLBACK = True
+SENTENCEPIECE_BPE_BYTE_FALLBACK = FAMILIES["sentencepiece-bpe"].byte_fallback
 
 
 def train_sentencepiece_bpe(

@@ -45,6 +45,7 @@ from ...tokenizer_training.piece_rules import MAX_PIECE_LENGTH, UNMERGEABLE_CHAR
 from .lattice import Lattice, build_lattice, expected_counts, viterbi_pieces
 from .seeds import seed_pieces
 from ...tokenizer_training.word_splitting import WordCounts
+from ..families import FAMILIES
 
 # Most seed pieces kept (sentencepiece's seed_sentencepiece_size).
 SEED_SIZE = 1_000_000
@@ -57,7 +58,7 @@ UNIGRAM_BYTE_FALLBACK = False
 # The Unigram family's default (`train_tokenizer`, `tinylm train-tokenizer`): training reads lines, so without
 # byte pieces every newline (and any character the text lacked) is <unk>, which a language model cannot
 # write. `--no-byte-fallback` gives sentencepiece's default (llama.cpp's `t5` tokenizer, for export-gguf).
-UNIGRAM_FAMILY_BYTE_FALLBACK = True
+UNIGRAM_FAMILY_BYTE_FALLBACK = FAMILIES["unigram"].byte_fallback
 _UNMERGEABLE = re.compile("[" + re.escape("".join(sorted(UNMERGEABLE_CHARS))) + "]")
 
 

@@ -48,13 +48,14 @@ from .core import BERT_SPECIAL_TOKENS, CONTINUING_SUBWORD_PREFIX, WordPieceToken
 from ..bpe.merges import learn_merges, learn_merges_reference, runs_kernel
 from ...tokenizer_training.pair_merges import PAIR_MASK, PAIR_SHIFT, merge_words, progress_bar
 from ...tokenizer_training.word_splitting import BERT_WORDS, WordCounts, count_split_words, iter_texts
+from ..families import FAMILIES
 
 # Inverting code points (c -> MAX - c, 3 bytes each) plus a terminator above every inverted code
 # point turns "greatest (a, b)" into "smallest bytes", which is what a min-heap pops first.
 _MAX_CODE = 0xFFFFFF
 _END = b"\xff\xff\xff"
 WORDPIECE_SCORES = ("frequency", "likelihood", "pmi")  # the merge rules, by name
-DEFAULT_WORDPIECE_SCORE = "frequency"
+DEFAULT_WORDPIECE_SCORE = FAMILIES["wordpiece"].score
 # The heap is rebuilt from live pairs once it holds 4x their number plus this many entries.
 COMPACT_SLACK = 100_000
 # Below this many symbols (and while numba is not loaded) the frequency rule merges in pure Python: numba and
