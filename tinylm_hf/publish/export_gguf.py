@@ -181,21 +181,29 @@ def sentencepiece_vocab(model: SentencePieceModel, vocab_size: int) -> tuple[lis
     return tokens, scores, types
 
 
+def sentencepiece_family(model: SentencePieceModel) -> Any:
+    """The `FAMILIES` entry whose core writes sentencepiece models of `model`'s type, or None."""
+    return next((f for f in FAMILIES.values() if getattr(f.core, "model_type", None) == model.model_type), None)
+
+
 def llama_cpp_tokenizer(model: SentencePieceModel) -> str | None:
     """llama.cpp's tokenizer for a sentencepiece model, its family's (`FAMILIES`): "llama" merges by score
     (SentencePiece BPE, with byte fallback), "t5" is its Unigram (Viterbi) tokenizer; None for another type."""
-    family = next((f for f in FAMILIES.values() if getattr(f.core, "model_type", None) == model.model_type), None)
+    family = sentencepiece_family(model)
     return None if family is None else family.llama_cpp
 
 
 def check_llama_cpp_sentencepiece(model: SentencePieceModel) -> None:
-    """A `.model` must be one llama.cpp's tokenizers reproduce: BPE or Unigram without byte pieces, no normalisation."""
+    """A `.model` must be one llama.cpp's tokenizers reproduce: byte pieces only where llama.cpp's tokenizer for its
+    family reads them (`FAMILIES`), no normalisation."""
     problems = []
+    family = sentencepiece_family(model)
     if llama_cpp_tokenizer(model) is None:
         problems.append(f"model type {model.model_type!r}")
-    if model.model_type == "unigram" and model.byte_fallback:
-        problems.append("byte fallback in a Unigram model (llama.cpp's Unigram tokenizer has none: "
-                        "train it with --no-byte-fallback, or use --algorithm sentencepiece-bpe)")
+    elif model.byte_fallback and not family.llama_cpp_byte_pieces:
+        readers = [f.name for f in FAMILIES.values() if f.llama_cpp_byte_pieces]
+        problems.append(f"byte fallback in a {family.title} model (llama.cpp's {family.title} tokenizer has none: "
+                        f"train it with --no-byte-fallback, or use --algorithm {' or '.join(readers)})")
     if model.has_charsmap or model.normalizer_name not in ("", "identity"):
         problems.append(f"normalisation {model.normalizer_name!r} (llama.cpp applies none)")
     if model.remove_extra_whitespaces:

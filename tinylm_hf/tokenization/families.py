@@ -41,6 +41,7 @@ class TokenizerFamily:
     byte_fallback: bool | None  # its default; None where it is no option (every input is covered without it)
     score: str | None  # its trainer's default merge rule (wordpiece: WORDPIECE_SCORES); None where there is no choice
     llama_cpp: str | None  # llama.cpp's tokenizer model in a GGUF file; None: llama.cpp has none for it
+    llama_cpp_byte_pieces: bool  # whether that llama.cpp tokenizer reads byte-fallback pieces (<0x41>)
 
     @property
     def words(self) -> Any:
@@ -78,27 +79,29 @@ FAMILIES: dict[str, TokenizerFamily] = {
             name="bpe", title="byte-level BPE", splitter="BPE_WORDS", core=BPETokenizer,
             trainer="tinylm_hf.tokenization.bpe.train:train_bpe_tokenizer",
             slow_name="TinyLMTokenizer", fast_name="TinyLMTokenizerFast", special_tokens=(EOS_TOKEN, PAD_TOKEN),
-            byte_fallback=None, score=None, llama_cpp="gpt2",
+            byte_fallback=None, score=None, llama_cpp="gpt2", llama_cpp_byte_pieces=False,
         ),
         TokenizerFamily(
             name="wordpiece", title="WordPiece", splitter="BERT_WORDS",
             trainer="tinylm_hf.tokenization.wordpiece.train:train_wordpiece_tokenizer",
             core=WordPieceTokenizer, slow_name="TinyLMWordPieceTokenizer", fast_name="TinyLMWordPieceTokenizerFast",
             special_tokens=BERT_SPECIAL_TOKENS, byte_fallback=None, score="frequency", llama_cpp=None,
+            llama_cpp_byte_pieces=False,
         ),
         TokenizerFamily(
             name="unigram", title="Unigram", splitter="METASPACE_WORDS",
             trainer="tinylm_hf.tokenization.unigram.train:train_unigram_tokenizer",
             core=UnigramTokenizer, slow_name="TinyLMUnigramTokenizer", fast_name="TinyLMUnigramTokenizerFast",
             special_tokens=(PAD_TOKEN,), byte_fallback=True, score=None, llama_cpp="t5",
+            llama_cpp_byte_pieces=False,
         ),
         TokenizerFamily(
             name="sentencepiece-bpe", title="SentencePiece-style BPE", splitter="METASPACE_WORDS",
             trainer="tinylm_hf.tokenization.sentencepiece_bpe.train:train_sentencepiece_bpe_tokenizer",
             core=SentencePieceBPETokenizer,
             slow_name="TinyLMSentencePieceBPETokenizer", fast_name="TinyLMSentencePieceBPETokenizerFast",
-            special_tokens=(PAD_TOKEN,), byte_fallback=True, score=None,
-            llama_cpp="llama",
+            special_tokens=(PAD_TOKEN,), byte_fallback=True, score=None, llama_cpp="llama",
+            llama_cpp_byte_pieces=True,
         ),
     )
 }
