@@ -70,3 +70,22 @@ def test_the_slow_class_runs_the_core_and_saves_the_family_files(cores, name: st
     assert type(reloaded) is family.slow and type(fast) is family.fast
     assert reloaded(SAMPLE, add_special_tokens=False)["input_ids"] == ids
     assert fast(SAMPLE, add_special_tokens=False)["input_ids"] == ids
+
+
+def every_token_starts_a_word(tokens: list, tokenizer: object) -> tuple[list[bool], list[bool]]:
+    """A word rule for the test below: every token its own word, none ending a line."""
+    return [True] * len(tokens), [False] * len(tokens)
+
+
+def test_masking_reads_word_boundaries_from_the_family_table(monkeypatch) -> None:
+    import dataclasses
+
+    from conftest import REPO_ROOT
+    from tinylm_hf.training.objectives.masking import boundary_style, word_boundary_tables
+
+    tokenizer = AutoTokenizer.from_pretrained(REPO_ROOT / "tests" / "fixtures" / "saved_folders" / "model")
+    assert not word_boundary_tables(tokenizer)[0].all()  # byte-level BPE: "Ġ" starts a word, "ed" does not
+    rule = dataclasses.replace(FAMILIES["bpe"], word_rule="test_families:every_token_starts_a_word", word_style="own")
+    monkeypatch.setitem(FAMILIES, "bpe", rule)
+    starts, _ = word_boundary_tables(tokenizer)
+    assert starts.all() and boundary_style(tokenizer) == "own"

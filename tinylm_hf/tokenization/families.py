@@ -42,6 +42,10 @@ class TokenizerFamily:
     score: str | None  # its trainer's default merge rule (wordpiece: WORDPIECE_SCORES); None where there is no choice
     llama_cpp: str | None  # llama.cpp's tokenizer model in a GGUF file; None: llama.cpp has none for it
     llama_cpp_byte_pieces: bool  # whether that llama.cpp tokenizer reads byte-fallback pieces (<0x41>)
+    word_marker: str  # what begins a token string at a word boundary in its vocabulary ("Ġ", "▁"; "##" continues)
+    word_marker_continues: bool  # the marker continues a word (WordPiece's "##") instead of starting one
+    word_style: str  # the name of its word-boundary rule (families with one vocabulary form share it)
+    word_rule: str  # "module:function": token strings -> (starts a word, ends a line), what masked-LM masking reads
 
     @property
     def words(self) -> Any:
@@ -53,6 +57,11 @@ class TokenizerFamily:
         """Its trainer, word counts -> core tokenizer (imported on first use: training code)."""
         module, _, function = self.trainer.partition(":")
         return getattr(importlib.import_module(module), function)
+
+    def word_boundaries(self, tokens: list[str | None], tokenizer: Any) -> tuple[list[bool], list[bool]]:
+        """Per token string: (starts a word, ends with a line break), by its family's `word_rule`."""
+        module, _, function = self.word_rule.partition(":")
+        return getattr(importlib.import_module(module), function)(tokens, tokenizer)
 
     @property
     def slow(self) -> type:
@@ -80,20 +89,24 @@ FAMILIES: dict[str, TokenizerFamily] = {
             trainer="tinylm_hf.tokenization.bpe.train:train_bpe_tokenizer",
             slow_name="TinyLMTokenizer", fast_name="TinyLMTokenizerFast", special_tokens=(EOS_TOKEN, PAD_TOKEN),
             byte_fallback=None, score=None, llama_cpp="gpt2", llama_cpp_byte_pieces=False,
+            word_marker="Ġ", word_marker_continues=False, word_style="byte_level",
+            word_rule="tinylm_hf.tokenization.bpe.byte_unicode:word_boundaries",
         ),
         TokenizerFamily(
             name="wordpiece", title="WordPiece", splitter="BERT_WORDS",
             trainer="tinylm_hf.tokenization.wordpiece.train:train_wordpiece_tokenizer",
             core=WordPieceTokenizer, slow_name="TinyLMWordPieceTokenizer", fast_name="TinyLMWordPieceTokenizerFast",
             special_tokens=BERT_SPECIAL_TOKENS, byte_fallback=None, score="frequency", llama_cpp=None,
-            llama_cpp_byte_pieces=False,
+            llama_cpp_byte_pieces=False, word_marker="##", word_marker_continues=True, word_style="wordpiece",
+            word_rule="tinylm_hf.tokenization.wordpiece.core:word_boundaries",
         ),
         TokenizerFamily(
             name="unigram", title="Unigram", splitter="METASPACE_WORDS",
             trainer="tinylm_hf.tokenization.unigram.train:train_unigram_tokenizer",
             core=UnigramTokenizer, slow_name="TinyLMUnigramTokenizer", fast_name="TinyLMUnigramTokenizerFast",
             special_tokens=(PAD_TOKEN,), byte_fallback=True, score=None, llama_cpp="t5",
-            llama_cpp_byte_pieces=False,
+            llama_cpp_byte_pieces=False, word_marker="▁", word_marker_continues=False, word_style="sentencepiece",
+            word_rule="tinylm_hf.tokenization.metaspace.tokenizer:word_boundaries",
         ),
         TokenizerFamily(
             name="sentencepiece-bpe", title="SentencePiece-style BPE", splitter="METASPACE_WORDS",
@@ -101,7 +114,8 @@ FAMILIES: dict[str, TokenizerFamily] = {
             core=SentencePieceBPETokenizer,
             slow_name="TinyLMSentencePieceBPETokenizer", fast_name="TinyLMSentencePieceBPETokenizerFast",
             special_tokens=(PAD_TOKEN,), byte_fallback=True, score=None, llama_cpp="llama",
-            llama_cpp_byte_pieces=True,
+            llama_cpp_byte_pieces=True, word_marker="▁", word_marker_continues=False, word_style="sentencepiece",
+            word_rule="tinylm_hf.tokenization.metaspace.tokenizer:word_boundaries",
         ),
     )
 }
@@ -114,3 +128,23 @@ def get_family(name: str) -> TokenizerFamily:
         raise ValueError(f"unknown algorithm {name!r}: choose one of {', '.join(map(repr, sorted(FAMILIES)))}")
     return family
 
+
+def vocabulary_family(tokenizer: Any, tokens: list[str | None]) -> TokenizerFamily:
+    """The family whose vocabulary form `tokenizer` (any Hugging Face tokenizer; `tokens`: its token strings) has.
+
+    A TinyLM class is its family's; a `tokenizers` backend whose model continues words with a family's marker is
+    that family's (BERT's WordPiece); otherwise the family whose marker most token strings begin with (a marker that
+    continues words wins a tie: with no marker at all, every token starts a word).
+    """
+    name = type(tokenizer).__name__
+    for family in FAMILIES.values():
+        if name in (family.slow_name, family.fast_name):
+            return family
+    model = getattr(getattr(tokenizer, "backend_tokenizer", None), "model", None)
+    prefix = getattr(model, "continuing_subword_prefix", None)
+    for family in FAMILIES.values():
+        if family.word_marker_continues and prefix == family.word_marker:
+            return family
+    present = [t for t in tokens if t]
+    return max(FAMILIES.values(), key=lambda f: (sum(t.startswith(f.word_marker) for t in present),
+                                                 f.word_marker_continues))

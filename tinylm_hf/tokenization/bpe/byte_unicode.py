@@ -43,3 +43,23 @@ def unicode_to_token(text: str) -> bytes:
     """Printable vocab.json string -> token bytes; KeyError on a character outside the map."""
     table = unicode_to_bytes()
     return bytes(table[c] for c in text)
+
+
+SPACES = {" ", "\n", "\t", "\r", "\x0b", "\x0c"}  # bytes that start a word when a token begins with one
+LINE_BREAKS = {"\n", "\r"}
+
+
+def word_boundaries(tokens: list[str | None], tokenizer: object) -> tuple[list[bool], list[bool]]:
+    """Per token: (starts a word, ends with a line break), for byte-level BPE vocabularies (GPT-2's characters).
+
+    A token starts a word if its first byte is whitespace (``Ġ`` = space, ``Ċ`` = newline); it ends a line if its
+    last byte is a line break.
+    """
+    to_byte = unicode_to_bytes()
+
+    def decoded(char: str) -> str:
+        return chr(to_byte[char]) if char in to_byte else char
+
+    starts = [bool(t) and decoded(t[0]) in SPACES for t in tokens]
+    ends = [bool(t) and decoded(t[-1]) in LINE_BREAKS for t in tokens]
+    return starts, ends

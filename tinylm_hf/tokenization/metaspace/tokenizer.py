@@ -258,3 +258,14 @@ def _fuse_unknowns(ids: list[int], unk_id: int) -> list[int]:
         if index != unk_id or not out or out[-1] != unk_id:
             out.append(index)
     return out
+
+
+WHITESPACE_PIECES = ("<0x20>", "<0x0A>", "<0x09>", "<0x0D>")  # whitespace byte-fallback pieces
+LINE_BREAK_PIECES = {"\n", "\r", "<0x0A>", "<0x0D>"}
+
+
+def word_boundaries(tokens: list[str | None], tokenizer: object) -> tuple[list[bool], list[bool]]:
+    """Per token: (starts a word, ends with a line break), for sentencepiece-style vocabularies: a token starts a
+    word if it begins with ``▁`` or is a whitespace byte piece; it ends a line if it is a line break."""
+    starts = [bool(t) and (t.startswith(SPACE_SYMBOL) or t in WHITESPACE_PIECES) for t in tokens]
+    return starts, [t in LINE_BREAK_PIECES for t in tokens]

@@ -395,3 +395,20 @@ def write_vocab_txt(tokens: Sequence[str], path: str | os.PathLike) -> Path:
         raise ValueError(f"vocab.txt tokens must be non-empty and free of whitespace, got {bad[:5]}")
     write_text_atomic(path, "".join(t + "\n" for t in tokens))
     return path
+
+
+def word_boundaries(tokens: list[str | None], tokenizer: object) -> tuple[list[bool], list[bool]]:
+    """Per token: (starts a word, ends with a line break), for WordPiece vocabularies: a token starts a word unless
+    it begins with the continuation prefix (the tokenizer's, else ``##``); WordPiece keeps no line breaks."""
+    prefix = continuation_prefix(tokenizer) or CONTINUING_SUBWORD_PREFIX
+    return [not (t or "").startswith(prefix) for t in tokens], [False] * len(tokens)
+
+
+def continuation_prefix(tokenizer: object) -> str | None:
+    """The continuation prefix ("##") a tokenizer says it uses: a TinyLM WordPiece core's, or its `tokenizers`
+    backend's WordPiece model's; None where it says none."""
+    prefix = getattr(getattr(tokenizer, "wordpiece", None), "prefix", None)  # TinyLMWordPieceTokenizer
+    if prefix:
+        return prefix
+    model = getattr(getattr(tokenizer, "backend_tokenizer", None), "model", None)
+    return getattr(model, "continuing_subword_prefix", None) if type(model).__name__ == "WordPiece" else None

@@ -29,11 +29,9 @@ import numpy as np
 import torch
 
 from ...modeling.loss_tinylm import IGNORE_INDEX
+from ...tokenization.families import vocabulary_family
 from .sections import MASKING_STRATEGIES as STRATEGIES
 
-BYTE_LEVEL_SPACES = {" ", "\n", "\t", "\r", "\x0b", "\x0c"}
-SENTENCEPIECE_SPACES = ("<0x20>", "<0x0A>", "<0x09>", "<0x0D>")  # whitespace byte-fallback pieces
-LINE_BREAKS = {"\n", "\r", "<0x0A>", "<0x0D>"}
 _MASK64 = (1 << 64) - 1
 
 
@@ -50,61 +48,23 @@ def _token_strings(tokenizer: Any) -> list[str | None]:
     return tokens
 
 
-def _continuation_prefix(tokenizer: Any) -> str | None:
-    """WordPiece's continuation prefix ("##") when the tokenizer says it is WordPiece, else None."""
-    prefix = getattr(getattr(tokenizer, "wordpiece", None), "prefix", None)  # TinyLMWordPieceTokenizer
-    if prefix:
-        return prefix
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    model = getattr(backend, "model", None)
-    if type(model).__name__ == "WordPiece":
-        return model.continuing_subword_prefix
-    return None
-
-
 def boundary_style(tokenizer: Any) -> str:
-    """"wordpiece" (``##`` continues a word), "byte_level" (``Ġ`` starts one) or "sentencepiece" (``▁``)."""
-    if _continuation_prefix(tokenizer):
-        return "wordpiece"
-    tokens = [t for t in _token_strings(tokenizer) if t]
-    counts = {
-        "wordpiece": sum(t.startswith("##") for t in tokens),
-        "byte_level": sum(t.startswith("Ġ") for t in tokens),
-        "sentencepiece": sum(t.startswith("▁") for t in tokens),
-    }
-    return max(counts, key=counts.get)
+    """The name of the word-boundary rule of `tokenizer`'s vocabulary (its family's, `FAMILIES`)."""
+    return vocabulary_family(tokenizer, _token_strings(tokenizer)).word_style
 
 
 def word_boundary_tables(tokenizer: Any) -> tuple[np.ndarray, np.ndarray]:
     """Per token id: (starts a word, ends with a line break), boolean arrays of length len(tokenizer).
 
-    WordPiece: a token starts a word unless it begins with the continuation prefix (``##``).
-    Byte-level BPE: a token starts a word if its first byte is whitespace (``Ġ`` = space, ``Ċ`` = newline).
-    SentencePiece / Unigram: if it begins with ``▁`` (or is a whitespace byte-fallback token).
-    A token after one that ends in a line break also starts a word (``Ċ`` then ``Once``: GPT-2's
+    The rule is the tokenizer's family's (`TokenizerFamily.word_boundaries`): ``##`` continues a WordPiece word,
+    a byte-level token starting with a whitespace byte (``Ġ``, ``Ċ``) or a sentencepiece one starting with ``▁``
+    starts one. A token after one that ends in a line break also starts a word (``Ċ`` then ``Once``: GPT-2's
     pre-tokenizer gives the word no space); a trailing space (a lone ``Ġ`` or ``▁``) belongs to the
     next token's word instead. `MLMCollator` applies that rule.
     """
-    from ...tokenization.bpe.byte_unicode import unicode_to_bytes
-
     tokens = _token_strings(tokenizer)
-    starts = np.ones(len(tokens), dtype=bool)
-    ends = np.zeros(len(tokens), dtype=bool)
-    style = boundary_style(tokenizer)
-    if style == "wordpiece":
-        prefix = _continuation_prefix(tokenizer) or "##"
-        starts[:] = [not (t or "").startswith(prefix) for t in tokens]
-    elif style == "byte_level":
-        to_byte = unicode_to_bytes()
-
-        def decoded(char: str) -> str:
-            return chr(to_byte[char]) if char in to_byte else char
-
-        starts[:] = [bool(t) and decoded(t[0]) in BYTE_LEVEL_SPACES for t in tokens]
-        ends[:] = [bool(t) and decoded(t[-1]) in LINE_BREAKS for t in tokens]
-    else:
-        starts[:] = [bool(t) and (t.startswith("▁") or t in SENTENCEPIECE_SPACES) for t in tokens]
-        ends[:] = [t in LINE_BREAKS for t in tokens]
+    starts, ends = vocabulary_family(tokenizer, tokens).word_boundaries(tokens, tokenizer)
+    starts, ends = np.asarray(starts, dtype=bool), np.asarray(ends, dtype=bool)
     for index in tokenizer.all_special_ids:  # special tokens are never inside a word
         starts[index], ends[index] = True, True
     return starts, ends
