@@ -78,7 +78,7 @@ def test_the_published_tokenizer_reads_special_token_text_as_training_did(finish
     """Training encodes `<|endoftext|>` inside a text as its characters: so does the published pipeline."""
     from transformers import AutoTokenizer
 
-    from tinylm_hf.training.classification_data import tokenize
+    from tinylm_hf.training.objectives.classification_data import tokenize
 
     tokenizer = AutoTokenizer.from_pretrained(finished / "hf")
     text = "a story <|endoftext|> about a cat"

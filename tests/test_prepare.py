@@ -13,7 +13,7 @@ import pytest
 from conftest import PACKAGE_DATA, shared_file
 from tinylm_hf import EOS_TOKEN, prepare_dataset
 from tinylm_hf.corpus import load_tokens, read_header, token_files
-from tinylm_hf.tokenization import build_hf_tokenizer, train_tokenizer
+from tinylm_hf.tokenizer_training import build_hf_tokenizer, train_tokenizer
 
 pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
 

@@ -173,7 +173,7 @@ def test_the_tokenizer_folder_is_replaced_whole(tmp_path):
     # saving over the folder kept an earlier chat run's chat_template.jinja beside a plain tokenizer
     from tinylm_hf import EOS_TOKEN
     from tinylm_hf.quickstart import save_tokenizer_folder
-    from tinylm_hf.tokenization import train_tokenizer
+    from tinylm_hf.tokenizer_training import train_tokenizer
     from tinylm_hf.tokenization.chat_template import CHAT_TOKENS, add_chat_tokens
     from tinylm_hf.tokenizer_loading import load_tokenizer
 

@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..corpus import prepare_dataset
     from ..tokenizer_loading import load_tokenizer
-    from ..training.mlm_data import check_static_masking, write_static_masks
+    from ..training.objectives.mlm_data import check_static_masking, write_static_masks
 
     if args.mlm_static:  # the masking options are checked before train.bin / val.bin are written
         check_static_masking(load_tokenizer(args.tokenizer), mlm_probability=args.mlm_probability, seed=args.mlm_seed)
