@@ -23,7 +23,7 @@ from tinylm_hf.corpus.source_task import SOURCE_LABELS
 from tinylm_hf.training import RunSummary
 
 TASK = [f"--data={PACKAGE_DATA / 'corpus_source_train.jsonl'}",
-        f"--validation-data={PACKAGE_DATA / 'corpus_source_validation.jsonl'}",
+        f"--val-data={PACKAGE_DATA / 'corpus_source_validation.jsonl'}",
         "--label-names", ",".join(SOURCE_LABELS)]
 SMALL = ["--context-length", "64", "--batch-size", "16", "--max-lr", "3e-3", "--threads", "1", "--plot", "false"]
 MARGIN = 0.25  # validation accuracy required above the majority-class baseline (measured: +0.53)
