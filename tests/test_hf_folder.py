@@ -17,7 +17,7 @@ from tiny_runs import tiny_config, write_byte_dataset
 from tinylm_hf import EOS_TOKEN
 from tinylm_hf.publish import export_llama, publish_run
 from tinylm_hf.publish.export_gguf import export_gguf
-from tinylm_hf.tokenization import build_hf_tokenizer
+from tinylm_hf.tokenizer_training import build_hf_tokenizer
 from tinylm_hf.training import train
 
 REFUSED = "is not the one that made"

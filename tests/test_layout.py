@@ -1,5 +1,5 @@
-"""The library's layout rules, read from its source: no import cycles, runtime tokenizer code apart from
-training code, and short functions."""
+"""The library's layout rules, read from its source: no import cycles, no alias modules, runtime tokenizer
+code apart from training code, and short functions."""
 
 from __future__ import annotations
 
@@ -124,11 +124,62 @@ def test_no_import_cycles() -> None:
     assert find_cycles(import_graph()) == []
 
 
-def test_runtime_tokenizer_modules_never_import_training_code() -> None:
-    """What a saved folder carries (the flat tokenization package) must not reach tokenizer_training.
+def _top_level_statements(body: list[ast.stmt]) -> list[ast.stmt]:
+    """The statements that run at import, with the bodies of top-level `if` and `try` opened (not TYPE_CHECKING)."""
+    found: list[ast.stmt] = []
+    for node in body:
+        if isinstance(node, ast.If) and not _is_type_checking_block(node):
+            found += _top_level_statements(node.body + node.orelse)
+        elif isinstance(node, ast.Try):
+            handlers = [statement for handler in node.handlers for statement in handler.body]
+            found += _top_level_statements(node.body + handlers + node.orelse + node.finalbody)
+        else:
+            found.append(node)
+    return found
 
-    The package `__init__` is the one exception: it forwards the training names it used to export.
+
+def is_alias_module(path: Path) -> bool:
+    """Whether the module at `path` only stands for others: it replaces itself in `sys.modules`, or defines no
+    function, class or value of its own (binding an imported name to another name, `X = other.Y`, is not one).
     """
+    own: list[str] = []
+    for node in _top_level_statements(ast.parse(path.read_text(encoding="utf-8")).body):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            own.append(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Subscript) and ast.unparse(t.value) == "sys.modules" for t in targets):
+                return True
+            if node.value is not None and not isinstance(node.value, (ast.Name, ast.Attribute)):
+                own += [t.id for t in targets if isinstance(t, ast.Name) and t.id != "__all__"]
+    return not own
+
+
+def test_no_module_is_an_alias_for_another() -> None:
+    """Moved modules leave no alias behind: callers import the module where it lives. Package `__init__`s
+    (which name their members) and `__main__` scripts (which run a call) are what they are."""
+    modules = {name: path for name, path in MODULES.items() if path.name not in ("__init__.py", "__main__.py")}
+    assert [name for name, path in modules.items() if is_alias_module(path)] == []
+
+
+@pytest.mark.parametrize("source, alias", [
+    pytest.param("import sys\nfrom .run import state as _moved\nsys.modules[__name__] = _moved\n", True, id="sys-modules"),
+    pytest.param('"""Doc."""\nfrom .run.state import RunState, restore\n__all__ = ["RunState", "restore"]\n', True,
+                 id="re-export"),
+    pytest.param("from .run import state\nRunState = state.RunState\n", True, id="renamed-re-export"),
+    pytest.param("def f():\n    return 1\nimport sys\nsys.modules[__name__] = f\n", True, id="defines-and-swaps"),
+    pytest.param('EOS_TOKEN = "<|endoftext|>"\n', False, id="a-constant"),
+    pytest.param("from .state import RunState\n\n\ndef resume() -> RunState:\n    return RunState()\n", False,
+                 id="a-function"),
+    pytest.param("try:\n    import numba\nexcept ImportError:\n    class numba: ...\n", False, id="a-fallback-class"),
+])
+def test_an_alias_module_is_found(tmp_path: Path, source: str, alias: bool) -> None:
+    (tmp_path / "module.py").write_text(source, encoding="utf-8")
+    assert is_alias_module(tmp_path / "module.py") is alias
+
+
+def test_runtime_tokenizer_modules_never_import_training_code() -> None:
+    """What a saved folder carries (the flat tokenization package) must not reach tokenizer_training."""
     graph = import_graph()
     runtime = [name for name in graph if name.startswith("tinylm_hf.tokenization.")]
     reached = {name: sorted(t for t in graph[name] if t.startswith("tinylm_hf.tokenizer_training")) for name in runtime}

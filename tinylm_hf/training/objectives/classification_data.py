@@ -140,7 +140,7 @@ def split_examples(config: TrainConfig, labelled: LabelledFile,
     train, held = hold_out(labels, config.validation_share)
     if not len(held):
         raise ValueError(f"{labelled.name} has too few examples of each label to hold some out for validation; "
-                         "pass a validation file (--validation-data)")
+                         "pass a validation file (--val-data)")
     where = f"{config.validation_share:.0%} of each label of {labelled.name}, held out"
     return ([labelled.texts[i] for i in train], labels[train]), ([labelled.texts[i] for i in held], labels[held]), where
 
