@@ -146,7 +146,7 @@ def prepare_device(config: TrainConfig, local_rank: int) -> torch.device:
 def check_init_from_model(config: TrainConfig) -> None:
     """`init_from` must hold a language model unless the objective trains a task head: a classifier folder (`tinylm
     finetune`) never saved its language-model head, so a run from it would start from random predictions."""
-    from ..publish.folder import TASK_HEAD_SUFFIXES, check_language_model_folder
+    from .model_folder import TASK_HEAD_SUFFIXES, check_language_model_folder
 
     if config.init_from and not OBJECTIVE_CLASSES[config.objective].model_class().__name__.endswith(TASK_HEAD_SUFFIXES):
         check_language_model_folder(config.init_from, f"--init-from needs a language model for objective "
