@@ -40,7 +40,7 @@ def run(tmp_path_factory):
 
 def test_the_tokenizer_that_made_the_data_is_published_with_its_fingerprint(run):
     summary, folder = run
-    from tinylm_hf.publish.folder import read_json
+    from tinylm_hf.training.model_folder import read_json
 
     assert read_json(folder / "config.json")["tokenizer_fingerprint"] == summary.data.tokenizer_fingerprint
 

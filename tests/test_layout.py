@@ -1,5 +1,6 @@
-"""The library's layout rules, read from its source: no import cycles, no alias modules, runtime tokenizer
-code apart from training code, and short functions."""
+"""The library's layout rules, read from its source: no import cycles (between modules or between top-level
+packages), no alias modules, training apart from publishing, runtime tokenizer code apart from training code, and
+short functions."""
 
 from __future__ import annotations
 
@@ -183,6 +184,45 @@ def test_runtime_tokenizer_modules_never_import_training_code() -> None:
     graph = import_graph()
     runtime = [name for name in graph if name.startswith("tinylm_hf.tokenization.")]
     reached = {name: sorted(t for t in graph[name] if t.startswith("tinylm_hf.tokenizer_training")) for name in runtime}
+    assert {name: targets for name, targets in reached.items() if targets} == {}
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Top-level package or module (`tinylm_hf.training`, `tinylm_hf.cli`) -> those its modules import.
+
+    `tinylm_hf/__init__` re-exports every package, and a `__main__` module is run, never imported: neither
+    closes a cycle, so both are left out.
+    """
+    def top(name: str) -> str:
+        return ".".join(name.split(".")[:2])
+
+    packages: dict[str, set[str]] = {}
+    for name, targets in graph.items():
+        if name == "tinylm_hf" or name.endswith(".__main__"):
+            continue
+        packages.setdefault(top(name), set()).update(top(t) for t in targets if t != "tinylm_hf" and top(t) != top(name))
+    return packages
+
+
+def test_the_package_graph_joins_a_package_s_modules() -> None:
+    graph = {"tinylm_hf.a.x": {"tinylm_hf.b.y"}, "tinylm_hf.b.y": {"tinylm_hf.b.z"}, "tinylm_hf.b.z": {"tinylm_hf.a"},
+             "tinylm_hf.c.__main__": {"tinylm_hf.a.x"}, "tinylm_hf": {"tinylm_hf.c"}}
+    assert package_graph(graph) == {"tinylm_hf.a": {"tinylm_hf.b"}, "tinylm_hf.b": {"tinylm_hf.a"}}
+    assert find_cycles(package_graph(graph)) == [["tinylm_hf.a", "tinylm_hf.b"]]
+
+
+def test_no_import_cycles_between_top_level_packages() -> None:
+    """Packages form layers (tokenization -> ... -> training -> publish -> commands): no package reaches back
+    into one that imports it, even through a module that has no cycle of its own."""
+    assert find_cycles(package_graph(import_graph())) == []
+
+
+def test_training_never_imports_publish() -> None:
+    """Publishing reads runs, not the other way round: no module of tinylm_hf/training (its run/ and objectives/
+    included, imports inside functions too) imports tinylm_hf.publish."""
+    graph = import_graph()
+    training = [name for name in graph if name == "tinylm_hf.training" or name.startswith("tinylm_hf.training.")]
+    reached = {name: sorted(t for t in graph[name] if t.split(".")[:2] == ["tinylm_hf", "publish"]) for name in training}
     assert {name: targets for name, targets in reached.items() if targets} == {}
 
 
