@@ -28,7 +28,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # 
 from transformers import DataCollatorForLanguageModeling, PreTrainedTokenizerFast  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tinylm_hf.training.masking import STRATEGIES, MLMCollator  # noqa: E402
+from tinylm_hf.training.objectives.masking import STRATEGIES, MLMCollator  # noqa: E402
 
 TEXT = Path(__file__).resolve().parents[1] / "tinylm_hf" / "data" / "tinystories_valid_small.txt"
 TARGET = 20_000

@@ -85,7 +85,7 @@ done > pairs.jsonl
 step sft $TINYLM sft --data chats.jsonl --val-data chats.jsonl --init-from qs/hf --out-dir sft \
   --batch-size 2 --context-length 128 --max-iters 2 --warmup-iters 1 --eval-every 2 --eval-iters 1 --threads 1
 step chat bash -c "printf 'Tell me a story about a cat.\n/exit\n' | $TINYLM chat sft/hf --max-new-tokens 8 --threads 1"
-step dpo $TINYLM dpo --data pairs.jsonl --valid-data pairs.jsonl --init-from sft/hf --out-dir dpo \
+step dpo $TINYLM dpo --data pairs.jsonl --val-data pairs.jsonl --init-from sft/hf --out-dir dpo \
   --batch-size 2 --context-length 128 --max-iters 2 --warmup-iters 1 --eval-every 2 --threads 1
 step finetune $TINYLM finetune --task text-classification --init-from run/hf \
   --data "$DATA/corpus_source_validation.jsonl" --validation-share 0.2 --label-names tinystories,shakespeare,novel \

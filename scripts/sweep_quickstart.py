@@ -72,7 +72,8 @@ def recipe(name: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
 def prepare(work: Path, vocab_size: int) -> Path:
     """Tokenizer folder + token files for one vocabulary size (made once, then reused)."""
     from tinylm_hf.corpus import prepare_dataset
-    from tinylm_hf.tokenization import EOS_TOKEN, train_tokenizer
+    from tinylm_hf.tokenization import EOS_TOKEN
+    from tinylm_hf.tokenizer_training import train_tokenizer
 
     folder = work / f"vocab{vocab_size}"
     if (folder / "data" / "val.bin").is_file():

@@ -9,7 +9,7 @@ import os
 import pytest
 import torch
 
-from tinylm_hf.training.checkpoint import (
+from tinylm_hf.training.run.checkpoint import (
     CheckpointError,
     find_latest_checkpoint,
     list_checkpoints,
@@ -186,7 +186,7 @@ def test_a_disk_filling_mid_checkpoint_stops_train_with_one_line(byte_data, tmp_
     import errno
 
     from conftest import run_cli_error
-    from tinylm_hf.training import checkpoint
+    from tinylm_hf.training.run import checkpoint
 
     class DiskFullAtStep4(checkpoint.CheckpointFile):
         def write_through(self, data):

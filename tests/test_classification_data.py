@@ -13,7 +13,7 @@ import torch
 from conftest import PACKAGE_DATA
 from tiny_folders import make_tiny_folder
 from tinylm_hf.training.batches import StepBatches
-from tinylm_hf.training.classification_data import LabelledTokens, epoch_indices, open_classification_data
+from tinylm_hf.training.objectives.classification_data import LabelledTokens, epoch_indices, open_classification_data
 from tinylm_hf.training.config import TrainConfig
 from tinylm_hf.training.objectives import SequenceClassification
 
@@ -107,7 +107,7 @@ def test_the_steps_of_an_epoch_train_on_every_example_once(base, tmp_path):
 def test_special_token_text_in_a_text_is_plain_text(base):
     from transformers import AutoTokenizer
 
-    from tinylm_hf.training.classification_data import tokenize
+    from tinylm_hf.training.objectives.classification_data import tokenize
 
     tokenizer = AutoTokenizer.from_pretrained(base)
     texts = tokenize(tokenizer, ["a good <|endoftext|> film<|pad|>"], np.array([0]), context_length=48)

@@ -254,3 +254,64 @@ def test_quickstart_names_its_time_budgets_as_train_does_and_takes_the_old_names
     shown = capsys.readouterr().out
     assert "--time-budget-s" in shown and "--chat-time-budget-s" in shown
     assert not re.search(r"--(time-budget|train-budget|chat-budget)\b(?!-s)", shown)
+
+
+# Each command that takes validation data, the arguments it needs besides, and its flag's former names.
+VAL_DATA_COMMANDS = {
+    "prepare": (["--tokenizer", "tok", "--input", "train.txt", "--out", "data"], ("--val-input",)),
+    "sft": ([], ()),
+    "dpo": ([], ("--valid-data",)),
+    "finetune": ([], ("--validation-data",)),
+    "quickstart": ([], ("--val-file",)),
+}
+OLD_VAL_DATA_FLAGS = [(command, old) for command, (_, olds) in VAL_DATA_COMMANDS.items() for old in olds]
+
+
+def command_parsers(parser) -> dict:
+    """Command name -> its sub-parser."""
+    import argparse
+
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+
+def shown_flags(parser) -> list[str]:
+    """The flags `parser --help` lists."""
+    import argparse
+
+    return [flag for action in parser._actions if action.help != argparse.SUPPRESS for flag in action.option_strings]
+
+
+def test_validation_data_has_one_flag_name_across_commands():
+    """One concept, one flag: a file of validation data is --val-data in every command; the other validation flags
+    are other concepts (prepare carves a fraction of the text by size, finetune holds out a share of each label)."""
+    from tinylm_hf.cli import build_parser
+
+    shown = {name: [flag for flag in shown_flags(sub) if re.match(r"--val(id|idation)?\b", flag)]
+             for name, sub in command_parsers(build_parser()).items()}
+    assert {name: flags for name, flags in shown.items() if flags} == {
+        "prepare": ["--val-data", "--val-fraction"], "sft": ["--val-data"], "dpo": ["--val-data"],
+        "finetune": ["--val-data", "--validation-share"], "quickstart": ["--val-data"]}
+
+
+@pytest.mark.parametrize("command, old", OLD_VAL_DATA_FLAGS, ids=[f"{c}{o}" for c, o in OLD_VAL_DATA_FLAGS])
+def test_an_old_validation_flag_is_taken_as_val_data_with_a_one_line_notice(command, old, capsys):
+    from tinylm_hf.cli import build_parser
+
+    parser = build_parser(with_flags=[command])
+    needed = VAL_DATA_COMMANDS[command][0]
+    new = parser.parse_args([command, *needed, "--val-data", "valid.jsonl"])
+    assert capsys.readouterr().err == ""
+    assert parser.parse_args([command, *needed, old, "valid.jsonl"]) == new
+    assert capsys.readouterr().err.splitlines() == [
+        f"tinylm {command}: {old} is now called --val-data (the old name will go)"]
+
+
+@pytest.mark.parametrize("command", VAL_DATA_COMMANDS)
+def test_help_shows_val_data_and_not_an_old_spelling(command, capsys):
+    from tinylm_hf.cli import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser(with_flags=[command]).parse_args([command, "--help"])
+    shown = capsys.readouterr().out
+    assert "--val-data" in shown
+    assert not re.search(r"--(val-input|valid-data|validation-data|val-file)\b", shown)

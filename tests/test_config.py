@@ -1,14 +1,17 @@
-"""TrainConfig (training/config.py): every field of a config file or of `--model` checked by its type before a run."""
+"""TrainConfig (training/config.py): every field of a config file or of `--model` checked by its type before a run,
+and every field in one `--help` section, declared in code."""
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import pytest
 
-from tinylm_hf.training.config import TrainConfig, read_config_file
+from tinylm_hf.training.config import DATA, TrainConfig, read_config_file
 
 
 def make(**fields: object) -> TrainConfig:
@@ -180,3 +183,39 @@ def test_muon_defaults_to_a_faster_adamw_part_than_adamw_alone() -> None:
 def test_min_lr_defaults_to_a_tenth_of_the_max_lr_given() -> None:
     assert make(max_lr=5e-5).min_lr == pytest.approx(5e-6)
     assert make(optimizer="muon", max_lr=2e-3, min_lr=0.0).min_lr == 0.0
+
+
+def test_every_field_is_in_exactly_one_section() -> None:
+    """`--help` groups the flags by `field_sections`: a field in none would have no flag, in two a doubled one."""
+    import dataclasses
+
+    from tinylm_hf.training.config import field_sections
+
+    listed = [name for names in field_sections().values() for name in names]
+    assert sorted(listed) == sorted(f.name for f in dataclasses.fields(TrainConfig))
+    assert len(listed) == len(set(listed))
+
+
+def test_each_shared_field_declares_its_section_in_code() -> None:
+    """The sections are read from the fields' annotations (`Annotated[type, Section]`), in field order, not from
+    comments: the data fields first, the system fields last."""
+    from tinylm_hf.training.config import SYSTEM, declared_sections
+    from tinylm_hf.training.objectives.sections import SECTIONS
+
+    own = {name for section in SECTIONS.values() for name in section.field_names()}
+    declared = declared_sections(TrainConfig, skip=own)
+    assert list(declared)[:3] == ["data_dir", "tokenizer_dir", "out_dir"] and declared["data_dir"] is DATA
+    assert declared["report_to"] is SYSTEM
+
+
+@dataclass
+class SettingsMissingASection:
+    data_dir: Annotated[str, DATA] = ""
+    seed: int = 0
+
+
+def test_a_field_without_a_section_is_named() -> None:
+    from tinylm_hf.training.config import declared_sections
+
+    with pytest.raises(TypeError, match=r"SettingsMissingASection\.seed must declare one section"):
+        declared_sections(SettingsMissingASection)

@@ -52,7 +52,7 @@ def base(tmp_path_factory):
 def tuned(base, pairs, tmp_path_factory):
     out = tmp_path_factory.mktemp("dpo") / "run"
     train, valid = pairs
-    assert main(["dpo", "--data", str(train), "--valid-data", str(valid), "--init-from", str(base), "--out-dir",
+    assert main(["dpo", "--data", str(train), "--val-data", str(valid), "--init-from", str(base), "--out-dir",
                  str(out), *RUN]) == 0
     return out
 
@@ -138,7 +138,7 @@ def test_a_resumed_run_repeats_the_uninterrupted_one(base, pairs, tuned, tmp_pat
     from safetensors.torch import load_file
 
     train, valid = pairs
-    split = ["dpo", "--data", str(train), "--valid-data", str(valid), "--init-from", str(base), "--out-dir",
+    split = ["dpo", "--data", str(train), "--val-data", str(valid), "--init-from", str(base), "--out-dir",
              str(tmp_path / "split"), *RUN]
     assert main([*split, "--max-iters", "4", "--cosine-cycle-iters", "6"]) == 0
     assert main([*split, "--cosine-cycle-iters", "6", "--resume"]) == 0
@@ -149,7 +149,7 @@ def test_a_resumed_run_repeats_the_uninterrupted_one(base, pairs, tuned, tmp_pat
 
 def test_a_killed_run_resumes_to_the_uninterrupted_one(base, pairs, tmp_path):
     train, valid = pairs
-    argv = ["dpo", "--data", str(train), "--valid-data", str(valid), "--init-from", str(base), *RUN,
+    argv = ["dpo", "--data", str(train), "--val-data", str(valid), "--init-from", str(base), *RUN,
             "--max-iters", "80", "--eval-every", "0", "--publish", "none"]
     kill_then_resume(argv, tmp_path / "killed", max_iters=80)
     assert main([*argv, "--out-dir", str(tmp_path / "whole")]) == 0
@@ -176,7 +176,7 @@ def test_each_rank_draws_its_share_of_the_one_process_pairs(base, pairs, tmp_pat
 
 def test_two_gloo_ranks_train_as_one_process(base, pairs, tuned, tmp_path):
     train, valid = pairs
-    proc = run_two_gloo_ranks(tmp_path, "-m", "tinylm_hf.cli", "dpo", "--data", str(train), "--valid-data", str(valid),
+    proc = run_two_gloo_ranks(tmp_path, "-m", "tinylm_hf.cli", "dpo", "--data", str(train), "--val-data", str(valid),
                               "--init-from", str(base), "--out-dir", str(tmp_path / "ddp"), *RUN)
     assert json.loads((tmp_path / "ddp" / "summary.json").read_text())["world_size"] == 2
     ddp, single = losses(tmp_path / "ddp"), losses(tuned)
@@ -190,7 +190,7 @@ def test_two_gloo_ranks_train_as_one_process(base, pairs, tuned, tmp_path):
 def test_a_bfloat16_run_follows_the_float32_one_and_keeps_float32_weights(base, pairs, tuned, tmp_path):
     train, valid = pairs
     out = tmp_path / "bf16"
-    assert main(["dpo", "--data", str(train), "--valid-data", str(valid), "--init-from", str(base), "--out-dir",
+    assert main(["dpo", "--data", str(train), "--val-data", str(valid), "--init-from", str(base), "--out-dir",
                  str(out), *RUN, "--max-iters", "2", "--dtype", "bfloat16"]) == 0
     bf16, fp32 = losses(out), losses(tuned)
     # the reference's log-probabilities are float32 (dpo.py): at step 0 the policy differs from them by bfloat16's error
@@ -241,7 +241,7 @@ def test_dpo_needs_its_pairs_and_a_model(base, tmp_path, capsys):
 def test_a_resume_on_other_pairs_is_refused_with_one_line(base, pairs, tmp_path, capsys):
     # it continued silently on the other pairs, its card naming them for every step
     train, valid = pairs
-    run = ["dpo", "--valid-data", str(valid), "--init-from", str(base), "--out-dir", str(tmp_path / "run"), *RUN,
+    run = ["dpo", "--val-data", str(valid), "--init-from", str(base), "--out-dir", str(tmp_path / "run"), *RUN,
            "--publish", "none"]
     assert main([*run, "--data", str(train), "--max-iters", "2", "--eval-every", "0"]) == 0
     other = write_rows(tmp_path / "other.jsonl", story_pairs(17)[1:])
@@ -259,7 +259,7 @@ def test_a_resume_scores_against_the_reference_the_run_started_with(base, pairs,
 
     start = shutil.copytree(base, tmp_path / "start")
     train, valid = pairs
-    split = ["dpo", "--data", str(train), "--valid-data", str(valid), "--init-from", str(start), "--out-dir",
+    split = ["dpo", "--data", str(train), "--val-data", str(valid), "--init-from", str(start), "--out-dir",
              str(tmp_path / "split"), *RUN, "--cosine-cycle-iters", "6"]
     assert main([*split, "--max-iters", "4", "--publish", "none"]) == 0
     weights = load_file(start / "model.safetensors")
@@ -272,7 +272,7 @@ def test_a_resume_scores_against_the_reference_the_run_started_with(base, pairs,
 def test_the_reference_log_probabilities_show_progress(base, pairs, tmp_path, capsys):
     # five silent minutes on a large pair file
     train, valid = pairs
-    assert main(["dpo", "--data", str(train), "--valid-data", str(valid), "--init-from", str(base), "--out-dir",
+    assert main(["dpo", "--data", str(train), "--val-data", str(valid), "--init-from", str(base), "--out-dir",
                  str(tmp_path / "run"), *RUN, "--max-iters", "1", "--eval-every", "0", "--progress", "true",
                  "--publish", "none"]) == 0
     assert re.search(r"reference log-probabilities: 100%.*21/21", capsys.readouterr().err)
@@ -303,7 +303,7 @@ def test_plain_pairs_over_a_base_model_train_evaluate_and_publish(tmp_path):
 def test_a_schedule_that_cannot_decay_is_said_in_one_line(base, pairs, tmp_path, capsys):
     # the tutorial's --max-lr 1e-4 equalled the default --min-lr 1e-4: its rate never decayed, silently
     train, valid = pairs
-    run = ["dpo", "--data", str(train), "--valid-data", str(valid), "--init-from", str(base), *RUN, "--max-iters", "2",
+    run = ["dpo", "--data", str(train), "--val-data", str(valid), "--init-from", str(base), *RUN, "--max-iters", "2",
            "--eval-every", "0", "--publish", "none"]
     assert main([*run, "--out-dir", str(tmp_path / "flat"), "--max-lr", "1e-4", "--min-lr", "1e-4"]) == 0
     said = [line for line in capsys.readouterr().out.splitlines() if "stays constant" in line]

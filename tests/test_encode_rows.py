@@ -12,7 +12,7 @@ from conftest import PACKAGE_DATA
 from kernel_paths import kernel_path  # noqa: F401
 from tinylm_hf.corpus.documents import split_documents
 from tinylm_hf.corpus.encode_rows import encode_rows, plain_encoder, row_blocks, text_lengths, with_end_ids
-from tinylm_hf.tokenization import train_tokenizer
+from tinylm_hf.tokenizer_training import train_tokenizer
 from tinylm_hf.tokenization.plain_text import encode_plain
 from tinylm_hf.tokenization.families import FAMILIES
 

@@ -23,7 +23,7 @@ from tinylm_hf.corpus.source_task import SOURCE_LABELS
 from tinylm_hf.training import RunSummary
 
 TASK = [f"--data={PACKAGE_DATA / 'corpus_source_train.jsonl'}",
-        f"--validation-data={PACKAGE_DATA / 'corpus_source_validation.jsonl'}",
+        f"--val-data={PACKAGE_DATA / 'corpus_source_validation.jsonl'}",
         "--label-names", ",".join(SOURCE_LABELS)]
 SMALL = ["--context-length", "64", "--batch-size", "16", "--max-lr", "3e-3", "--threads", "1", "--plot", "false"]
 MARGIN = 0.25  # validation accuracy required above the majority-class baseline (measured: +0.53)
@@ -78,7 +78,7 @@ def test_the_published_tokenizer_reads_special_token_text_as_training_did(finish
     """Training encodes `<|endoftext|>` inside a text as its characters: so does the published pipeline."""
     from transformers import AutoTokenizer
 
-    from tinylm_hf.training.classification_data import tokenize
+    from tinylm_hf.training.objectives.classification_data import tokenize
 
     tokenizer = AutoTokenizer.from_pretrained(finished / "hf")
     text = "a story <|endoftext|> about a cat"

@@ -17,7 +17,7 @@ from tiny_runs import tiny_config, write_byte_dataset
 from tinylm_hf import EOS_TOKEN
 from tinylm_hf.publish import export_llama, publish_run
 from tinylm_hf.publish.export_gguf import export_gguf
-from tinylm_hf.tokenization import build_hf_tokenizer
+from tinylm_hf.tokenizer_training import build_hf_tokenizer
 from tinylm_hf.training import train
 
 REFUSED = "is not the one that made"
@@ -40,7 +40,7 @@ def run(tmp_path_factory):
 
 def test_the_tokenizer_that_made_the_data_is_published_with_its_fingerprint(run):
     summary, folder = run
-    from tinylm_hf.publish.folder import read_json
+    from tinylm_hf.training.model_folder import read_json
 
     assert read_json(folder / "config.json")["tokenizer_fingerprint"] == summary.data.tokenizer_fingerprint
 

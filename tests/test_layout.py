@@ -1,5 +1,6 @@
-"""The library's layout rules, read from its source: no import cycles, runtime tokenizer code apart from
-training code, and short functions."""
+"""The library's layout rules, read from its source: no import cycles (between modules or between top-level
+packages), no alias modules, training apart from publishing, runtime tokenizer code apart from training code, and
+short functions."""
 
 from __future__ import annotations
 
@@ -124,6 +125,60 @@ def test_no_import_cycles() -> None:
     assert find_cycles(import_graph()) == []
 
 
+def _top_level_statements(body: list[ast.stmt]) -> list[ast.stmt]:
+    """The statements that run at import, with the bodies of top-level `if` and `try` opened (not TYPE_CHECKING)."""
+    found: list[ast.stmt] = []
+    for node in body:
+        if isinstance(node, ast.If) and not _is_type_checking_block(node):
+            found += _top_level_statements(node.body + node.orelse)
+        elif isinstance(node, ast.Try):
+            handlers = [statement for handler in node.handlers for statement in handler.body]
+            found += _top_level_statements(node.body + handlers + node.orelse + node.finalbody)
+        else:
+            found.append(node)
+    return found
+
+
+def is_alias_module(path: Path) -> bool:
+    """Whether the module at `path` only stands for others: it replaces itself in `sys.modules`, or defines no
+    function, class or value of its own (binding an imported name to another name, `X = other.Y`, is not one).
+    """
+    own: list[str] = []
+    for node in _top_level_statements(ast.parse(path.read_text(encoding="utf-8")).body):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            own.append(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Subscript) and ast.unparse(t.value) == "sys.modules" for t in targets):
+                return True
+            if node.value is not None and not isinstance(node.value, (ast.Name, ast.Attribute)):
+                own += [t.id for t in targets if isinstance(t, ast.Name) and t.id != "__all__"]
+    return not own
+
+
+def test_no_module_is_an_alias_for_another() -> None:
+    """Moved modules leave no alias behind: callers import the module where it lives. Package `__init__`s
+    (which name their members) and `__main__` scripts (which run a call) are what they are."""
+    modules = {name: path for name, path in MODULES.items() if path.name not in ("__init__.py", "__main__.py")}
+    assert [name for name, path in modules.items() if is_alias_module(path)] == []
+
+
+@pytest.mark.parametrize("source, alias", [
+    pytest.param("import sys\nfrom .run import state as _moved\nsys.modules[__name__] = _moved\n", True, id="sys-modules"),
+    pytest.param('"""Doc."""\nfrom .run.state import RunState, restore\n__all__ = ["RunState", "restore"]\n', True,
+                 id="re-export"),
+    pytest.param("from .run import state\nRunState = state.RunState\n", True, id="renamed-re-export"),
+    pytest.param("def f():\n    return 1\nimport sys\nsys.modules[__name__] = f\n", True, id="defines-and-swaps"),
+    pytest.param('EOS_TOKEN = "<|endoftext|>"\n', False, id="a-constant"),
+    pytest.param("from .state import RunState\n\n\ndef resume() -> RunState:\n    return RunState()\n", False,
+                 id="a-function"),
+    pytest.param("try:\n    import numba\nexcept ImportError:\n    class numba: ...\n", False, id="a-fallback-class"),
+])
+def test_an_alias_module_is_found(tmp_path: Path, source: str, alias: bool) -> None:
+    (tmp_path / "module.py").write_text(source, encoding="utf-8")
+    assert is_alias_module(tmp_path / "module.py") is alias
+
+
 # the trainers' modules inside the family folders, beside each family's `train.py`
 FAMILY_TRAINING_MODULES = ("bpe.merges", "bpe.merges_kernels", "unigram.lattice", "unigram.lattice_kernels",
                            "unigram.paths", "unigram.seeds")
@@ -152,6 +207,45 @@ def test_publishing_imports_no_tokenizer_trainer() -> None:
     for name in reached:
         reached.extend(t for t in graph.get(name, ()) if t.startswith("tinylm_hf.") and t not in reached)
     assert sorted(name for name in reached if is_tokenizer_training(name)) == []
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Top-level package or module (`tinylm_hf.training`, `tinylm_hf.cli`) -> those its modules import.
+
+    `tinylm_hf/__init__` re-exports every package, and a `__main__` module is run, never imported: neither
+    closes a cycle, so both are left out.
+    """
+    def top(name: str) -> str:
+        return ".".join(name.split(".")[:2])
+
+    packages: dict[str, set[str]] = {}
+    for name, targets in graph.items():
+        if name == "tinylm_hf" or name.endswith(".__main__"):
+            continue
+        packages.setdefault(top(name), set()).update(top(t) for t in targets if t != "tinylm_hf" and top(t) != top(name))
+    return packages
+
+
+def test_the_package_graph_joins_a_package_s_modules() -> None:
+    graph = {"tinylm_hf.a.x": {"tinylm_hf.b.y"}, "tinylm_hf.b.y": {"tinylm_hf.b.z"}, "tinylm_hf.b.z": {"tinylm_hf.a"},
+             "tinylm_hf.c.__main__": {"tinylm_hf.a.x"}, "tinylm_hf": {"tinylm_hf.c"}}
+    assert package_graph(graph) == {"tinylm_hf.a": {"tinylm_hf.b"}, "tinylm_hf.b": {"tinylm_hf.a"}}
+    assert find_cycles(package_graph(graph)) == [["tinylm_hf.a", "tinylm_hf.b"]]
+
+
+def test_no_import_cycles_between_top_level_packages() -> None:
+    """Packages form layers (tokenization -> ... -> training -> publish -> commands): no package reaches back
+    into one that imports it, even through a module that has no cycle of its own."""
+    assert find_cycles(package_graph(import_graph())) == []
+
+
+def test_training_never_imports_publish() -> None:
+    """Publishing reads runs, not the other way round: no module of tinylm_hf/training (its run/ and objectives/
+    included, imports inside functions too) imports tinylm_hf.publish."""
+    graph = import_graph()
+    training = [name for name in graph if name == "tinylm_hf.training" or name.startswith("tinylm_hf.training.")]
+    reached = {name: sorted(t for t in graph[name] if t.split(".")[:2] == ["tinylm_hf", "publish"]) for name in training}
+    assert {name: targets for name, targets in reached.items() if targets} == {}
 
 
 def functions() -> list[tuple[str, int]]:

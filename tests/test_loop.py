@@ -16,10 +16,10 @@ from conftest import REPO_ROOT
 from tiny_runs import byte_data, cli_env, losses, start_cli, tiny_config, wait_for_checkpoint, write_byte_dataset  # noqa: F401
 from tinylm_hf.corpus import tokenizer_fingerprint
 from tinylm_hf.publish import publish_run
-from tinylm_hf.tokenization import build_hf_tokenizer
+from tinylm_hf.tokenizer_training import build_hf_tokenizer
 from tinylm_hf.tokenizer_loading import load_tokenizer
 from tinylm_hf.training import step as step_module
-from tinylm_hf.training.checkpoint import list_checkpoints
+from tinylm_hf.training.run.checkpoint import list_checkpoints
 from tinylm_hf.training.config import TrainConfig
 from tinylm_hf.training.loop import NonFiniteLossError, train
 
@@ -254,7 +254,7 @@ def test_time_budget_leaves_out_the_first_step(byte_data, tmp_path, monkeypatch)
 
 
 def test_resumed_time_budget_run_keeps_its_saved_plan(byte_data, tmp_path):
-    from tinylm_hf.training.checkpoint import find_latest_checkpoint, load_state
+    from tinylm_hf.training.run.checkpoint import find_latest_checkpoint, load_state
 
     options = dict(max_iters=100_000, warmup_iters=10, eval_every=0, checkpoint_every=0, time_budget_s=1.0)
     first = train(tiny_config(byte_data, tmp_path / "run", **options))

@@ -22,11 +22,10 @@ from tinylm_hf.tokenization import (
     TinyLMUnigramTokenizer,
     TinyLMWordPieceTokenizer,
     UnigramTokenizer,
-    train_unigram,
-    train_wordpiece,
 )
 from tinylm_hf.tokenization.wordpiece.core import write_vocab_txt
-from tinylm_hf.training.masking import (
+from tinylm_hf.tokenizer_training import train_unigram, train_wordpiece
+from tinylm_hf.training.objectives.masking import (
     STRATEGIES,
     boundary_style,
     ngram_length_distribution,

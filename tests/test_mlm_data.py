@@ -13,7 +13,7 @@ from tiny_runs import losses, tiny_config, write_byte_dataset
 from tinylm_hf.cli import main
 from tinylm_hf.tokenizer_loading import load_tokenizer
 from tinylm_hf.training import train
-from tinylm_hf.training.mlm_data import StaticMasks, write_static_masks
+from tinylm_hf.training.objectives.mlm_data import StaticMasks, write_static_masks
 
 MASK = "<|mask|>"
 

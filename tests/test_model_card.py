@@ -10,7 +10,7 @@ import pytest
 
 from tiny_folders import make_tiny_folder
 from tinylm_hf.publish.model_card import render_model_card
-from tinylm_hf.training.summary import DataProvenance, RunSummary, learning_rate_facts
+from tinylm_hf.training.run.summary import DataProvenance, RunSummary, learning_rate_facts
 
 QUICKSTART_CONFIG = {"max_lr": 3e-3, "min_lr": 3e-4, "warmup_iters": 150, "max_iters": 3000, "eval_iters": 20,
                      "weight_decay": 0.1, "grad_clip": 1.0, "seed": 1337, "dtype": "float32"}

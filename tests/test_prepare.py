@@ -13,7 +13,7 @@ import pytest
 from conftest import PACKAGE_DATA, shared_file
 from tinylm_hf import EOS_TOKEN, prepare_dataset
 from tinylm_hf.corpus import load_tokens, read_header, token_files
-from tinylm_hf.tokenization import build_hf_tokenizer, train_tokenizer
+from tinylm_hf.tokenizer_training import build_hf_tokenizer, train_tokenizer
 
 pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
 
@@ -313,7 +313,7 @@ def test_input_and_val_input_globs_expand_as_in_train_tokenizer(tmp_path, tok_di
     for name, text in (("a.txt", "First.\n\nSecond.\n"), ("b.txt", "Third.\n\nFourth.\n"), ("v1.val", "Held.\n")):
         (corpus / name).write_text(text, encoding="utf-8")
     monkeypatch.chdir(tmp_path)
-    assert main(["prepare", "--tokenizer", str(tok_dir), "--input", "corpus/*.txt", "--val-input", "corpus/*.val",
+    assert main(["prepare", "--tokenizer", str(tok_dir), "--input", "corpus/*.txt", "--val-data", "corpus/*.val",
                  "--out", "out", "--num-proc", "1"]) == 0
     source = read_header(tmp_path / "out" / "train.bin")["source"]
     assert source == {"input_files": ["a.txt", "b.txt"], "val_files": ["v1.val"]}

@@ -122,7 +122,7 @@ def test_ctrl_c_keeps_the_checkpoint_publishes_nothing_and_exits_130(tmp_path):
     (tmp_path / "train.txt").write_text(_slice(PACKAGE_DATA / "tinystories_train_small.txt", 150))
     (tmp_path / "val.txt").write_text(_slice(PACKAGE_DATA / "tinystories_valid_small.txt", 20))
     out = tmp_path / "qs"
-    proc = start_cli("quickstart", "--out", str(out), "--train-file", str(tmp_path / "train.txt"), "--val-file",
+    proc = start_cli("quickstart", "--out", str(out), "--train-file", str(tmp_path / "train.txt"), "--val-data",
                      str(tmp_path / "val.txt"), "--vocab-size", "300", "--max-iters", "100000", "--batch-size", "2",
                      "--context-length", "16", "--threads", "1")
     deadline = time.time() + 180
@@ -154,7 +154,7 @@ def test_quickstart_then_quickstart_chat_in_one_folder_trains_on_the_new_tokeniz
 
     (tmp_path / "train.txt").write_text(_slice(PACKAGE_DATA / "tinystories_train_small.txt", 150))
     (tmp_path / "val.txt").write_text(_slice(PACKAGE_DATA / "tinystories_valid_small.txt", 20))
-    common = ["--out", str(tmp_path / "qs"), "--train-file", str(tmp_path / "train.txt"), "--val-file",
+    common = ["--out", str(tmp_path / "qs"), "--train-file", str(tmp_path / "train.txt"), "--val-data",
               str(tmp_path / "val.txt"), "--max-iters", "1", "--batch-size", "2", "--context-length", "32",
               "--max-new-tokens", "2", "--threads", "1"]
     for extra in (["--vocab-size", "300"], ["--vocab-size", "1000", "--chat", "--chat-max-iters", "1"]):
@@ -173,7 +173,7 @@ def test_the_tokenizer_folder_is_replaced_whole(tmp_path):
     # saving over the folder kept an earlier chat run's chat_template.jinja beside a plain tokenizer
     from tinylm_hf import EOS_TOKEN
     from tinylm_hf.quickstart import save_tokenizer_folder
-    from tinylm_hf.tokenization import train_tokenizer
+    from tinylm_hf.tokenizer_training import train_tokenizer
     from tinylm_hf.tokenization.chat_template import CHAT_TOKENS, add_chat_tokens
     from tinylm_hf.tokenizer_loading import load_tokenizer
 

@@ -12,8 +12,8 @@ import torch
 from conftest import REPO_ROOT
 from tiny_runs import byte_data, losses, tiny_config, write_byte_dataset  # noqa: F401  (byte_data is a fixture)
 from tinylm_hf.training import train
-from tinylm_hf.training.checkpoint import list_checkpoints
-from tinylm_hf.training.run_dir import RunDirectory, RunInUseError
+from tinylm_hf.training.run.checkpoint import list_checkpoints
+from tinylm_hf.training.run.folder import RunDirectory, RunInUseError
 
 
 def test_training_into_a_used_folder_without_resume_refuses(byte_data, tmp_path):
@@ -70,7 +70,7 @@ def test_a_second_process_on_the_same_folder_is_refused(tmp_path):
     first = RunDirectory(tmp_path / "run")
     first.lock()
     try:
-        code = (f"from tinylm_hf.training.run_dir import RunDirectory\n"
+        code = (f"from tinylm_hf.training.run.folder import RunDirectory\n"
                 f"RunDirectory({str(tmp_path / 'run')!r}).lock()")
         proc = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True)
         assert proc.returncode != 0 and "RunInUseError" in proc.stderr and f"pid" in proc.stderr

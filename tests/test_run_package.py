@@ -7,7 +7,6 @@ then touches this one package, and every other module reads a checkpoint through
 from __future__ import annotations
 
 import ast
-import importlib
 from pathlib import Path
 
 import pytest
@@ -78,7 +77,7 @@ def top_level_names(path: Path) -> set[str]:
 
 def test_the_checks_see_a_checkpoint_read(tmp_path):
     source = tmp_path / "reader.py"
-    source.write_text("import torch\nfrom tinylm_hf.training.checkpoint import load_state\n"
+    source.write_text("import torch\nfrom tinylm_hf.training.run.checkpoint import load_state\n"
                       "state = torch.load('x.pt')\nconfig = state['model_config']\nrng = state.get('rng')\n"
                       "log = 'metrics.jsonl'\n")
     assert len(checkpoint_reads(source)) == 4
@@ -97,13 +96,3 @@ def test_no_module_outside_the_run_package_spells_a_run_folder_file_name():
 def test_what_defines_the_storage_is_defined_once_in_the_run_package(name):
     homes = [path.relative_to(RUN_PACKAGE.parent).as_posix() for path in SOURCES if name in top_level_names(path)]
     assert len(homes) == 1 and homes[0].startswith("run/"), homes
-
-
-@pytest.mark.parametrize("old, new", [("run_dir", "run.folder"), ("checkpoint", "run.checkpoint"), ("state", "run.state"),
-                                      ("summary", "run.summary"), ("sft_data", "objectives.sft_data"),
-                                      ("mlm_data", "objectives.mlm_data"), ("masking", "objectives.masking"),
-                                      ("classification_data", "objectives.classification_data")])
-def test_an_old_module_name_is_the_moved_module(old, new):
-    moved = importlib.import_module(f"tinylm_hf.training.{new}")
-    assert importlib.import_module(f"tinylm_hf.training.{old}") is moved
-    assert top_level_names(REPO_ROOT / "tinylm_hf" / "training" / f"{old}.py") == set()  # an alias only

@@ -10,7 +10,7 @@ import torch
 from tiny_chats import ASSISTANT_TEXT, CONVERSATION, FAMILIES, chat_copy, story_text, trained  # noqa: F401
 from tinylm_hf.modeling.loss_tinylm import IGNORE_INDEX
 from tinylm_hf.training.config import TrainConfig
-from tinylm_hf.training.sft_data import (
+from tinylm_hf.training.objectives.sft_data import (
     conversation_rows,
     iter_conversation_batches,
     load_chat_tokenizer,

@@ -1,4 +1,4 @@
-"""Run checkpoints (training/state.py): `--resume` continues only the run that was started, with one line otherwise."""
+"""Run checkpoints (training/run/state.py): `--resume` continues only the run that was started, with one line otherwise."""
 
 from __future__ import annotations
 

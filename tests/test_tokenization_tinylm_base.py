@@ -19,7 +19,7 @@ from tokenizers import AddedToken
 
 from conftest import PACKAGE_DATA
 from tinylm_hf import tokenization
-from tinylm_hf.tokenization import train_tokenizer
+from tinylm_hf.tokenizer_training import train_tokenizer
 from tinylm_hf.tokenization.plain_text import encode_plain
 
 FAMILIES = ["bpe", "wordpiece", "unigram", "sentencepiece-bpe"]

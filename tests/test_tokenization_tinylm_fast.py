@@ -189,7 +189,7 @@ def test_fast_rejects_non_gpt2_pattern(tmp_path):
 
 
 def test_fast_decode_of_an_out_of_range_id_raises_as_the_slow_one(tmp_path):
-    from tinylm_hf.tokenization import build_hf_tokenizer
+    from tinylm_hf.tokenizer_training import build_hf_tokenizer
 
     build_hf_tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|endoftext|>"]).save_pretrained(tmp_path)
     for cls in (TinyLMTokenizer, TinyLMTokenizerFast):
@@ -200,7 +200,7 @@ def test_fast_decode_of_an_out_of_range_id_raises_as_the_slow_one(tmp_path):
 def test_tokenizer_json_that_disagrees_with_vocab_json_is_an_error(tmp_path):
     import json as json_module
 
-    from tinylm_hf.tokenization import build_hf_tokenizer
+    from tinylm_hf.tokenizer_training import build_hf_tokenizer
 
     build_hf_tokenizer({i: bytes([i]) for i in range(256)} | {256: b"ab"}, [(b"a", b"b")],
                        ["<|endoftext|>"]).save_pretrained(tmp_path)
@@ -213,7 +213,7 @@ def test_tokenizer_json_that_disagrees_with_vocab_json_is_an_error(tmp_path):
 
 
 def test_missing_or_undecodable_merges_txt_is_named(tmp_path):
-    from tinylm_hf.tokenization import build_hf_tokenizer
+    from tinylm_hf.tokenizer_training import build_hf_tokenizer
 
     build_hf_tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|endoftext|>"]).save_pretrained(tmp_path)
     (tmp_path / "merges.txt").write_bytes(b"#version: 0.2\n\xff\xfe a\n")

@@ -18,11 +18,10 @@ from tinylm_hf.tokenization import (
     TinyLMSentencePieceBPETokenizerFast,
     TinyLMUnigramTokenizer,
     TinyLMUnigramTokenizerFast,
-    train_sentencepiece_bpe,
-    train_unigram,
 )
 from tinylm_hf.tokenization.sentencepiece_bpe.core import SentencePieceBPETokenizer
 from tinylm_hf.tokenization.unigram.core import UnigramTokenizer
+from tinylm_hf.tokenizer_training import train_sentencepiece_bpe, train_unigram
 
 pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
 

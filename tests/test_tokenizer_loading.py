@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tinylm_hf import TinyLMTokenizer
-from tinylm_hf.tokenization import build_hf_tokenizer
+from tinylm_hf.tokenizer_training import build_hf_tokenizer
 from tinylm_hf.tokenizer_loading import load_tokenizer
 
 pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)

@@ -287,7 +287,7 @@ def test_a_folder_saved_without_a_pad_token_still_loads(shards, tmp_path):
 
 def test_the_mask_token_advice_works_and_a_lone_mask_token_is_refused(tmp_path, shards, capsys):
     from conftest import run_cli_error
-    from tinylm_hf.training.masking import MLMCollator
+    from tinylm_hf.training.objectives.masking import MLMCollator
 
     err = run_cli_error(["train-tokenizer", "--input", str(shards[0]), "--vocab-size", "300", "--special-token",
                          "<|mask|>", "--out", str(tmp_path / "lone"), "--no-progress"], capsys)

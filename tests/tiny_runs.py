@@ -25,7 +25,7 @@ def write_byte_dataset(out: Path, n_bytes: int = 120_000, extra_special_tokens: 
     (BPE without merges: id = byte value, eos 256, then `extra_special_tokens`) that reads them."""
     from tinylm_hf import EOS_TOKEN
     from tinylm_hf.corpus import tokenizer_fingerprint
-    from tinylm_hf.tokenization import build_hf_tokenizer
+    from tinylm_hf.tokenizer_training import build_hf_tokenizer
 
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = build_hf_tokenizer({i: bytes([i]) for i in range(256)}, [], [EOS_TOKEN, *extra_special_tokens])
@@ -75,7 +75,7 @@ def start_cli(*argv: str) -> subprocess.Popen:
 
 def wait_for_checkpoint(proc: subprocess.Popen, ckpt_dir: Path, timeout: float = 300.0) -> None:
     """Wait until the run of `proc` has written a checkpoint in `ckpt_dir` (fail if it ends or none comes)."""
-    from tinylm_hf.training.checkpoint import list_checkpoints
+    from tinylm_hf.training.run.checkpoint import list_checkpoints
 
     deadline = time.time() + timeout
     while time.time() < deadline:

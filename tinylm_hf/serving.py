@@ -439,7 +439,7 @@ def serve(
                 "cb_block_size": cb_block_size}
     check_start(port, cb_sizes)
     listening_socket(host, port).close()  # an address in use or not here is refused before the model is read
-    from .publish.folder import check_folder_files
+    from .training.model_folder import check_folder_files
 
     check_folder_files(folder)
     check_serve_packages()

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..training.config import TrainConfig, field_docs, field_sections, read_config_file
 from ..training.objectives.sections import DEFAULT_OBJECTIVE, SECTIONS, ConfigSection, check_fields_of_objective
+from .old_flags import add_old_flags
 
 
 def _parse_bool(text: str) -> bool:
@@ -47,10 +48,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_config_arguments(parser: argparse.ArgumentParser, *, objectives: Collection[type[ConfigSection]] = (),
                          exclude: Collection[str] = (), flags: dict[str, str] | None = None,
-                         defaults: dict[str, Any] | None = None) -> None:
+                         defaults: dict[str, Any] | None = None,
+                         old_flags: dict[str, tuple[str, ...]] | None = None) -> None:
     """One `--flag` per TrainConfig field (dashes for underscores) but those in `exclude` and those of objectives not
     in `objectives`, grouped by the config's sections (each objective's own fields under its section's title); `flags`
-    renames some, `defaults` are the defaults a command's help states (the config's own else).
+    renames some, `defaults` are the defaults a command's help states (the config's own else), `old_flags` are a
+    field's former flags here (taken with a notice, not shown).
 
     Unset flags stay out of the namespace, so a config file's values are not overridden by defaults.
     """
@@ -74,7 +77,9 @@ def add_config_arguments(parser: argparse.ArgumentParser, *, objectives: Collect
                 text += " (comma-separated)"
             if name == "objective":
                 text += "; one of " + "; ".join(f"{s.name}: {s.summary}" for s in SECTIONS.values())
-            _add_field_argument(group, name, flag, hints[name], text.replace("%", "%%"))  # argparse formats with %
+            action = _add_field_argument(group, name, flag, hints[name], text.replace("%", "%%"))  # formats with %
+            if name in (old_flags or {}):
+                add_old_flags(parser, action, *old_flags[name])
     for name in sorted(others):  # parsed, not shown, so that config_from_args names the objective they belong to
         _add_field_argument(parser, name, _flag(name), hints[name], argparse.SUPPRESS)
 
@@ -89,18 +94,17 @@ def _base(hint: Any) -> Any:
     return next((a for a in args if a is not type(None)), hint) if args else hint
 
 
-def _add_field_argument(group: Any, name: str, flag: str, hint: Any, text: str) -> None:
+def _add_field_argument(group: Any, name: str, flag: str, hint: Any, text: str) -> argparse.Action:
     """The flag of field `name` (of type `hint`), with help `text`; unset, it stays out of the namespace."""
     base = _base(hint)
     common = {"dest": name, "default": argparse.SUPPRESS, "metavar": flag[2:].replace("-", "_").upper(), "help": text}
     if name == "model":
-        group.add_argument(flag, type=json.loads, **common)
-    elif base is bool:
-        group.add_argument(flag, type=_parse_bool, nargs="?", const=True, **common)
-    elif typing.get_origin(base) is list:
-        group.add_argument(flag, type=_names, **common)
-    else:
-        group.add_argument(flag, type=_optional(base), **common)
+        return group.add_argument(flag, type=json.loads, **common)
+    if base is bool:
+        return group.add_argument(flag, type=_parse_bool, nargs="?", const=True, **common)
+    if typing.get_origin(base) is list:
+        return group.add_argument(flag, type=_names, **common)
+    return group.add_argument(flag, type=_optional(base), **common)
 
 
 def _not_default(values: dict[str, Any]) -> list[str]:

@@ -17,12 +17,13 @@ from .config_flags import add_config_arguments, add_run_arguments, config_from_a
 HELP = "preference-tune a chat model folder with DPO on pairs (JSON lines of {\"prompt\", \"chosen\", \"rejected\"})"
 # `tinylm dpo` sets the objective, reads pairs rather than prepared data, and scores every validation pair
 NOT_FLAGS = ("objective", "data_dir", "eval_iters")
-FLAGS = {"preferences": "--data", "val_preferences": "--valid-data", "dpo_beta": "--beta"}  # field -> its flag here
+FLAGS = {"preferences": "--data", "val_preferences": "--val-data", "dpo_beta": "--beta"}  # field -> its flag here
+OLD_FLAGS = {"val_preferences": ("--valid-data",)}  # field -> its former flags, taken for one release
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_run_arguments(parser)
-    add_config_arguments(parser, objectives=(PreferenceSection,), exclude=NOT_FLAGS, flags=FLAGS)
+    add_config_arguments(parser, objectives=(PreferenceSection,), exclude=NOT_FLAGS, flags=FLAGS, old_flags=OLD_FLAGS)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..publish import export_llama
-    from ..publish.folder import read_json
+    from ..training.model_folder import read_json
 
     out = export_llama(args.dir, args.out, overwrite=args.overwrite, trust_remote_code=args.trust_remote_code)
     architecture = read_json(out / "config.json")["architectures"][0]

@@ -2,7 +2,7 @@
 `tinylm train` (objective seq_cls: the same AdamW, checkpoints, --resume, metrics.jsonl and model card), then publish
 OUT_DIR/hf, which `pipeline("text-classification", model=OUT_DIR/hf)` loads.
 
-Each evaluation measures loss, accuracy and macro-F1 on every validation example: those of --validation-data, else
+Each evaluation measures loss, accuracy and macro-F1 on every validation example: those of --val-data, else
 --validation-share of each label of --data, held out (the same examples in every run). Texts are cut at
 --context-length tokens. Token classification and question answering fine-tune with transformers' Trainer (see the
 fine-tuning tutorial).
@@ -18,7 +18,8 @@ from .config_flags import add_config_arguments, add_run_arguments, config_from_a
 
 HELP = "fine-tune a TinyLM folder on labelled texts (text classification)"
 TASKS = {"text-classification": SequenceClassificationSection}  # --task -> its objective
-FLAGS = {"train_file": "--data", "validation_file": "--validation-data"}  # TrainConfig field -> its flag here
+FLAGS = {"train_file": "--data", "validation_file": "--val-data"}  # TrainConfig field -> its flag here
+OLD_FLAGS = {"validation_file": ("--validation-data",)}  # field -> its former flags, taken for one release
 # TrainConfig fields that are not flags here: a language model's data, shape and samples (`tinylm train`'s)
 NOT_FLAGS = ("data_dir", "tokenizer_dir", "preset", "model", "objective", "sample_prompt", "sample_tokens")
 DEFAULTS: dict[str, Any] = {
@@ -31,7 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", choices=sorted(TASKS), default="text-classification",
                         help="what to fine-tune for (default: text-classification)")
     add_run_arguments(parser)
-    add_config_arguments(parser, objectives=tuple(TASKS.values()), exclude=NOT_FLAGS, flags=FLAGS, defaults=DEFAULTS)
+    add_config_arguments(parser, objectives=tuple(TASKS.values()), exclude=NOT_FLAGS, flags=FLAGS, defaults=DEFAULTS,
+                         old_flags=OLD_FLAGS)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from .old_flags import add_old_flags
+
 HELP = "tokenize a corpus into train.bin / val.bin for training"
 
 
@@ -12,7 +14,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument("--input", nargs="+", help="UTF-8 text files, or .jsonl files with a text column")
     src.add_argument("--dataset", help="a `datasets` name or local data folder (a folder is streamed, never copied)")
-    parser.add_argument("--val-input", nargs="+", default=None, help="validation files (else carved off by size)")
+    val_data = parser.add_argument("--val-data", nargs="+", default=None,
+                                   help="validation files (else carved off by size)")
+    add_old_flags(parser, val_data, "--val-input")
     parser.add_argument("--split", default=None, help="dataset split (with --dataset)")
     parser.add_argument("--text-column", default="text", help="column holding the text (default: text)")
     parser.add_argument("--val-fraction", type=float, default=0.05, help="share of the text for validation")
@@ -29,14 +33,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..corpus import prepare_dataset
     from ..tokenizer_loading import load_tokenizer
-    from ..training.mlm_data import check_static_masking, write_static_masks
+    from ..training.objectives.mlm_data import check_static_masking, write_static_masks
 
     if args.mlm_static:  # the masking options are checked before train.bin / val.bin are written
         check_static_masking(load_tokenizer(args.tokenizer), mlm_probability=args.mlm_probability, seed=args.mlm_seed)
     headers = prepare_dataset(
         args.tokenizer, args.out, input_files=args.input, dataset=args.dataset, split=args.split,
         text_column=args.text_column, val_fraction=args.val_fraction, num_workers=args.workers,
-        val_files=args.val_input,
+        val_files=args.val_data,
     )
     for name, h in headers.items():
         how = ", ".join(f"{n:,} cut at {rule.replace('_', ' ')}" for rule, n in h.get("split_rules", {}).items())

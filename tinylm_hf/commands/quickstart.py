@@ -4,33 +4,25 @@ With --chat, the model is then fine-tuned on the bundled story conversations and
 from __future__ import annotations
 
 import argparse
-import sys
+
+from .old_flags import add_old_flags
 
 EXIT_INTERRUPTED = 130  # as `tinylm train` after Ctrl-C: the checkpoint kept, nothing published
 HELP = "tokenizer + data + a small model on bundled TinyStories (CPU)"
 
 
-class OldSpelling(argparse.Action):
-    """A flag's former name: still taken, left out of --help, and said to be the new one (`dest`'s flag)."""
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
-                 option_string: str | None = None) -> None:
-        new = "--" + self.dest.replace("_", "-")
-        print(f"tinylm quickstart: {option_string} is now called {new} (the old name will go)", file=sys.stderr)
-        setattr(namespace, self.dest, values)
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="runs/quickstart", help="output folder (default: runs/quickstart)")
     parser.add_argument("--train-file", default=None, help="training text (default: bundled TinyStories slice)")
-    parser.add_argument("--val-file", default=None, help="validation text (default: bundled TinyStories valid slice)")
+    val_data = parser.add_argument("--val-data", default=None,
+                                   help="validation text (default: bundled TinyStories valid slice)")
+    add_old_flags(parser, val_data, "--val-file")
     parser.add_argument("--vocab-size", type=int, default=2048, help="BPE vocabulary size (default: 2048)")
     parser.add_argument("--max-iters", type=int, default=None,
                         help="training steps (default: as many as fit in --time-budget-s seconds)")
-    parser.add_argument("--time-budget-s", type=float, default=360.0,
-                        help="seconds of training when --max-iters is unset (default: 360)")
-    parser.add_argument("--time-budget", "--train-budget", dest="time_budget_s", type=float, action=OldSpelling,
-                        help=argparse.SUPPRESS)
+    time_budget = parser.add_argument("--time-budget-s", type=float, default=360.0,
+                                      help="seconds of training when --max-iters is unset (default: 360)")
+    add_old_flags(parser, time_budget, "--time-budget", "--train-budget")
     parser.add_argument("--batch-size", type=int, default=None, help="sequences per step (default: 16; 8 with --chat)")
     parser.add_argument("--context-length", type=int, default=None,
                         help="tokens per sequence (default: 128; 256 with --chat)")
@@ -39,10 +31,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chat", action="store_true",
                         help="then fine-tune the model on the bundled story conversations (as `tinylm sft`) and print "
                              "its replies to a few requests; talk to it with `tinylm chat OUT/chat/hf`")
-    parser.add_argument("--chat-time-budget-s", type=float, default=None,
-                        help="seconds of fine-tuning with --chat when --chat-max-iters is unset (default: 120)")
-    parser.add_argument("--chat-budget", dest="chat_time_budget_s", type=float, action=OldSpelling,
-                        help=argparse.SUPPRESS)
+    chat_budget = parser.add_argument("--chat-time-budget-s", type=float, default=None,
+                                      help="seconds of fine-tuning with --chat when --chat-max-iters is unset "
+                                           "(default: 120)")
+    add_old_flags(parser, chat_budget, "--chat-budget")
     parser.add_argument("--chat-max-iters", type=int, default=None, help="fine-tuning steps with --chat")
     parser.add_argument("--optimizer", choices=("muon", "adamw"), default=None,
                         help="muon: Muon for the block matrices, AdamW for the rest; adamw: AdamW for all (default: the "
@@ -52,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..quickstart import quickstart
 
-    result = quickstart(args.out, train_file=args.train_file, val_file=args.val_file, vocab_size=args.vocab_size,
+    result = quickstart(args.out, train_file=args.train_file, val_file=args.val_data, vocab_size=args.vocab_size,
                         max_iters=args.max_iters, train_budget_s=args.time_budget_s, batch_size=args.batch_size,
                         context_length=args.context_length, max_new_tokens=args.max_new_tokens, threads=args.threads,
                         chat=args.chat, chat_budget_s=args.chat_time_budget_s, chat_max_iters=args.chat_max_iters,

@@ -129,7 +129,7 @@ def _load_files(files: Sequence[str], text_column: str, cache_dir: Path) -> tupl
 
 def _load_input_files(input_files: Sequence[str | os.PathLike], val_files: Sequence[str | os.PathLike] | None,
                       text_column: str, cache_dir: Path) -> tuple[Any, Any, str, dict[str, Any]]:
-    """(train documents, validation documents or None, text column, source record) of `--input` / `--val-input`
+    """(train documents, validation documents or None, text column, source record) of `--input` / `--val-data`
     paths or globs."""
     files = [str(f) for f in expand_inputs(input_files)]
     train_ds, column = _load_files(files, text_column, cache_dir)
@@ -188,7 +188,7 @@ def _carve_validation(ds: Any, column: str, val_fraction: float) -> tuple[Any, A
     if len(lengths) < 2:
         raise ValueError(
             "the input holds a single document: nothing to carve a validation split from; "
-            "give --val-input, or more text"
+            "give --val-data, or more text"
         )
     from_end = np.cumsum(lengths[::-1])
     n_val = int(np.searchsorted(from_end, val_fraction * from_end[-1])) + 1

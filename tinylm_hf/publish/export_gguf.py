@@ -37,8 +37,9 @@ from ..tokenization.chat_template import end_of_turn_id, portable_chat_template
 from ..tokenization.metaspace.model import MODEL_FILE as SENTENCEPIECE_FILE
 from ..tokenization.metaspace.model import UNUSED, SentencePieceModel, read_sentencepiece_model
 from ..tokenization.families import FAMILIES
+from ..training.model_folder import check_folder_files, check_language_model
 from .export_llama import build_llama_model, build_plain_tokenizer
-from .folder import check_folder_files, check_language_model, check_tokenizer_fits
+from .folder import check_tokenizer_fits
 
 logger = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ from ..tokenization.bpe.gpt2_files import MERGES_FILE, VOCAB_FILE, read_merges_t
 from ..tokenization.metaspace.model import MODEL_FILE as SENTENCEPIECE_FILE
 from ..tokenization.pretokenize import GPT2_PATTERN, resolve_pattern
 from ..tokenizer_loading import load_tokenizer
-from .folder import check_folder_files, read_json
+from ..training.model_folder import check_folder_files, read_json
 
 # the TinyLM class a folder was saved from (config.json's "architectures") -> the Llama class that runs it
 LLAMA_CLASSES = {

@@ -18,10 +18,10 @@ from ..fileio import check_ours_to_replace, make_folders, make_temp, raise_no_sp
 from ..tokenization.chat_template import stop_token_ids
 from ..tokenizer_loading import load_tokenizer
 from ..training.run.checkpoint import read_checkpoint
-from ..training.run.folder import RunDirectory
+from ..training.run.folder import HF_DIR, RunDirectory
 from ..training.run.state import RUN_TOKENIZER_DIR
 from ..training.run.summary import RunSummary
-from .folder import HF_DIR, check_tokenizer_fits
+from .folder import check_tokenizer_fits
 from .model_card import write_model_card
 
 

@@ -20,8 +20,9 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from ..fileio import write_text_atomic
 from ..compat import TRANSFORMERS_REQUIREMENT
 from ..tokenization.families import FAMILIES
+from ..training.model_folder import model_folder_name, read_json
 from ..training.run.summary import ClassificationTask, DataProvenance, RunSummary
-from .folder import CHAT_TEMPLATE_FILE, count_parameters, model_folder_name, model_role, read_json, weights_digest
+from .folder import CHAT_TEMPLATE_FILE, count_parameters, model_role, weights_digest
 
 TEMPLATE_PATH = Path(__file__).resolve().parent.parent / "templates" / "model_card.md"
 EVAL_RESULTS_FILE = "eval_results.json"

@@ -3,38 +3,13 @@ each a hand-written core with Hugging Face classes (slow and a `tokenizers` twin
 
 These modules are what a saved tokenizer folder needs (transformers copies the ones a class file imports, flat,
 into the folder); training lives in `tinylm_hf.tokenizer_training`, which none of them imports. Names are imported
-on first use (`tinylm_hf.lazy_exports`): the training names of `TRAINING_NAMES` (`train_bpe`, `count_words`, ...)
-stay importable from this package for existing callers, looked up in `tinylm_hf.tokenizer_training`, so
-importing this package imports no training code (nor transformers, until a Hugging Face class is used).
+on first use (`tinylm_hf.lazy_exports`), so importing this package imports no transformers until a Hugging Face
+class is used.
 """
 
 from __future__ import annotations
 
 from ..lazy_exports import export_lazily
-
-# Names of tinylm_hf.tokenizer_training that this package exported before training moved there.
-TRAINING_NAMES = (
-    "WordCounts",
-    "build_hf_tokenizer",
-    "count_words",
-    "load_word_counts",
-    "save_word_counts",
-    "split_metaspace_words",
-    "sum_word_counts",
-    "train_bpe",
-    "train_bpe_from_counts",
-    "train_bpe_from_iterator",
-    "train_sentencepiece_bpe",
-    "train_sentencepiece_bpe_from_counts",
-    "train_sentencepiece_bpe_from_iterator",
-    "train_tokenizer",
-    "train_unigram",
-    "train_unigram_from_counts",
-    "train_unigram_from_iterator",
-    "train_wordpiece",
-    "train_wordpiece_from_counts",
-    "train_wordpiece_from_iterator",
-)
 
 __all__ = export_lazily(__name__, {
     ".bpe.core": ("BPETokenizer",),
@@ -51,5 +26,4 @@ __all__ = export_lazily(__name__, {
     ".wordpiece.tokenization_tinylm_wordpiece_fast": ("TinyLMWordPieceTokenizerFast",),
     ".unigram.core": ("UnigramTokenizer",),
     ".wordpiece.core": ("WordPieceTokenizer",),
-    "..tokenizer_training": TRAINING_NAMES,
 })

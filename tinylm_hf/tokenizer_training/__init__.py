@@ -1,8 +1,8 @@
 """Tokenizer training: word counting, the four families' trainers, and `train_tokenizer` over them.
 
 Nothing here runs when a saved tokenizer encodes text, and transformers never copies it into a saved
-folder: what a folder needs lives in `tinylm_hf.tokenization`, whose modules import nothing from here
-(its package `__init__` only forwards the training names it used to export). Names are imported on first use.
+folder: what a folder needs lives in `tinylm_hf.tokenization`, whose modules import nothing from here.
+Names are imported on first use.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Counting pre-tokens as a numba kernel: `count_spans`, over the spans that the encoder's scanner finds
-(`tokenization.bpe_kernels.pretoken_bounds`, the one scanner of GPT-2's and cl100k's patterns).
+(`tokenization.bpe.kernels.pretoken_bounds`, the one scanner of GPT-2's and cl100k's patterns).
 
 `count_spans` is `Counter(data[s:e] for s, e in spans)` (weighted): a hash table (open addressing) maps each
 distinct span to the first span equal to it, and a hash match is confirmed by comparing the bytes,

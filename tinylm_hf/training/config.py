@@ -1,7 +1,8 @@
 """TrainConfig: every knob of a training run, one documented field each, grouped in sections.
 
-Values come from Python, a YAML/JSON file or `tinylm train` flags (commands/train.py maps one flag
-per field, grouped by `SECTIONS`). Every field and every conflict between fields is checked when the
+Values come from Python, a YAML/JSON file or `tinylm train` flags (commands/config_flags.py maps one flag
+per field, grouped by the `Section` each field declares in its annotation, and each objective's own fields by
+their section, `objectives.SECTIONS`). Every field and every conflict between fields is checked when the
 config is made, before any data is read or model built.
 """
 
@@ -18,10 +19,11 @@ import re
 import textwrap
 import types
 import typing
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from .objectives.sections import (
     DEFAULT_OBJECTIVE,
@@ -43,122 +45,132 @@ MIN_LR_SHARE = 0.1  # min_lr unless given: this share of max_lr
 MAX_CONFIG_BYTES = 1 << 20  # a --config file is a few hundred bytes; a megabyte is no config
 
 
+@dataclass(frozen=True)
+class Section:
+    """The group of a TrainConfig field in `--help` (`field_sections`), declared on the field:
+    `batch_size: Annotated[int, OPTIMISATION] = 32`. Each objective's own fields have their section's instead."""
+
+    title: str
+
+
+DATA = Section("data")
+MODEL = Section("model")
+OBJECTIVE = Section("objective")
+OPTIMISATION = Section("optimisation")
+EVALUATION = Section("evaluation and checkpoints")
+SYSTEM = Section("system")
+
+
 @dataclass
 class TrainConfig(*FIELD_SECTIONS):  # type: ignore[misc]
     """Settings of one `tinylm train` run. Field docstrings are the `--help` text of the CLI flags.
 
     Each objective's own fields come from its section (`objectives.sections`), inherited flat: `config.masking`,
-    `TrainConfig(conversations=...)`.
+    `TrainConfig(conversations=...)`. Every other field declares its `--help` group: `Annotated[type, DATA]`.
     """
 
-    # ---- data
-    data_dir: str = ""
+    data_dir: Annotated[str, DATA] = ""
     """Folder made by `tinylm prepare` holding train.bin/val.bin and their JSON headers."""
-    tokenizer_dir: str | None = None
+    tokenizer_dir: Annotated[str | None, DATA] = None
     """Tokenizer folder published with the model (default: the one recorded in train.json)."""
-    out_dir: str = "runs/train"
+    out_dir: Annotated[str, DATA] = "runs/train"
     """Output folder: checkpoints/, metrics.jsonl, loss.png, run.json (and hf/ once published)."""
 
-    # ---- model
-    preset: str | None = None
+    preset: Annotated[str | None, MODEL] = None
     """Named TinyLMConfig preset (TinyLMConfig.from_preset); None uses TinyLMConfig's defaults."""
-    model: dict[str, Any] = field(default_factory=dict)
+    model: Annotated[dict[str, Any], MODEL] = field(default_factory=dict)
     """TinyLMConfig field overrides, e.g. {"hidden_size": 128, "num_hidden_layers": 2}."""
-    init_from: str | None = None
+    init_from: Annotated[str | None, MODEL] = None
     """Start from a saved Hugging Face model folder (from_pretrained) instead of random weights."""
 
-    # ---- objective
-    objective: str = DEFAULT_OBJECTIVE
+    objective: Annotated[str, OBJECTIVE] = DEFAULT_OBJECTIVE
     """What the run learns, by the objective's name (`objectives.SECTIONS`: each one's own fields follow in their
     section)."""
 
-    # ---- optimisation
-    optimizer: str = "adamw"
+    optimizer: Annotated[str, OPTIMISATION] = "adamw"
     """adamw: AdamW for every weight; muon: Muon for the 2-D weights inside the blocks (at muon_lr), AdamW for the
     embeddings, the head and the norms (at max_lr), as the GPT-2 speedrun records train."""
-    batch_size: int = 32
+    batch_size: Annotated[int, OPTIMISATION] = 32
     """Sequences per optimizer step, summed over gradient-accumulation steps and DDP ranks."""
-    context_length: int = 256
+    context_length: Annotated[int, OPTIMISATION] = 256
     """Tokens per training sequence (seq_cls: the most tokens of a text kept; longer texts are cut)."""
-    grad_accum_steps: int = 1
+    grad_accum_steps: Annotated[int, OPTIMISATION] = 1
     """Micro-batches per optimizer step (per-rank micro-batch = batch_size / (grad_accum_steps * world))."""
-    max_iters: int = 1000
+    max_iters: Annotated[int, OPTIMISATION] = 1000
     """Optimizer steps in the whole run (the cosine schedule's horizon)."""
-    time_budget_s: float | None = None
+    time_budget_s: Annotated[float | None, OPTIMISATION] = None
     """Seconds of training (None: no limit): after the warm-up the learning rate follows the share of the budget
     used, so the cosine ends at min_lr when the budget does, and the run stops then (or at max_iters). The first step
     (warm-up, and compilation under `compile`) is not counted."""
-    time_budget_clock: str = "wall"
+    time_budget_clock: Annotated[str, OPTIMISATION] = "wall"
     """The clock `time_budget_s` is counted on: "wall" (elapsed time) or "process" (this process's CPU time,
     which other programs on a busy machine do not use up; with one thread it counts the compute a step takes)."""
-    max_lr: float | None = None
+    max_lr: Annotated[float | None, OPTIMISATION] = None
     """Peak learning rate, reached at the end of warm-up: of every weight (adamw), or of the AdamW part (muon: the
     embeddings, the head and the norms). Default: 1e-3 with adamw; 6e-3 with muon, whose AdamW part at 1e-3 held the
     model back while Muon trained the matrices (scripts/compare_optimizers.py, docs/benchmarks/training.md)."""
-    min_lr: float | None = None
+    min_lr: Annotated[float | None, OPTIMISATION] = None
     """Learning rate at the end of the cosine decay and after it (default: a tenth of max_lr)."""
-    warmup_iters: int = 100
+    warmup_iters: Annotated[int, OPTIMISATION] = 100
     """Linear warm-up steps from 0 to max_lr (at most max_iters)."""
-    cosine_cycle_iters: int | None = None
+    cosine_cycle_iters: Annotated[int | None, OPTIMISATION] = None
     """Step at which the cosine reaches min_lr (default: max_iters)."""
-    muon_lr: float = 0.02
+    muon_lr: Annotated[float, OPTIMISATION] = 0.02
     """Peak learning rate of the Muon part (optimizer muon); it follows max_lr's schedule (warm-up, cosine down to
     min_lr / max_lr of it)."""
-    muon_momentum: float = 0.95
+    muon_momentum: Annotated[float, OPTIMISATION] = 0.95
     """Muon's momentum (Nesterov), in [0, 1)."""
-    weight_decay: float = 0.1
+    weight_decay: Annotated[float, OPTIMISATION] = 0.1
     """Decoupled weight decay of the matrices, AdamW's and Muon's (not applied to norms and biases)."""
-    beta1: float = 0.9
+    beta1: Annotated[float, OPTIMISATION] = 0.9
     """AdamW first-moment decay."""
-    beta2: float = 0.95
+    beta2: Annotated[float, OPTIMISATION] = 0.95
     """AdamW second-moment decay."""
-    eps: float = 1e-8
+    eps: Annotated[float, OPTIMISATION] = 1e-8
     """AdamW epsilon."""
-    grad_clip: float | None = 1.0
+    grad_clip: Annotated[float | None, OPTIMISATION] = 1.0
     """Global gradient L2-norm limit; None or 0 turns clipping off."""
 
-    # ---- evaluation and checkpoints
-    eval_every: int = 100
+    eval_every: Annotated[int, EVALUATION] = 100
     """Evaluate on val.bin every this many steps (and at the end); 0 evaluates only at the end."""
-    eval_iters: int | None = 20
+    eval_iters: Annotated[int | None, EVALUATION] = 20
     """Validation batches per evaluation, at least 1 (None: the whole validation array, once). seq_cls scores
     every validation example at every evaluation."""
-    eval_batch_size: int | None = None
+    eval_batch_size: Annotated[int | None, EVALUATION] = None
     """Sequences per validation batch (default: the per-rank micro-batch)."""
-    sample_prompt: str | None = None
+    sample_prompt: Annotated[str | None, EVALUATION] = None
     """Fixed prompt sampled from at each evaluation (plain text; shown in the log and metrics.jsonl). Default: the
     opening words of the validation text (sft: a greeting sent as the user's message)."""
-    sample_tokens: int = 24
+    sample_tokens: Annotated[int, EVALUATION] = 24
     """Tokens sampled greedily from sample_prompt at each evaluation (0: no samples)."""
-    checkpoint_every: int = 100
+    checkpoint_every: Annotated[int, EVALUATION] = 100
     """Write a training checkpoint every this many steps (and at the end); 0 only at the end."""
-    keep_last: int = 3
+    keep_last: Annotated[int, EVALUATION] = 3
     """Newest training checkpoints kept on disk (older ones are deleted; the best is kept apart)."""
-    keep_best: bool = True
+    keep_best: Annotated[bool, EVALUATION] = True
     """Also keep the checkpoint with the lowest validation loss (checkpoints/best.pt)."""
-    log_every: int = 1
+    log_every: Annotated[int, EVALUATION] = 1
     """Append a metrics.jsonl line every this many steps."""
 
-    # ---- system
-    device: str = "auto"
+    device: Annotated[str, SYSTEM] = "auto"
     """Torch device: auto (cuda when present, else cpu), cpu, cuda, cuda:N, mps."""
-    dtype: str = "auto"
+    dtype: Annotated[str, SYSTEM] = "auto"
     """Compute dtype: float32, or bfloat16 autocast; auto = bfloat16 on CUDA when supported, else float32."""
-    compile: bool = False
+    compile: Annotated[bool, SYSTEM] = False
     """Wrap the model in torch.compile (worth it on a GPU)."""
-    threads: int | None = None
+    threads: Annotated[int | None, SYSTEM] = None
     """CPU threads for torch (default: the machine's physical cores)."""
-    seed: int = 1337
+    seed: Annotated[int, SYSTEM] = 1337
     """Seed for the weights' initialisation and the batch sampler."""
-    resume: bool = False
+    resume: Annotated[bool, SYSTEM] = False
     """Continue this out_dir's run from its newest intact checkpoint (exactly, bitwise on CPU)."""
-    overwrite: bool = False
+    overwrite: Annotated[bool, SYSTEM] = False
     """Start afresh in a used out_dir, deleting the previous run's checkpoints, metrics and hf/."""
-    progress: bool = True
+    progress: Annotated[bool, SYSTEM] = True
     """Show a progress bar on a terminal (plain log lines otherwise)."""
-    plot: bool = True
+    plot: Annotated[bool, SYSTEM] = True
     """Write loss.png (train and validation loss against tokens) beside metrics.jsonl."""
-    report_to: str = "none"
+    report_to: Annotated[str, SYSTEM] = "none"
     """Experiment tracker for the metrics: none, tensorboard, trackio or wandb (that library must be installed)."""
 
     def __post_init__(self) -> None:
@@ -403,19 +415,28 @@ def field_docs() -> dict[str, str]:
 
 @lru_cache(maxsize=1)
 def field_sections() -> dict[str, list[str]]:
-    """Section title -> field names: the `# ---- section` comments of TrainConfig in order, each objective's own
-    section (its title, `objectives.sections`) following the one of `objective`."""
+    """Section title -> field names, in the order of TrainConfig's fields: each field's `Section` (declared in its
+    annotation), each objective's own section (its title, `objectives.sections`) following the `objective` field."""
+    own = {name for section in SECTIONS.values() for name in section.field_names()}
     sections: dict[str, list[str]] = {}
-    current = "other"
-    for line in inspect.getsource(TrainConfig).splitlines():
-        if line.startswith("    # ---- "):
-            current = line.removeprefix("    # ---- ").strip()
-            sections[current] = []
-        elif match := _FIELD_LINE.match(line):
-            sections.setdefault(current, []).append(match.group(1))
-            if match.group(1) == "objective":
-                sections |= {s.title: list(s.field_names()) for s in SECTIONS.values() if s.field_names()}
+    for name, section in declared_sections(TrainConfig, skip=own).items():
+        sections.setdefault(section.title, []).append(name)
+        if name == "objective":
+            sections |= {s.title: list(s.field_names()) for s in SECTIONS.values() if s.field_names()}
     return sections
 
 
-_FIELD_LINE = re.compile(r"^    (\w+): [^=]+ = ")
+def declared_sections(config_class: type, *, skip: Collection[str] = ()) -> dict[str, Section]:
+    """Field name -> the `Section` its annotation declares, in field order (fields in `skip` left out); a field that
+    declares none, or more than one, is a TypeError naming it."""
+    hints = typing.get_type_hints(config_class, include_extras=True)
+    found: dict[str, Section] = {}
+    for f in dataclasses.fields(config_class):
+        if f.name in skip:
+            continue
+        declared = [m for m in getattr(hints[f.name], "__metadata__", ()) if isinstance(m, Section)]
+        if len(declared) != 1:
+            raise TypeError(f"{config_class.__name__}.{f.name} must declare one section, as "
+                            f"`{f.name}: Annotated[type, SYSTEM] = ...` (config.Section), not {len(declared)}")
+        found[f.name] = declared[0]
+    return found

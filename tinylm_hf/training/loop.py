@@ -47,7 +47,7 @@ from .run.checkpoint import BEST_CHECKPOINT, find_latest_checkpoint, list_checkp
 from .run.folder import LOSS_PLOT, RunDirectory
 from .run.state import RunCheckpoints, TrainState, setting_changes
 from .run.summary import RunSummary, learning_rate_facts
-from .step import NonFiniteLossError, StepResult, compile_for_training, train_step
+from .step import NonFiniteLossError, StepResult, train_step
 
 SUMMARY_FIELDS = {f.name for f in dataclasses.fields(RunSummary)}  # an evaluation's numbers with a field of their own
 
@@ -74,7 +74,9 @@ def train(config: TrainConfig) -> RunSummary:
                                      tokenizer_fingerprint=data.provenance.tokenizer_fingerprint, data=data.provenance,
                                      tokenizer=published_tokenizer(config, data), objective=objective)
         state = checkpoints.resume(sampler) if resuming else TrainState(StepPlan.of(config))
-        model, loss_fn = compile_for_training(raw_model) if config.compile else (raw_model, None)
+        # the weights stay raw_model's: checkpoints, evaluation and the gradient norm use it (the step loss is
+        # compiled beside it: Objective.step_loss)
+        model = torch.compile(raw_model) if config.compile else raw_model
         model = ddp.wrap(model, device)
         parameters = list(raw_model.parameters())
         step_batches = StepBatches(objective.micro_batch, sampler, grad_accum_steps=config.grad_accum_steps,
@@ -93,8 +95,7 @@ def train(config: TrainConfig) -> RunSummary:
                 with explain_non_finite_loss(run.checkpoints, state.iteration + 1):
                     result = train_step(model, optimizer, batches, lr=lr, grad_clip=config.grad_clip, autocast=autocast,
                                         no_sync=ddp.no_sync(model), all_reduce=ddp.all_reduce, parameters=parameters,
-                                        loss_fn=loss_fn, overlap=step_batches.prefetch_next,
-                                        step_loss=objective.step_loss())
+                                        overlap=step_batches.prefetch_next, step_loss=objective.step_loss())
                 step_tokens = count_tokens(batches, ddp.world)
                 state.advance(result.loss, step_tokens)
                 dt = time.perf_counter() - t0
@@ -146,7 +147,7 @@ def prepare_device(config: TrainConfig, local_rank: int) -> torch.device:
 def check_init_from_model(config: TrainConfig) -> None:
     """`init_from` must hold a language model unless the objective trains a task head: a classifier folder (`tinylm
     finetune`) never saved its language-model head, so a run from it would start from random predictions."""
-    from ..publish.folder import TASK_HEAD_SUFFIXES, check_language_model_folder
+    from .model_folder import TASK_HEAD_SUFFIXES, check_language_model_folder
 
     if config.init_from and not OBJECTIVE_CLASSES[config.objective].model_class().__name__.endswith(TASK_HEAD_SUFFIXES):
         check_language_model_folder(config.init_from, f"--init-from needs a language model for objective "

@@ -2,8 +2,8 @@
 writer and the publisher ask of it.
 
 An objective owns its configuration section (`section`: its name, its fields `config_fields`, validated by
-`check_config`), its data (`open_data`) and micro-batches, its loss (`step_loss`: none means the step's next-token
-cross-entropy on the batch's labels), its evaluation and metrics, the text its model card states
+`check_config`), its data (`open_data`) and micro-batches, its loss (`step_loss`: by default the cross-entropy on
+the batch's labels, `step.LabelCrossEntropy`), its evaluation and metrics, the text its model card states
 (`describe_objective`, `describe_training`, `card_results`) and what its published folder is (`published_as`, a
 `PublishedKind`: what loads it and whether it carries a generation config; `prepare_tokenizer`). The callers ask;
 they never branch on an objective's name.
@@ -23,6 +23,7 @@ from ..batches import sample_starts
 from ..config import TrainConfig
 from ..data import RunData, TrainingData, open_data
 from ..run.summary import ClassificationTask
+from ..step import LabelCrossEntropy, compiled_cross_entropy
 from .sections import ConfigSection
 
 if TYPE_CHECKING:
@@ -108,9 +109,14 @@ class Objective(ABC):
         """Set what the published tokenizer needs for this kind of model (`tokenizer` is the publisher's own copy);
         nothing by default."""
 
-    def step_loss(self) -> StepLoss | None:
-        """The objective's loss, or None for the step's next-token cross-entropy on each batch's labels."""
-        return None
+    label_loss: LabelCrossEntropy | None = None
+
+    def step_loss(self) -> StepLoss:
+        """The objective's loss, the step's `step_loss`: by default the cross-entropy on each batch's labels
+        (`LabelCrossEntropy`), compiled beside a compiled model (`config.compile`)."""
+        if self.label_loss is None:
+            self.label_loss = LabelCrossEntropy(compiled_cross_entropy() if self.config.compile else None)
+        return self.label_loss
 
     @classmethod
     def describe_objective(cls, summary: RunSummary) -> str:

@@ -1,6 +1,7 @@
 """Causal language modelling: next-token prediction on windows of the prepared token arrays (a decoder,
 TinyLMForCausalLM); each evaluation also samples a continuation of `sample_prompt`. Its batches are
-`(input_ids, labels)`, scored by the step's next-token cross-entropy; its card reports perplexity and bits per byte.
+`(input_ids, labels)`, scored by the cross-entropy on the labels (the base's step loss); its card reports perplexity
+and bits per byte.
 """
 
 from __future__ import annotations

@@ -99,7 +99,7 @@ class ClassificationData(RunData):
 
 def open_classification_data(config: TrainConfig) -> ClassificationData:
     """Check the folder to fine-tune, then read, label, split and tokenize the labelled files of a seq_cls run."""
-    from ...publish.folder import model_folder_name
+    from ..model_folder import model_folder_name
     from ...tokenizer_loading import load_tokenizer
     from ...corpus.token_files import tokenizer_fingerprint
 
@@ -140,7 +140,7 @@ def split_examples(config: TrainConfig, labelled: LabelledFile,
     train, held = hold_out(labels, config.validation_share)
     if not len(held):
         raise ValueError(f"{labelled.name} has too few examples of each label to hold some out for validation; "
-                         "pass a validation file (--validation-data)")
+                         "pass a validation file (--val-data)")
     where = f"{config.validation_share:.0%} of each label of {labelled.name}, held out"
     return ([labelled.texts[i] for i in train], labels[train]), ([labelled.texts[i] for i in held], labels[held]), where
 
@@ -166,7 +166,7 @@ def check_head_labels(model_config: dict[str, Any], names: list[str], folder: st
 
 def check_base_folder(folder: str | None) -> dict[str, Any]:
     """The config.json of the TinyLM folder to fine-tune; a folder that is not one is an error saying what it is."""
-    from ...publish.folder import check_folder_files
+    from ..model_folder import check_folder_files
 
     config = check_folder_files(str(folder))
     if config.get("model_type") != "tinylm":
