@@ -20,7 +20,7 @@ from tinylm_hf.tokenization.bpe import merges as bpe_merges
 from tinylm_hf.tokenization.bpe.merges import learn_merges, learn_merges_reference
 from tinylm_hf.tokenization.bpe.train import train_bpe, train_bpe_from_counts
 from tinylm_hf.tokenization.metaspace.train import count_characters, count_metaspace_words
-from tinylm_hf.tokenizer_training.piece_rules import piece_shape
+from tinylm_hf.tokenization.piece_rules import piece_shape
 from tinylm_hf.tokenization.sentencepiece_bpe.train import _symbol_words
 
 EOT = "<|endoftext|>"

@@ -12,7 +12,7 @@ import pytest
 from conftest import PACKAGE_DATA, shared_file
 from kernel_paths import kernel_path
 from naive_bpe import naive_counts, naive_train
-from tinylm_hf.tokenizer_training import pretoken_counts
+from tinylm_hf.tokenization import pretoken_counts
 from tinylm_hf.tokenization.bpe.train import train_bpe, train_bpe_from_counts
 from tinylm_hf.tokenization.pretokenize import GPT2_PATTERN, GPT4_PATTERN
 

@@ -31,7 +31,7 @@ tok.encode("ab")
 
 COUNT_SPANS = """
 import numpy as np
-from tinylm_hf.tokenizer_training.pretoken_counts_kernels import count_spans
+from tinylm_hf.tokenization.pretoken_counts_kernels import count_spans
 count_spans(np.frombuffer(b"ab ab", dtype=np.uint8), np.array([0, 2]), np.array([2, 5]), np.ones(2, dtype=np.int64))
 """
 

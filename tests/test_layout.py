@@ -179,9 +179,10 @@ def test_an_alias_module_is_found(tmp_path: Path, source: str, alias: bool) -> N
     assert is_alias_module(tmp_path / "module.py") is alias
 
 
-# the trainers' modules inside the family folders, beside each family's `train.py`
+# the trainers' modules in tokenization/: beside each family's `train.py`, and what the trainers share
 FAMILY_TRAINING_MODULES = ("bpe.merges", "bpe.merges_kernels", "unigram.lattice", "unigram.lattice_kernels",
-                           "unigram.paths", "unigram.seeds")
+                           "unigram.paths", "unigram.seeds", "word_splitting", "pair_merges", "piece_rules",
+                           "pretoken_counts", "pretoken_counts_kernels")
 
 
 def is_tokenizer_training(name: str) -> bool:

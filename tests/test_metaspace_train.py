@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tinylm_hf.tokenization.metaspace.model import to_metaspace
-from tinylm_hf.tokenizer_training.piece_rules import UNMERGEABLE_CHARS
+from tinylm_hf.tokenization.piece_rules import UNMERGEABLE_CHARS
 from tinylm_hf.tokenization.metaspace.train import (
     count_characters,
     count_metaspace_words,

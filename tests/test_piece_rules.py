@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tinylm_hf.tokenizer_training.piece_rules import is_valid_piece, join_shapes, piece_shape
+from tinylm_hf.tokenization.piece_rules import is_valid_piece, join_shapes, piece_shape
 
 
 def test_piece_rules_follow_sentencepiece():

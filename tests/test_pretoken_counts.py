@@ -16,7 +16,7 @@ from kernel_paths import kernel_path  # noqa: F401
 from naive_bpe import naive_counts
 from tinylm_hf.tokenization.jit import kernels_enabled
 from tinylm_hf.tokenization.pretokenize import GPT2_PATTERN, GPT4_PATTERN, compile_pretokenizer, split_on_special_tokens
-from tinylm_hf.tokenizer_training import pretoken_counts
+from tinylm_hf.tokenization import pretoken_counts
 
 TRICKY = list(" \t\n\r\xa0\u3000'sdmtlvre09a\u00e9\u4e2d\u0301!.\U0001f600")
 

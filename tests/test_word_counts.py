@@ -16,7 +16,7 @@ from naive_bpe import naive_counts
 
 from tinylm_hf.tokenization.pretokenize import GPT4_PATTERN
 from tinylm_hf.tokenization.wordpiece.core import pretokenize_bert
-from tinylm_hf.tokenizer_training import word_splitting
+from tinylm_hf.tokenization import word_splitting
 from tinylm_hf.tokenization.bpe.train import train_bpe, train_bpe_from_counts, train_bpe_from_iterator
 from tinylm_hf.tokenization.families import FAMILIES
 from tinylm_hf.tokenizer_training.word_counts import count_words, load_word_counts, save_word_counts, sum_word_counts

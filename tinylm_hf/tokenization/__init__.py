@@ -1,10 +1,11 @@
-"""Tokenizers trained from scratch, at run time: byte-level BPE, WordPiece, Unigram and SentencePiece-style BPE,
-each a hand-written core with Hugging Face classes (slow and a `tokenizers` twin).
+"""Tokenizers trained from scratch: byte-level BPE, WordPiece, Unigram and SentencePiece-style BPE, one folder each
+(a hand-written core, its kernels, its trainer, and its Hugging Face classes: slow, and a `tokenizers` twin), the
+family table (`families`), and what the families share (pre-tokenization, the JIT helpers, word splitting, the merge
+loop's pair bookkeeping, templates, atomic files).
 
-These modules are what a saved tokenizer folder needs (transformers copies the ones a class file imports, flat,
-into the folder); training lives in `tinylm_hf.tokenizer_training`, which none of them imports. Names are imported
-on first use (`tinylm_hf.lazy_exports`), so importing this package imports no transformers until a Hugging Face
-class is used.
+A saved folder carries only the import closure of its classes, written flat by `save_pretrained`
+(`tinylm_hf.remote_code`): no trainer. Names are imported on first use (`tinylm_hf.lazy_exports`), so importing
+this package imports no transformers until a Hugging Face class is used.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from .wordpiece.core import BERT_SPECIAL_TOKENS, WordPieceTokenizer
 # (counts: WordCounts, vocab_size, special_tokens, *, byte_fallback: bool | None, progress: bool
 #  [, score: str where the family has one]) -> core tokenizer
 FamilyTrainer = Callable[..., Any]
-WORD_SPLITTERS = "tinylm_hf.tokenizer_training.word_splitting"  # where the `words` splitters live
+WORD_SPLITTERS = "tinylm_hf.tokenization.word_splitting"  # where the `words` splitters live
 
 
 @dataclass(frozen=True)

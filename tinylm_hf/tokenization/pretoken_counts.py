@@ -20,8 +20,8 @@ from typing import BinaryIO
 
 import numpy as np
 
-from ..tokenization.jit import kernels_enabled, map_in_threads, resolve_workers
-from ..tokenization.pretokenize import GPT2_PATTERN, GPT4_PATTERN, compile_pretokenizer, split_on_special_tokens
+from .jit import kernels_enabled, map_in_threads, resolve_workers
+from .pretokenize import GPT2_PATTERN, GPT4_PATTERN, compile_pretokenizer, split_on_special_tokens
 
 # Target chunk size: bounds a thread's memory (the chunk's text, its UTF-8 bytes and pre-token bounds, some 20
 # bytes a byte).
@@ -101,7 +101,7 @@ def _count_file(path: str, special_tokens: Sequence[str], pattern: str,
 
 def _count_spans(texts: list[str], gpt4: bool) -> SpanCounts:
     """The distinct GPT-2 (cl100k when `gpt4`) pre-tokens of the texts, as spans of bytes, with their counts."""
-    from ..tokenization.bpe.kernels import pretoken_bounds
+    from .bpe.kernels import pretoken_bounds
     from .pretoken_counts_kernels import count_spans
 
     pieces = [text.encode("utf-8", "surrogatepass") for text in texts]  # a lone surrogate stays one character

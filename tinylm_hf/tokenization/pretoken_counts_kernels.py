@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..tokenization.bpe.kernels import same_bytes
-from ..tokenization.jit import njit
-from ..tokenization.bpe.merges_kernels import grow
+from .bpe.kernels import same_bytes
+from .jit import njit
+from .bpe.merges_kernels import grow
 
 _HASH = np.uint64(0x9E3779B97F4A7C15)
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..tokenization.pretokenize import (
+from .pretokenize import (
     GPT2_PATTERN,
     check_special_tokens,
     compile_special_pattern,
@@ -28,7 +28,7 @@ from ..tokenization.pretokenize import (
     resolve_pattern,
     split_on_special_tokens,
 )
-from ..tokenization.wordpiece.core import (
+from .wordpiece.core import (
     CJK_RANGES,
     choose_word_finder,
     normalize_bert,
@@ -80,7 +80,7 @@ class WordSplitter:
 def _bpe_split(pattern: str, lowercase: bool) -> Callable[[str], list[str]]:
     if pattern == GPT2_PATTERN:
         return pretokenize_gpt2
-    from ..tokenization.pretokenize import compile_pretokenizer
+    from .pretokenize import compile_pretokenizer
 
     return compile_pretokenizer(pattern).findall
 
@@ -159,7 +159,7 @@ def _count_bpe_file(path: Path, specials: list[str], pattern: str, lowercase: bo
 
 
 def _metaspace_split(pattern: str, lowercase: bool) -> Callable[[str], list[str]]:
-    from ..tokenization.metaspace.train import count_metaspace_words
+    from .metaspace.train import count_metaspace_words
 
     return lambda text: list(count_metaspace_words([text]).elements())
 
@@ -171,7 +171,7 @@ def _cut_after_last_newline(text: str) -> int:
 
 def _count_metaspace_file(path: Path, specials: list[str], pattern: str, lowercase: bool,
                           num_workers: int | None) -> Counter[str]:
-    from ..tokenization.metaspace.train import count_metaspace_words, read_line_chunks
+    from .metaspace.train import count_metaspace_words, read_line_chunks
 
     return count_metaspace_words(read_line_chunks(path))
 

@@ -1,8 +1,8 @@
-"""Tokenizer training: word counting, the four families' trainers, and `train_tokenizer` over them.
-
-Nothing here runs when a saved tokenizer encodes text, and transformers never copies it into a saved
-folder: what a folder needs lives in `tinylm_hf.tokenization`, whose modules import nothing from here.
-Names are imported on first use.
+"""Tokenizer training over the families: word counting from files, iterables and `datasets` (`word_counts`), and
+`train_tokenizer` (word counts -> a family's trainer -> its Hugging Face tokenizer). Each family's trainer lives in
+its folder of `tinylm_hf.tokenization`; `tinylm_hf.tokenization` imports nothing from here, and a saved folder
+carries none of it (`save_pretrained` writes only the import closure of the folder's classes). Names are imported
+on first use.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from pathlib import Path
 from ..fileio import atomic_output
 from ..tokenization.pretokenize import check_special_tokens, compile_special_pattern, pattern_name
 from ..tokenization.families import get_family
-from .word_splitting import WordCounts, WordSplitter, count_split_words
+from ..tokenization.word_splitting import WordCounts, WordSplitter, count_split_words
 
 FORMAT = "tinylm-word-counts"
 FORMAT_VERSION = 1

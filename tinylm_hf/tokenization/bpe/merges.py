@@ -26,7 +26,7 @@ from itertools import accumulate, chain, repeat
 from typing import TYPE_CHECKING
 
 from ..jit import kernels_enabled
-from ...tokenizer_training.piece_rules import PieceShape, join_shapes
+from ..piece_rules import PieceShape, join_shapes
 
 if TYPE_CHECKING:
     import numpy as np

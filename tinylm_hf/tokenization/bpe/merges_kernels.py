@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..jit import njit
-from ...tokenizer_training.piece_rules import MAX_PIECE_LENGTH
+from ..piece_rules import MAX_PIECE_LENGTH
 
 _EMPTY = -1  # key of a free slot in the pair table; end of a position list
 _HASH = np.uint64(0x9E3779B97F4A7C15)

@@ -16,9 +16,9 @@ import numpy as np
 from .core import BPETokenizer
 from ..pretokenize import check_special_tokens, resolve_pattern
 from .merges import learn_merges
-from ...tokenizer_training.pair_merges import progress_bar
-from ...tokenizer_training.pretoken_counts import as_spans, count_pretoken_bytes
-from ...tokenizer_training.word_splitting import BPE_WORDS, WordCounts, count_split_words, iter_texts
+from ..pair_merges import progress_bar
+from ..pretoken_counts import as_spans, count_pretoken_bytes
+from ..word_splitting import BPE_WORDS, WordCounts, count_split_words, iter_texts
 
 def train_bpe(
     input_path: str | os.PathLike,

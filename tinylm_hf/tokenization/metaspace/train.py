@@ -20,7 +20,7 @@ import regex
 from .model import BOS_PIECE, BYTE_PIECES, EOS_PIECE, SPACE_SYMBOL, UNK_PIECE, float32_score
 from .tokenizer import MetaspaceTokenizer
 from ..pretokenize import check_special_tokens
-from ...tokenizer_training.piece_rules import UNMERGEABLE_CHARS
+from ..piece_rules import UNMERGEABLE_CHARS
 
 # Bytes of text counted at a time when reading a file (whole lines).
 READ_CHUNK_BYTES = 1 << 20

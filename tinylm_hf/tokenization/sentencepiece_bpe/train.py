@@ -38,9 +38,9 @@ from ..metaspace.train import (
     require_words,
     train_metaspace_tokenizer,
 )
-from ...tokenizer_training.pair_merges import progress_bar
-from ...tokenizer_training.piece_rules import PieceShape, piece_shape
-from ...tokenizer_training.word_splitting import WordCounts
+from ..pair_merges import progress_bar
+from ..piece_rules import PieceShape, piece_shape
+from ..word_splitting import WordCounts
 from ..families import FAMILIES
 
 # sentencepiece's default for BPE models (Llama 2's tokenizer has it too).

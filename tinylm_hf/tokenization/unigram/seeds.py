@@ -16,7 +16,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..metaspace.model import SPACE_SYMBOL
-from ...tokenizer_training.piece_rules import script_of
+from ..piece_rules import script_of
 
 _SPACE = ord(SPACE_SYMBOL)
 

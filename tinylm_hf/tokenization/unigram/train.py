@@ -41,10 +41,10 @@ from ..metaspace.train import (
     require_words,
     train_metaspace_tokenizer,
 )
-from ...tokenizer_training.piece_rules import MAX_PIECE_LENGTH, UNMERGEABLE_CHARS
+from ..piece_rules import MAX_PIECE_LENGTH, UNMERGEABLE_CHARS
 from .lattice import Lattice, build_lattice, expected_counts, viterbi_pieces
 from .seeds import seed_pieces
-from ...tokenizer_training.word_splitting import WordCounts
+from ..word_splitting import WordCounts
 from ..families import FAMILIES
 
 # Most seed pieces kept (sentencepiece's seed_sentencepiece_size).

@@ -46,8 +46,8 @@ from itertools import chain
 from ..pretokenize import check_special_tokens
 from .core import BERT_SPECIAL_TOKENS, CONTINUING_SUBWORD_PREFIX, WordPieceTokenizer
 from ..bpe.merges import learn_merges, learn_merges_reference, runs_kernel
-from ...tokenizer_training.pair_merges import PAIR_MASK, PAIR_SHIFT, merge_words, progress_bar
-from ...tokenizer_training.word_splitting import BERT_WORDS, WordCounts, count_split_words, iter_texts
+from ..pair_merges import PAIR_MASK, PAIR_SHIFT, merge_words, progress_bar
+from ..word_splitting import BERT_WORDS, WordCounts, count_split_words, iter_texts
 from ..families import FAMILIES
 
 # Inverting code points (c -> MAX - c, 3 bytes each) plus a terminator above every inverted code
