@@ -40,6 +40,7 @@ class TokenizerFamily:
     special_tokens: tuple[str, ...]  # trained with these unless told otherwise (a pad apart from end of text)
     byte_fallback: bool | None  # its default; None where it is no option (every input is covered without it)
     score: str | None  # its trainer's default merge rule (wordpiece: WORDPIECE_SCORES); None where there is no choice
+    score_check: str | None  # "module:function" that returns a valid score or raises ValueError; None with no score
     llama_cpp: str | None  # llama.cpp's tokenizer model in a GGUF file; None: llama.cpp has none for it
     llama_cpp_byte_pieces: bool  # whether that llama.cpp tokenizer reads byte-fallback pieces (<0x41>)
     word_marker: str  # what begins a token string at a word boundary in its vocabulary ("Ġ", "▁"; "##" continues)
@@ -62,6 +63,11 @@ class TokenizerFamily:
         """Per token string: (starts a word, ends with a line break), by its family's `word_rule`."""
         module, _, function = self.word_rule.partition(":")
         return getattr(importlib.import_module(module), function)(tokens, tokenizer)
+
+    def check_score(self, score: str) -> str:
+        """`score` if its trainer has that merge rule, else a ValueError listing them (before any word is counted)."""
+        module, _, function = (self.score_check or "").partition(":")
+        return getattr(importlib.import_module(module), function)(score)
 
     @property
     def slow(self) -> type:
@@ -88,7 +94,7 @@ FAMILIES: dict[str, TokenizerFamily] = {
             name="bpe", title="byte-level BPE", splitter="BPE_WORDS", core=BPETokenizer,
             trainer="tinylm_hf.tokenization.bpe.train:train_bpe_tokenizer",
             slow_name="TinyLMTokenizer", fast_name="TinyLMTokenizerFast", special_tokens=(EOS_TOKEN, PAD_TOKEN),
-            byte_fallback=None, score=None, llama_cpp="gpt2", llama_cpp_byte_pieces=False,
+            byte_fallback=None, score=None, score_check=None, llama_cpp="gpt2", llama_cpp_byte_pieces=False,
             word_marker="Ġ", word_marker_continues=False, word_style="byte_level",
             word_rule="tinylm_hf.tokenization.bpe.byte_unicode:word_boundaries",
         ),
@@ -96,7 +102,8 @@ FAMILIES: dict[str, TokenizerFamily] = {
             name="wordpiece", title="WordPiece", splitter="BERT_WORDS",
             trainer="tinylm_hf.tokenization.wordpiece.train:train_wordpiece_tokenizer",
             core=WordPieceTokenizer, slow_name="TinyLMWordPieceTokenizer", fast_name="TinyLMWordPieceTokenizerFast",
-            special_tokens=BERT_SPECIAL_TOKENS, byte_fallback=None, score="frequency", llama_cpp=None,
+            special_tokens=BERT_SPECIAL_TOKENS, byte_fallback=None, score="frequency",
+            score_check="tinylm_hf.tokenization.wordpiece.train:check_wordpiece_score", llama_cpp=None,
             llama_cpp_byte_pieces=False, word_marker="##", word_marker_continues=True, word_style="wordpiece",
             word_rule="tinylm_hf.tokenization.wordpiece.core:word_boundaries",
         ),
@@ -104,7 +111,7 @@ FAMILIES: dict[str, TokenizerFamily] = {
             name="unigram", title="Unigram", splitter="METASPACE_WORDS",
             trainer="tinylm_hf.tokenization.unigram.train:train_unigram_tokenizer",
             core=UnigramTokenizer, slow_name="TinyLMUnigramTokenizer", fast_name="TinyLMUnigramTokenizerFast",
-            special_tokens=(PAD_TOKEN,), byte_fallback=True, score=None, llama_cpp="t5",
+            special_tokens=(PAD_TOKEN,), byte_fallback=True, score=None, score_check=None, llama_cpp="t5",
             llama_cpp_byte_pieces=False, word_marker="▁", word_marker_continues=False, word_style="sentencepiece",
             word_rule="tinylm_hf.tokenization.metaspace.tokenizer:word_boundaries",
         ),
@@ -113,7 +120,7 @@ FAMILIES: dict[str, TokenizerFamily] = {
             trainer="tinylm_hf.tokenization.sentencepiece_bpe.train:train_sentencepiece_bpe_tokenizer",
             core=SentencePieceBPETokenizer,
             slow_name="TinyLMSentencePieceBPETokenizer", fast_name="TinyLMSentencePieceBPETokenizerFast",
-            special_tokens=(PAD_TOKEN,), byte_fallback=True, score=None, llama_cpp="llama",
+            special_tokens=(PAD_TOKEN,), byte_fallback=True, score=None, score_check=None, llama_cpp="llama",
             llama_cpp_byte_pieces=True, word_marker="▁", word_marker_continues=False, word_style="sentencepiece",
             word_rule="tinylm_hf.tokenization.metaspace.tokenizer:word_boundaries",
         ),

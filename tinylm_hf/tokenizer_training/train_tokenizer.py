@@ -19,7 +19,6 @@ from ..tokenization.bpe.core import BPETokenizer
 from ..tokenization.pretokenize import PAD_TOKEN, check_special_tokens
 from ..tokenization.families import TokenizerFamily, get_family
 from .word_counts import WordCounts, count_words, make_word_counts
-from ..tokenization.wordpiece.train import check_wordpiece_score
 
 if TYPE_CHECKING:
     from ..tokenization.bpe.tokenization_tinylm import TinyLMTokenizer
@@ -160,4 +159,4 @@ def _score_option(family: TokenizerFamily, wordpiece_score: str | None) -> dict[
             raise ValueError(f"a WordPiece score applies to algorithm 'wordpiece' only, not {family.name!r}: "
                              "drop --wordpiece-score")
         return {}
-    return {"score": check_wordpiece_score(family.score if wordpiece_score is None else wordpiece_score)}
+    return {"score": family.check_score(family.score if wordpiece_score is None else wordpiece_score)}
