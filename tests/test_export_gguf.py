@@ -356,7 +356,7 @@ def test_unigram_is_embedded_as_llama_cpp_unigram_vocabulary(tmp_path):
 def test_sentencepiece_models_llama_cpp_would_misread_are_refused(change, problem):
     """llama.cpp normalises nothing and its Unigram tokenizer maps unknown characters to <unk>, never to bytes."""
     from tinylm_hf.publish.export_gguf import check_llama_cpp_sentencepiece
-    from tinylm_hf.tokenization.metaspace.model import SentencePieceModel
+    from tinylm_hf.tokenization.metaspace.sentencepiece_model import SentencePieceModel
 
     plain = dict(pieces=[("<unk>", 0.0, 2), ("▁a", -1.0, 1)], model_type="bpe", normalizer_name="identity",
                  remove_extra_whitespaces=False)

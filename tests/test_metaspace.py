@@ -6,7 +6,7 @@ import pytest
 import sentencepiece as spm
 
 from sentencepiece_models import TRAIN, head_lines, train_spm
-from tinylm_hf.tokenization.metaspace.model import (
+from tinylm_hf.tokenization.metaspace.sentencepiece_model import (
     CONTROL,
     NORMAL,
     UNKNOWN,

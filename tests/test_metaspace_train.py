@@ -7,7 +7,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tinylm_hf.tokenization.metaspace.model import to_metaspace
+from tinylm_hf.tokenization.metaspace.sentencepiece_model import to_metaspace
 from tinylm_hf.tokenization.piece_rules import UNMERGEABLE_CHARS
 from tinylm_hf.tokenization.metaspace.train import (
     count_characters,

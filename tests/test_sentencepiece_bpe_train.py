@@ -9,7 +9,7 @@ import pytest
 
 from kernel_paths import kernel_path
 from sentencepiece_models import TRAIN, head_lines, train_spm
-from tinylm_hf.tokenization.metaspace.model import read_sentencepiece_model
+from tinylm_hf.tokenization.metaspace.sentencepiece_model import read_sentencepiece_model
 from tinylm_hf.tokenization.metaspace.train import count_metaspace_words
 from tinylm_hf.tokenization.sentencepiece_bpe.core import SentencePieceBPETokenizer
 from tinylm_hf.tokenization.sentencepiece_bpe.train import (

@@ -36,7 +36,7 @@ def test_pieces_keep_every_character_and_fixed_ids(small_corpus):
 def test_byte_fallback_reserves_sentencepieces_byte_ids(small_corpus, tmp_path):
     """`byte_fallback=True`: ids 3..258 are the byte pieces (sentencepiece's layout), and a newline,
     which line-by-line training never sees, encodes as <0x0A> alike in ours and in sentencepiece."""
-    from tinylm_hf.tokenization.metaspace.model import BYTE_PIECES
+    from tinylm_hf.tokenization.metaspace.sentencepiece_model import BYTE_PIECES
 
     pieces = train_unigram(small_corpus, 500, byte_fallback=True, progress=False)
     names = [p for p, _ in pieces]

@@ -106,7 +106,7 @@ def _comparable(key: str, value: Any, cuts: set[str]) -> Any:
 def _text_cuts(tokenizer: Any) -> set[str]:
     """The regexes of the cuts `tokenizer`'s twin makes inside text that spells a piece (`metaspace_backend.text_cuts`)."""
     from .tokenization.metaspace.backend import BYTE_PIECE_CUT, text_cuts
-    from .tokenization.metaspace.tokenizer import MetaspaceTokenizer
+    from .tokenization.metaspace.core import MetaspaceTokenizer
 
     core = getattr(tokenizer, "core", None)
     return {BYTE_PIECE_CUT, *text_cuts(core)} if isinstance(core, MetaspaceTokenizer) else set()

@@ -34,8 +34,8 @@ import numpy as np
 
 from ..fileio import atomic_output, check_not_an_input, make_folders
 from ..tokenization.chat_template import end_of_turn_id, portable_chat_template
-from ..tokenization.metaspace.model import MODEL_FILE as SENTENCEPIECE_FILE
-from ..tokenization.metaspace.model import UNUSED, SentencePieceModel, read_sentencepiece_model
+from ..tokenization.metaspace.sentencepiece_model import MODEL_FILE as SENTENCEPIECE_FILE
+from ..tokenization.metaspace.sentencepiece_model import UNUSED, SentencePieceModel, read_sentencepiece_model
 from ..tokenization.families import FAMILIES
 from ..training.model_folder import check_folder_files, check_language_model
 from .export_llama import build_llama_model, build_plain_tokenizer

@@ -30,7 +30,7 @@ from ..corpus.token_files import check_tokenizer_fingerprint
 from ..fileio import check_ours_to_replace, make_folders, make_temp, raise_no_space, seal_folder, write_json_atomic
 from ..tokenization.bpe.backend import build_byte_level_bpe
 from ..tokenization.bpe.gpt2_files import MERGES_FILE, VOCAB_FILE, read_merges_txt, read_vocab_json
-from ..tokenization.metaspace.model import MODEL_FILE as SENTENCEPIECE_FILE
+from ..tokenization.metaspace.sentencepiece_model import MODEL_FILE as SENTENCEPIECE_FILE
 from ..tokenization.pretokenize import GPT2_PATTERN, resolve_pattern
 from ..tokenizer_loading import load_tokenizer
 from ..training.model_folder import check_folder_files, read_json

@@ -14,7 +14,7 @@ from ..lazy_exports import export_lazily
 
 __all__ = export_lazily(__name__, {
     ".bpe.core": ("BPETokenizer",),
-    ".metaspace.model": ("SPACE_SYMBOL",),
+    ".metaspace.sentencepiece_model": ("SPACE_SYMBOL",),
     ".pretokenize": ("EOS_TOKEN",),
     ".sentencepiece_bpe.core": ("SentencePieceBPETokenizer",),
     ".bpe.tokenization_tinylm": ("TinyLMTokenizer",),

@@ -113,7 +113,7 @@ FAMILIES: dict[str, TokenizerFamily] = {
             core=UnigramTokenizer, slow_name="TinyLMUnigramTokenizer", fast_name="TinyLMUnigramTokenizerFast",
             special_tokens=(PAD_TOKEN,), byte_fallback=True, score=None, score_check=None, llama_cpp="t5",
             llama_cpp_byte_pieces=False, word_marker="▁", word_marker_continues=False, word_style="sentencepiece",
-            word_rule="tinylm_hf.tokenization.metaspace.tokenizer:word_boundaries",
+            word_rule="tinylm_hf.tokenization.metaspace.core:word_boundaries",
         ),
         TokenizerFamily(
             name="sentencepiece-bpe", title="SentencePiece-style BPE", splitter="METASPACE_WORDS",
@@ -122,7 +122,7 @@ FAMILIES: dict[str, TokenizerFamily] = {
             slow_name="TinyLMSentencePieceBPETokenizer", fast_name="TinyLMSentencePieceBPETokenizerFast",
             special_tokens=(PAD_TOKEN,), byte_fallback=True, score=None, score_check=None, llama_cpp="llama",
             llama_cpp_byte_pieces=True, word_marker="▁", word_marker_continues=False, word_style="sentencepiece",
-            word_rule="tinylm_hf.tokenization.metaspace.tokenizer:word_boundaries",
+            word_rule="tinylm_hf.tokenization.metaspace.core:word_boundaries",
         ),
     )
 }

@@ -11,7 +11,7 @@ from functools import lru_cache
 
 import regex
 
-from .metaspace.model import SPACE_SYMBOL
+from .metaspace.sentencepiece_model import SPACE_SYMBOL
 
 # Pieces longer than this many characters are never created (sentencepiece's max_sentencepiece_length).
 MAX_PIECE_LENGTH = 16

@@ -20,8 +20,8 @@ import re
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
-from .model import CONTROL, SPACE_SYMBOL, UNKNOWN, UNUSED
-from .tokenizer import MetaspaceTokenizer
+from .sentencepiece_model import CONTROL, SPACE_SYMBOL, UNKNOWN, UNUSED
+from .core import MetaspaceTokenizer
 
 # Where a Unigram twin cuts text that spells a byte piece ("<0x41>"): after its "<".
 # (Exact unless a normal piece spans such a "<0".)

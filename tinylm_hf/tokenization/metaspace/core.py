@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from itertools import chain
 from pathlib import Path
 
-from .model import (
+from .sentencepiece_model import (
     BOS_PIECE,
     BYTE_PIECES,
     CONTROL,

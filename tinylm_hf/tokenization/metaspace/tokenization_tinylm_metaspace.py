@@ -20,9 +20,9 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
-from .model import BOS_PIECE, EOS_PIECE, MODEL_FILE, UNK_PIECE, decode_pieces
+from .sentencepiece_model import BOS_PIECE, EOS_PIECE, MODEL_FILE, UNK_PIECE, decode_pieces
 from .backend import build_metaspace_backend
-from .tokenizer import MetaspaceTokenizer
+from .core import MetaspaceTokenizer
 from ..tokenization_tinylm_base import TOKENIZER_FILE, TinyLMCoreTokenizer, TinyLMCoreTokenizerFast, drop_folder_kwargs
 
 

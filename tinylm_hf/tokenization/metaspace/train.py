@@ -17,8 +17,8 @@ from itertools import chain
 import numpy as np
 import regex
 
-from .model import BOS_PIECE, BYTE_PIECES, EOS_PIECE, SPACE_SYMBOL, UNK_PIECE, float32_score
-from .tokenizer import MetaspaceTokenizer
+from .sentencepiece_model import BOS_PIECE, BYTE_PIECES, EOS_PIECE, SPACE_SYMBOL, UNK_PIECE, float32_score
+from .core import MetaspaceTokenizer
 from ..pretokenize import check_special_tokens
 from ..piece_rules import UNMERGEABLE_CHARS
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import heapq
 
-from ..metaspace.model import UNK_PIECE
-from ..metaspace.tokenizer import MetaspaceTokenizer
+from ..metaspace.sentencepiece_model import UNK_PIECE
+from ..metaspace.core import MetaspaceTokenizer
 
 
 class SentencePieceBPETokenizer(MetaspaceTokenizer):

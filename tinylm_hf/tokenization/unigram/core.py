@@ -11,8 +11,8 @@ This file imports only same-folder siblings: transformers copies it flat for `tr
 
 from __future__ import annotations
 
-from ..metaspace.model import UNK_PIECE
-from ..metaspace.tokenizer import MetaspaceTokenizer
+from ..metaspace.sentencepiece_model import UNK_PIECE
+from ..metaspace.core import MetaspaceTokenizer
 
 # sentencepiece's kUnkPenalty: an unknown character scores this much below the worst piece.
 UNK_PENALTY = 10.0

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..metaspace.model import SPACE_SYMBOL
+from ..metaspace.sentencepiece_model import SPACE_SYMBOL
 from ..piece_rules import script_of
 
 _SPACE = ord(SPACE_SYMBOL)
