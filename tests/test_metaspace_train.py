@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from collections import Counter
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import shared_file
 from tinylm_hf.tokenization.metaspace.sentencepiece_model import to_metaspace
 from tinylm_hf.tokenization.piece_rules import UNMERGEABLE_CHARS
 from tinylm_hf.tokenization.metaspace.train import (
@@ -29,6 +31,25 @@ def test_fast_word_counting_equals_the_word_split(text):
     per_line = [w for line in text.split("\n") if line for w in split_words(to_metaspace(line))]
     assert split_metaspace_words(text) == per_line
     assert count_metaspace_words([text]) == Counter(per_line)
+
+
+def test_word_counts_equal_the_per_line_split_on_real_text():
+    texts = [shared_file(name).read_text(encoding="utf-8") for name in ("multilingual_samples.txt", "corpus.en")]
+    texts.append(texts[1][:20_000].replace("the ", "▁the ▁").replace("and", "a▁nd"))  # literal `▁`s start words
+    per_line = Counter(w for text in texts for line in text.split("\n") if line for w in split_words(to_metaspace(line)))
+    assert count_metaspace_words(iter(texts)) == per_line
+
+
+def test_word_counting_holds_no_more_than_the_counts():
+    lines = shared_file("tiny_shakespeare.txt").read_text(encoding="utf-8").splitlines()
+    tracemalloc.start()
+    try:
+        counts = count_metaspace_words(iter(lines))
+        held, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(counts) > 20_000
+    assert peak - held < 0.4 * held, f"counting held {(peak - held) / 1e6:.1f} MB beyond its {held / 1e6:.1f} MB of counts"
 
 
 def test_character_counts_equal_a_per_character_count_on_real_text(bundled_train_path):

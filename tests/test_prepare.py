@@ -63,6 +63,29 @@ def test_document_text_is_plain_text_not_control_tokens(tmp_path, tok_dir):
     assert train.count(eos) == 2  # one per document: the spelled token is not one
 
 
+def test_json_lines_are_read_as_they_go(tmp_path):
+    """A JSON-lines file is read one line at a time (never whole, nor copied into Arrow first): its first document
+    comes before a later line is read."""
+    from tinylm_hf.corpus import prepare
+
+    (tmp_path / "rows.jsonl").write_text('{"text": "first"}\n{"text": \n', encoding="utf-8")
+    documents, column = prepare._load_files([str(tmp_path / "rows.jsonl")], "text", tmp_path / "cache")
+    read = iter(documents)
+    assert next(read) == ("first", None) and column == "text"
+    with pytest.raises(ValueError, match="rows.jsonl, line 2 is not valid JSON"):
+        next(read)
+
+
+def test_a_json_array_of_rows_prepares_as_its_json_lines(tmp_path, tok_dir):
+    rows = [{"text": "One story."}, {"text": "Another, longer story."}, {"text": "A third."}]
+    (tmp_path / "rows.json").write_text(json.dumps(rows, indent=1), encoding="utf-8")
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    for name in ("rows.json", "rows.jsonl"):
+        prepare_dataset(tok_dir, tmp_path / name.replace(".", "_"), input_files=[tmp_path / name], num_proc=1)
+    for split in ("train.bin", "val.bin"):
+        assert (tmp_path / "rows_json" / split).read_bytes() == (tmp_path / "rows_jsonl" / split).read_bytes()
+
+
 def test_missing_text_column_is_an_error(tmp_path, tok_dir):
     (tmp_path / "a.jsonl").write_text(json.dumps({"story": "x"}) + "\n" + json.dumps({"story": "y"}), encoding="utf-8")
     with pytest.raises(ValueError, match=r"text column 'text'.*story"):

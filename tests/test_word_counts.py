@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import tracemalloc
 from collections import Counter
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from naive_bpe import naive_counts
 from tinylm_hf.tokenization.pretokenize import GPT4_PATTERN
 from tinylm_hf.tokenization.wordpiece.core import pretokenize_bert
 from tinylm_hf.tokenization import word_splitting
+from tinylm_hf.tokenization.metaspace import train as metaspace_train
 from tinylm_hf.tokenization.bpe.train import train_bpe, train_bpe_from_counts, train_bpe_from_iterator
 from tinylm_hf.tokenization.families import FAMILIES
 from tinylm_hf.tokenizer_training.word_counts import count_words, load_word_counts, save_word_counts, sum_word_counts
@@ -183,6 +185,26 @@ def test_undecodable_file_raises(tmp_path):
     path.write_bytes(b"ok \xff\xfe")
     with pytest.raises(ValueError, match="not UTF-8"):
         count_words(path, algorithm="wordpiece")
+
+
+def test_a_file_s_counts_are_not_copied(tmp_path):
+    made = Counter({"▁one": 1})
+    splitter = dataclasses.replace(word_splitting.METASPACE_WORDS, count_file=lambda *options: made)
+    assert word_splitting.count_split_words(write(tmp_path, "t.txt", "one"), splitter) is made
+
+
+def test_saving_counts_holds_no_second_table_of_them(tmp_path):
+    text = shared_file("pd_novels_heldout.txt").read_text(encoding="utf-8")[:3_000_000]
+    tracemalloc.start()
+    try:
+        counts = metaspace_train.count_metaspace_words([text])
+        size = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        save_word_counts(counts, tmp_path / "c.json", algorithm="unigram")
+        held, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak - held < 0.3 * size, f"saving held {(peak - held) / 1e6:.1f} MB beside {size / 1e6:.1f} MB of counts"
 
 
 # ------------------------------------------------------------------------------------------- files

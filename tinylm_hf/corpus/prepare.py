@@ -3,12 +3,12 @@
 Documents come from structure, never from text content: JSON-lines records, `datasets` rows, or
 plain-text files cut by `split_documents` (separator lines, else blank lines, else fixed-size
 pieces). Document text is tokenized as plain text (a literal `<|endoftext|>` inside it is not the
-control token); the eos id is appended after every document. Plain-text files are read as they go
-(`StreamedDocuments`: a pass to measure, then one per split to tokenize, one document in memory at a time), and
-so is a dataset in a local folder (`datasets` streaming); JSON-lines files and a dataset named on the Hub load
-through `datasets` (Arrow tables on disk, the Hub's beside its cached tokens). Either way documents are
-tokenized in blocks over threads (`encode_rows`) and streamed into the token files, so memory stays
-bounded by the block size and the largest document, never the corpus. Outputs are staged in a temporary folder and moved
+control token); the eos id is appended after every document. Plain-text and JSON-lines files are read as
+they go (`StreamedDocuments`: a pass to measure, then one per split to tokenize, one document in memory at a time),
+and so is a dataset in a local folder (`datasets` streaming); a `.json` file holding one JSON document (an array of
+rows) and a dataset named on the Hub load through `datasets` (Arrow tables on disk, the Hub's beside its cached
+tokens). Either way documents are tokenized in blocks over threads (`encode_rows`) and streamed into the token
+files, so memory stays bounded by the block size and the largest document, never the corpus. Outputs are staged in a temporary folder and moved
 into place at the end, so a failed run (a full disk, a kill) leaves earlier outputs intact and no
 partial files.
 
@@ -44,7 +44,9 @@ from .sources import (
     check_utf8_file,
     datasets_errors_unlogged,
     expand_inputs,
+    is_json_lines,
     iter_file_documents,
+    iter_json_lines,
     load_named_dataset,
     read_dataset_rows,
 )
@@ -101,17 +103,45 @@ def _row_documents(rows: Any, column: str, dataset: str) -> StreamedDocuments:
     return StreamedDocuments(read, rules=False)
 
 
-def _load_files(files: Sequence[str], text_column: str, cache_dir: Path) -> tuple[Any, str]:
-    """The documents of text files (`StreamedDocuments`, read as they go), or a `datasets.Dataset` of JSON-lines
-    records; and their text column. Every file is checked to be UTF-8 first (`sources`' rule).
+def _json_documents(files: Sequence[str], column: str) -> StreamedDocuments:
+    """The texts in `column` of JSON-lines files, read as they go (one line in memory at a time), each row checked as
+    `check_text_column` checks an Arrow table's (the column is there and holds text, never null)."""
+    def read() -> Iterator[tuple[str, None]]:
+        for path in files:
+            name = Path(path).name
+            for row, (line, value) in enumerate(iter_json_lines(path), 1):
+                if not isinstance(value, dict):
+                    raise ValueError(f"input file {path}, line {line} is a JSON {type(value).__name__}, not an object "
+                                     "(a row): give one JSON object per line")
+                if column not in value:
+                    raise ValueError(f"text column {column!r} is not in {name}, line {line} (columns: {list(value)}); "
+                                     "pass --text-column")
+                text = value[column]
+                if text is None:
+                    raise ValueError(f"row {row} of {name} has no text in column {column!r} (null): remove the row "
+                                     "or give it a text")
+                if not isinstance(text, str):
+                    raise ValueError(f"column {column!r} of {name} holds {type(text).__name__}, not text; name a text "
+                                     "column with --text-column")
+                yield text, None
 
-    `datasets` keys its cache of local files by their paths and times only, so JSON lines are loaded into
+    return StreamedDocuments(read, rules=False)
+
+
+def _load_files(files: Sequence[str], text_column: str, cache_dir: Path) -> tuple[Any, str]:
+    """The documents of text files or JSON-lines files (`StreamedDocuments`, read as they go), or a `datasets.Dataset`
+    of rows where a `.json` file holds one JSON document (read whole); and their text column. Every file is checked
+    to be UTF-8 first (`sources`' rule).
+
+    `datasets` keys its cache of local files by their paths and times only, so JSON documents are loaded into
     `cache_dir` (the run's stage folder), never from an earlier run's cache."""
     from datasets import load_dataset
 
     for f in files:
         check_utf8_file(f)
     suffixes = {Path(f).suffix.lower() for f in files}
+    if suffixes <= {".json", ".jsonl"} and all(is_json_lines(f) for f in files):
+        return _json_documents(files, text_column), text_column
     if suffixes <= {".json", ".jsonl"}:
         try:
             with datasets_errors_unlogged():
@@ -217,8 +247,8 @@ def _load_sources(
 ) -> tuple[Any, Any, str, dict[str, Any]]:
     """(training rows, validation rows, their text column, where the text came from).
 
-    Text files and a dataset in a local folder are streamed; JSON-lines files load into `cache_dir`: `datasets` would
-    know them again by their paths and times alone. A dataset name loads through the `datasets` cache (its revision
+    Text files, JSON-lines files and a dataset in a local folder are streamed; a `.json` document loads into
+    `cache_dir`: `datasets` would know it again by its path and time alone. A dataset name loads through the `datasets` cache (its revision
     keys it)."""
     if input_files is not None:
         train_ds, val_ds, column, source = _load_input_files(input_files, val_files, text_column, cache_dir)

@@ -126,21 +126,40 @@ def check_json_rows(path: str | os.PathLike, what: str = "input file") -> None:
     """Refuse a JSON or JSON-lines file of rows naming its first problem: a line that is not JSON, a lone surrogate,
     no rows at all. What `datasets` reports of such a file is a traceback naming neither the file nor the line."""
     path = Path(path)
-    if path.suffix.lower() == ".json":  # one JSON document, or JSON lines under a .json name (datasets reads both)
+    if path.suffix.lower() == ".json" and not is_json_lines(path):  # one JSON document (datasets reads both)
         text = read_text(path, what)
-        try:
-            value = json.loads(text)
-        except (json.JSONDecodeError, RecursionError):
-            value = None
-        if value is not None:
-            parse_json_text(text, f"{what} {path}")
-            if not value:
-                raise ValueError(f"{what} {path} holds no rows: give it one JSON object per example")
-            return
+        value = parse_json_text(text, f"{what} {path}")
+        if not value:
+            raise ValueError(f"{what} {path} holds no rows: give it one JSON object per example")
+        return
+    for _ in iter_json_lines(path, what):
+        pass
+
+
+def is_json_lines(path: str | os.PathLike) -> bool:
+    """Whether a JSON file holds JSON lines (its first non-blank line is a whole JSON value that is no array), as
+    a `.jsonl` file does, rather than one JSON document (an array of rows, or an object over many lines)."""
+    if Path(path).suffix.lower() == ".jsonl":
+        return True
+    for _, line in iter_lines(path):
+        if line.strip():
+            if line.lstrip().startswith("["):
+                return False
+            try:
+                json.loads(line)
+            except (json.JSONDecodeError, RecursionError):
+                return False
+            return True
+    return True  # blank: refused as holding no rows
+
+
+def iter_json_lines(path: str | os.PathLike, what: str = "input file") -> Iterator[tuple[int, Any]]:
+    """(line number, parsed value) of each non-blank line of a JSON-lines file, one line in memory at a time; a line
+    that is not JSON, a lone surrogate escape, or a file without rows is a ValueError naming the file and line."""
     rows = 0
     for number, line in iter_lines(path, what):
         if line.strip():
-            parse_json_text(line, f"{what} {path}, line {number}")
+            yield number, parse_json_text(line, f"{what} {path}, line {number}")
             rows += 1
     if not rows:
         raise ValueError(f"{what} {path} holds no rows (it is empty): give it one JSON object per line")

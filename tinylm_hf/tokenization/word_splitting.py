@@ -211,7 +211,7 @@ def count_split_words(
         if isinstance(source, os.PathLike) or source is inputs:
             path = _check_file(source)
             if splitter.count_file is not None:
-                counts.update(splitter.count_file(path, specials, resolved, bool(lowercase), num_workers))
+                counts = add_counts(counts, splitter.count_file(path, specials, resolved, bool(lowercase), num_workers))
             else:
                 for text in read_text_blocks(path, splitter.find_cut, specials):
                     count_text(text, specials, add)
@@ -222,8 +222,15 @@ def count_split_words(
                 f"item {index} of inputs is {type(source).__name__}: items must be texts (str) or "
                 "files (os.PathLike); decode bytes first"
             )
-    if counter is not None:
-        counts.update(counter.counts())
+    return add_counts(counts, counter.counts()) if counter is not None else counts
+
+
+def add_counts(counts: Counter[str], more: Counter[str]) -> Counter[str]:
+    """The sum of two counts, made in the larger of the two (one table of a large corpus's words is most of what
+    counting holds: never copy it)."""
+    if len(more) > len(counts):
+        counts, more = more, counts
+    counts.update(more)
     return counts
 
 

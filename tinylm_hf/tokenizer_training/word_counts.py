@@ -75,12 +75,7 @@ def make_word_counts(
     splitter = get_word_splitter(algorithm)
     canonical = pattern_name(pattern) if splitter.uses_pattern else None
     specials = sorted(check_special_tokens(special_tokens)) if splitter.cuts_special_tokens else []
-    checked = Counter()
-    for word, count in counts.items():
-        if not isinstance(word, str) or not isinstance(count, int) or isinstance(count, bool) or count < 0:
-            raise ValueError(f"word counts must map str -> non-negative int, got {word!r}: {count!r}")
-        if count and word:
-            checked[word] = count
+    checked = _checked_counts(counts)
     _check_no_special_text(checked, specials)
     return WordCounts(
         counts=checked,
@@ -89,6 +84,23 @@ def make_word_counts(
         lowercase=bool(lowercase) if splitter.uses_lowercase else None,
         special_tokens=specials,
     )
+
+
+def _checked_counts(counts: Mapping[str, int]) -> Counter[str]:
+    """The words counted more than 0 times, checked (str -> non-negative int): `counts` itself when it is such a
+    `Counter` already, as counting gives it (a large corpus's counts are most of the memory: not copied)."""
+    unused = False  # a word counted 0 times, or the empty word
+    for word, count in counts.items():
+        if not isinstance(word, str) or not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise ValueError(f"word counts must map str -> non-negative int, got {word!r}: {count!r}")
+        unused = unused or not (count and word)
+    if isinstance(counts, Counter) and not unused:
+        return counts
+    checked: Counter[str] = Counter()
+    for word, count in counts.items():
+        if count and word:
+            checked[word] = count
+    return checked
 
 
 def _check_no_special_text(counts: Mapping[str, int], special_tokens: list[str]) -> None:

@@ -14,7 +14,7 @@ these kernels compute the same ids over UTF-8 bytes without a Python object per 
   rescan an array of pair ranks (quadratic, fastest when short); long ones (a run without whitespace) keep
   a binary heap of (rank, position) over a linked list, so they cost O(n log n).
 
-The scanner is also BPE training's (`tokenizer_training.pretoken_counts` counts the spans `pretoken_bounds`
+The scanner is also BPE training's (`tokenization.pretoken_counts` counts the spans `pretoken_bounds`
 finds). The per-token loops allocate nothing and are compiled without reference counting
 (`njit(refcounts=False)`); only the functions that allocate (`encode_texts`, `merge_by_heap`, table
 builders) count references. Imported only after `jit.kernels_enabled()`; every function here is compiled

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from itertools import chain
 
 import numpy as np
 import regex
@@ -43,18 +42,24 @@ def split_metaspace_words(text: str) -> list[str]:
     >>> split_metaspace_words("The cat  sat.\\nIt ran")
     ['▁The', '▁cat', '▁', '▁sat.', '▁It', '▁ran']
     """
-    return [word for parts in _parts([text]) for part in parts for word in split_words(SPACE_SYMBOL + part)]
+    return [word for words in _words([text]) for word in words]
 
 
-def _parts(texts: Iterable[str]) -> Iterator[list[str]]:
-    """Each text's non-empty lines cut at spaces: each part gives the words of "▁" + part (one, unless the part
-    holds a literal "▁"). Only the text in hand is held: its copies replace it as they are made."""
+def _words(texts: Iterable[str]) -> Iterator[list[str]]:
+    """Each text's words: its non-empty lines joined by spaces, with a `▁` before each space-separated part, cut
+    before each `▁` (lines and parts end where words end, so the words of all lines at once are each line's).
+    Only the text in hand is held: its copies replace it as they are made."""
     for text in texts:
         if not isinstance(text, str):
             raise TypeError(f"the iterator must yield str, got {type(text).__name__}")
         if "\n\n" in text or text.startswith("\n") or text.endswith("\n"):
             text = "\n".join(line for line in text.split("\n") if line)
-        yield text.replace("\n", " ").split(" ") if text else []
+        if not text:
+            yield []
+        elif SPACE_SYMBOL in text:  # a literal `▁` also starts a word
+            yield split_words(SPACE_SYMBOL + text.replace("\n", SPACE_SYMBOL).replace(" ", SPACE_SYMBOL))
+        else:  # the same words at C speed: `str.split` where each part already starts with its `▁`
+            yield (SPACE_SYMBOL + text.replace("\n", " ").replace(" ", " " + SPACE_SYMBOL)).split(" ")
 
 
 def read_line_chunks(path: str | os.PathLike) -> Iterator[str]:
@@ -79,18 +84,13 @@ def read_line_chunks(path: str | os.PathLike) -> Iterator[str]:
 
 
 def count_metaspace_words(texts: Iterable[str]) -> Counter[str]:
-    """Count sentencepiece words (those of `split_metaspace_words`) over many texts: parts first, each
-    distinct part then cut into its words once."""
+    """Count sentencepiece words (those of `split_metaspace_words`) over many texts, holding only the counts and
+    the words of the text in hand."""
     if isinstance(texts, (str, bytes)):
         raise TypeError("texts must be an iterable of strings, not a single string; wrap it in a list")
-    parts = Counter(chain.from_iterable(_parts(texts)))
     counts: Counter[str] = Counter()
-    for part, count in parts.items():
-        if SPACE_SYMBOL in part:
-            for word in split_words(SPACE_SYMBOL + part):
-                counts[word] += count
-        else:
-            counts[SPACE_SYMBOL + part] += count
+    for words in _words(texts):
+        counts.update(words)  # a list: counted in C
     return counts
 
 
