@@ -1,8 +1,8 @@
 """The one hand-written cross-entropy of TinyLM, and the next-token and masked-token losses of ``labels=``.
 
 Both the training loop (``tinylm_hf.training``) and ``TinyLMForCausalLM(labels=...)`` use ``cross_entropy``
-from here. This file imports only torch: transformers copies it flat next to ``modeling_tinylm.py`` for
-``trust_remote_code``.
+from here. This file imports only torch; saved folders carry it flat beside ``modeling_tinylm.py``
+(``remote_code.py``).
 """
 
 from __future__ import annotations

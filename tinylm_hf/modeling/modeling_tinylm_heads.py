@@ -19,7 +19,7 @@ the same answer for any padding side (tested).
 Llama's question-answering class keeps its decoder under the old name ``transformer``; TinyLM's is ``model`` in
 every class, so a causal-LM folder loads into it (``export-llama`` renames the keys for Llama).
 
-Same-folder imports only: transformers copies this file flat beside ``modeling_tinylm.py`` for remote code.
+Saved folders carry this file flat beside ``modeling_tinylm.py`` (``remote_code.py``).
 """
 
 from __future__ import annotations

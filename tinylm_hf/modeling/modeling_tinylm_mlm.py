@@ -4,7 +4,7 @@ The encoder is ``TinyLMModel`` with ``config.use_bidirectional_attention = True`
 layers, every token attending to every other (padding keys still masked), no KV cache. The head is a
 bias-free linear map to the vocabulary (tied to the embeddings when ``tie_word_embeddings``), named
 ``lm_head`` as in the causal model, so the state-dict keys are the causal model's and Llama's.
-Same-folder imports only: transformers copies this file beside ``modeling_tinylm.py`` for remote code.
+Saved folders carry this file flat beside ``modeling_tinylm.py`` (``remote_code.py``).
 """
 
 from __future__ import annotations

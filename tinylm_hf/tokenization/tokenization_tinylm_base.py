@@ -106,7 +106,7 @@ class TinyLMCoreTokenizer(PreTrainedTokenizer):
     """
 
     model_input_names = ["input_ids", "attention_mask"]
-    fast_twin: str | None = None  # "module.Class" of the class that runs `to_backend_tokenizer()`, a sibling file
+    fast_twin: str | None = None  # "module.Class" (its flat module name) of the class that runs `to_backend_tokenizer()`
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)

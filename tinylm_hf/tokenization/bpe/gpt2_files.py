@@ -2,8 +2,8 @@
 
 Token strings are bytes in GPT-2's bytes-to-unicode form; tokens that are not byte-mapped (added
 tokens such as `<|endoftext|>`) are stored as their own text. This module is the one reader and
-writer of the format: `BPETokenizer`, both Hugging Face classes and the exports call it. It imports
-only same-folder siblings, so remote-code folders carry it.
+writer of the format: `BPETokenizer`, both Hugging Face classes and the exports call it. Saved folders
+carry it flat (`remote_code.py`).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ vocabulary and merges as a `tokenizers` ByteLevel BPE, for fast-tokenizer consum
 setups; padded positions are told apart by `attention_mask`, so no extra embedding row is needed).
 No bos/eos is added by default: `tokenizer(text)["input_ids"] == BPETokenizer.encode(text)`.
 
-This file imports only same-folder siblings: transformers copies it flat for `trust_remote_code`.
+Saved folders carry this file flat (`remote_code.py`): it imports the package only by relative imports.
 """
 
 from __future__ import annotations

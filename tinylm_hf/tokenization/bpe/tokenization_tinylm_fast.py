@@ -6,7 +6,7 @@ come from `tokenizers`. Only the "gpt2" pre-tokenization pattern can be mirrored
 pre-tokenizer hard-codes GPT-2's regex): a folder saved with another pattern has no `tokenizer.json`, and
 `from_pretrained` returns `TinyLMTokenizer` for it.
 
-This file imports only same-folder siblings: transformers copies it flat for `trust_remote_code`.
+Saved folders carry this file flat (`remote_code.py`): it imports the package only by relative imports.
 """
 
 from __future__ import annotations

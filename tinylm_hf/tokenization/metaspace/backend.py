@@ -11,7 +11,7 @@ uncut, text that spells a byte piece ("<0x41>") or a control, unknown or unused 
 become that piece, even with added tokens left unsplit (`split_special_tokens=True`). So a Unigram twin's
 pre-tokenizer cuts inside such spellings (`text_cuts`), where no normal piece can cross the cut.
 
-This file imports only same-folder siblings: transformers copies it flat for `trust_remote_code`.
+Saved folders carry this file flat (`remote_code.py`): it imports the package only by relative imports.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The base owns what both share, as minbpe's `Tokenizer` does: the piece table (id
 types), text -> metaspace units, a per-unit cache, unknown handling (byte fallback or one fused
 `<unk>`), decoding, and `.model` files. A subclass only segments one unit (`_segment`).
 
-This file imports only same-folder siblings: transformers copies it flat for `trust_remote_code`.
+Saved folders carry this file flat (`remote_code.py`): it imports the package only by relative imports.
 """
 
 from __future__ import annotations

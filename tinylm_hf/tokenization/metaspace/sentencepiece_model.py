@@ -3,10 +3,9 @@
 Owns: the space symbol `▁` and the dummy prefix (`to_metaspace`), the units encoding may cut text into
 (`split_encoding_units`), byte-fallback piece names (`<0x41>`), and reading/writing sentencepiece
 `.model` files (a small protobuf reader/writer: the `protobuf` package is not needed). What only
-training needs (the words a trainer counts, which pieces it may create) is in `tinylm_hf.tokenizer_training`.
+training needs (the words a trainer counts, which pieces it may create) is in the trainers' modules.
 
-This file imports only the standard library and `regex`: transformers copies it flat for
-`trust_remote_code`.
+This file imports only the standard library and `regex`; saved folders carry it flat (`remote_code.py`).
 """
 
 from __future__ import annotations

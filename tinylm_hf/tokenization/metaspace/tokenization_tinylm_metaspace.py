@@ -7,7 +7,7 @@ A subclass names its core (`core_class`). Special tokens: `<unk>`, `<s>` (bos), 
 sentencepiece; no bos/eos is added by default, so `tokenizer(text)["input_ids"] == core.encode(text)`.
 Every text segment between special tokens gets the dummy prefix (tokenizers' `prepend_scheme="always"`).
 
-This file imports only same-folder siblings: transformers copies it flat for `trust_remote_code`.
+Saved folders carry this file flat (`remote_code.py`): it imports the package only by relative imports.
 """
 
 from __future__ import annotations

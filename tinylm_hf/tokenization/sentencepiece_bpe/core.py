@@ -4,7 +4,7 @@ Exactly sentencepiece's `bpe_model.cc` rule: start from code points, repeatedly 
 pair whose concatenation is a piece with the highest score (ties: the leftmost pair), until no pair
 joins. Characters no piece covers fall back to `<0x..>` byte pieces (or one `<unk>` a run).
 
-This file imports only same-folder siblings: transformers copies it flat for `trust_remote_code`.
+Saved folders carry this file flat (`remote_code.py`): it imports the package only by relative imports.
 """
 
 from __future__ import annotations

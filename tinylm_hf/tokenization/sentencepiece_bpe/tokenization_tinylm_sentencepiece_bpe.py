@@ -3,7 +3,7 @@
 Folder files: `tokenizer.model` (sentencepiece BPE format, as Llama 2 ships it; identity
 normalisation) and `tokenizer.json` (the `tokenizers` BPE twin with byte fallback).
 
-This file imports only same-folder siblings: transformers copies it flat for `trust_remote_code`.
+Saved folders carry this file flat (`remote_code.py`): it imports the package only by relative imports.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """TinyLMSentencePieceBPETokenizerFast: the same pieces run by `tokenizers`' BPE with byte fallback.
 
-This file imports only same-folder siblings: transformers copies it flat for `trust_remote_code`.
+Saved folders carry this file flat (`remote_code.py`): it imports the package only by relative imports.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ ending at the same place only when its score is strictly higher, so ties keep th
 piece starts earliest. A character no piece covers is one `<unk>` node scored
 `min(score) - 10`; runs of them become one `<unk>` (or bytes, with byte fallback).
 
-This file imports only same-folder siblings: transformers copies it flat for `trust_remote_code`.
+Saved folders carry this file flat (`remote_code.py`): it imports the package only by relative imports.
 """
 
 from __future__ import annotations

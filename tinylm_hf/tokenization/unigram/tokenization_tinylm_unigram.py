@@ -3,7 +3,7 @@
 Folder files: `tokenizer.model` (sentencepiece format; T5/ALBERT-style folders load too when their
 normalisation is identity) and `tokenizer.json` (the `tokenizers` Unigram twin).
 
-This file imports only same-folder siblings: transformers copies it flat for `trust_remote_code`.
+Saved folders carry this file flat (`remote_code.py`): it imports the package only by relative imports.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """TinyLMUnigramTokenizerFast: `TinyLMUnigramTokenizer`'s pieces run by `tokenizers`' Unigram model.
 
-This file imports only same-folder siblings: transformers copies it flat for `trust_remote_code`.
+Saved folders carry this file flat (`remote_code.py`): it imports the package only by relative imports.
 """
 
 from __future__ import annotations

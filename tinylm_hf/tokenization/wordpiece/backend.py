@@ -2,7 +2,7 @@
 
 Shared by `TinyLMWordPieceTokenizer` (which writes `tokenizer.json` next to `vocab.txt` so fast-tokenizer
 consumers can load the folder) and `TinyLMWordPieceTokenizerFast` (which runs on it).
-This file imports only same-folder siblings: transformers copies it flat for `trust_remote_code`.
+Saved folders carry this file flat (`remote_code.py`): it imports the package only by relative imports.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ The pipeline is BERT's, step for step as `tokenizers` runs it (`BertNormalizer`,
 Character classes come from `bert_unicode.py` (the tables `tokenizers` uses), not `unicodedata`.
 Steps 4-5 run as a numba kernel where numba is installed (`wordpiece_kernels`, `jit.kernels_enabled`); the
 pure-Python path here (`split_bert_words`, `WordPieceTokenizer._encode_word`) is its specification.
-This file imports only same-folder siblings: transformers copies it flat for `trust_remote_code`.
+Saved folders carry this file flat (`remote_code.py`): it imports the package only by relative imports.
 """
 
 from __future__ import annotations

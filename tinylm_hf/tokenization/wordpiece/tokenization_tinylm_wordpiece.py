@@ -8,7 +8,7 @@ asked for (`return_token_type_ids=True`): TinyLM's models have no token type emb
 tokenizer returns only what they take (`input_ids`, `attention_mask`), and `model.generate(**tok(text))`
 works for a causal model trained on WordPiece pieces (as RoBERTa's tokenizer, whose model has none either).
 
-This file imports only same-folder siblings: transformers copies it flat for `trust_remote_code`.
+Saved folders carry this file flat (`remote_code.py`): it imports the package only by relative imports.
 """
 
 from __future__ import annotations

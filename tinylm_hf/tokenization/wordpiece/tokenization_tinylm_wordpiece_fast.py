@@ -3,7 +3,7 @@
 What `AutoTokenizer` returns for a WordPiece folder, as for the BPE pair (`TinyLMWordPieceTokenizer` runs the
 hand-written core). Ids, token type ids and decoding equal the slow class.
 
-This file imports only same-folder siblings: transformers copies it flat for `trust_remote_code`.
+Saved folders carry this file flat (`remote_code.py`): it imports the package only by relative imports.
 """
 
 from __future__ import annotations
