@@ -1,12 +1,12 @@
-"""`tinylm train-tokenizer`: train a tokenizer (BPE, WordPiece, Unigram or SentencePiece BPE) on files, a
-`datasets` dataset or summed word counts, and save a Hugging Face tokenizer folder."""
+"""`tinylm train-tokenizer`: train a tokenizer of any family in the family table on files, a `datasets` dataset
+or summed word counts, and save a Hugging Face tokenizer folder."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-HELP = "train a tokenizer (bpe, wordpiece, unigram, sentencepiece-bpe) and save a Hugging Face tokenizer folder"
+HELP = "train a tokenizer of one family (--algorithm) and save a Hugging Face tokenizer folder"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,10 +23,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vocab-size", type=int, required=True, help="final vocabulary size, specials included")
     parser.add_argument(
         "--special-token", action="append", dest="special_tokens", default=None,
-        help=f"special token (repeatable). Defaults: bpe {list(FAMILIES['bpe'].special_tokens)} (the first becomes "
-        f"eos/bos/unk), wordpiece {list(FAMILIES['wordpiece'].special_tokens)}, unigram and sentencepiece-bpe "
-        f"{list(FAMILIES['unigram'].special_tokens)} (they also have <unk>, <s>, </s>). "
-        f"In every family {MASK_TOKEN!r} becomes the mask token (masked-LM pretraining) and {PAD_TOKEN!r} pad",
+        help="special token (repeatable). Defaults: "
+        + ", ".join(f"{name} {list(family.special_tokens)}" for name, family in FAMILIES.items())
+        + " (byte-level BPE's first also becomes eos/bos/unk; the sentencepiece-style cores add <unk>, <s>, </s>)"
+        + f". In every family {MASK_TOKEN!r} becomes the mask token (masked-LM pretraining) and {PAD_TOKEN!r} pad",
     )
     parser.add_argument("--chat", action="store_true",
                         help=f"also train the chat tokens {', '.join(CHAT_TOKENS)} as special tokens and save the chat "
