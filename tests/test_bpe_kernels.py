@@ -111,10 +111,10 @@ def test_kernel_encode_equals_reference_on_any_text(gpt2_pair, pattern: str, tex
 
 
 def test_kernel_encode_equals_reference_on_a_trained_vocabulary() -> None:
-    from tinylm_hf.tokenization.bpe.train import train_bpe_from_iterator
+    from tinylm_hf.tokenization.bpe.train import train_bpe
 
     text = (PACKAGE_DATA / "tinystories_train_small.txt").read_text(encoding="utf-8")[:200_000]
-    vocab, merges = train_bpe_from_iterator([text], 700, [EOT], progress=False)
+    vocab, merges = train_bpe([text], 700, [EOT], progress=False)
     fast, slow = BPETokenizer(vocab, merges, [EOT]), BPETokenizer(vocab, merges, [EOT])
     slow._kernel_pattern = None
     other = (PACKAGE_DATA / "tinystories_valid_small.txt").read_text(encoding="utf-8")

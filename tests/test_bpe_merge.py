@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from conftest import PACKAGE_DATA
 from tinylm_hf.tokenization.bpe.core import BPETokenizer
 from tinylm_hf.tokenization.bpe.merge import merge_by_heap, merge_short
-from tinylm_hf.tokenization.bpe.train import train_bpe_from_iterator
+from tinylm_hf.tokenization.bpe.train import train_bpe
 from tinylm_hf.tokenization.pretokenize import pretokenize_gpt2
 
 
@@ -18,7 +18,7 @@ from tinylm_hf.tokenization.pretokenize import pretokenize_gpt2
 def small() -> BPETokenizer:
     """A 600-token BPE trained here on the bundled TinyStories text (no shared data needed)."""
     text = (PACKAGE_DATA / "tinystories_train_small.txt").read_text(encoding="utf-8")[:300_000]
-    vocab, merges = train_bpe_from_iterator([text], 600, ["<|endoftext|>"], progress=False)
+    vocab, merges = train_bpe([text], 600, ["<|endoftext|>"], progress=False)
     return BPETokenizer(vocab, merges, ["<|endoftext|>"])
 
 

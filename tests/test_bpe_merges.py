@@ -18,7 +18,7 @@ from tinylm_hf.tokenization.jit import numba_installed
 from tinylm_hf.tokenization.pretokenize import GPT2_PATTERN
 from tinylm_hf.tokenization.bpe import merges as bpe_merges
 from tinylm_hf.tokenization.bpe.merges import learn_merges, learn_merges_reference
-from tinylm_hf.tokenization.bpe.train import train_bpe, train_bpe_from_counts
+from tinylm_hf.tokenization.bpe.train import train_bpe
 from tinylm_hf.tokenization.metaspace.train import count_characters, count_metaspace_words
 from tinylm_hf.tokenization.piece_rules import piece_shape
 from tinylm_hf.tokenization.sentencepiece_bpe.train import _symbol_words
@@ -89,7 +89,7 @@ def test_long_runs_beside_short_words_match_oracle(tmp_path, kernel_path) -> Non
 @given(words=st.dictionaries(st.text(alphabet="aab", min_size=2, max_size=12), st.integers(1, 4), max_size=8))
 def test_repeated_letters_overlap_like_the_oracle(kernel_path, words: dict[str, int]) -> None:
     # Runs of one letter ("aaaa") overlap with themselves: merges must go leftmost first.
-    assert train_bpe_from_counts(words, 275, []) == naive_train(Counter(words), 275, [])
+    assert train_bpe(words, 275, [], progress=False) == naive_train(Counter(words), 275, [])
 
 
 @needs_numba
@@ -121,13 +121,13 @@ def test_sentencepiece_kernel_equals_reference_on_corpora(monkeypatch, source, c
 def test_counts_beyond_32_bits_merge_like_the_oracle(kernel_path) -> None:
     # A count of 2**40 needs the kernel's 64-bit links (small counts use 32-bit ones).
     words = {"ab": 2**40, "abc": 3, "az": 2**40 + 1, "zab": 5}
-    assert train_bpe_from_counts(words, 262, []) == naive_train(Counter(words), 262, [])
+    assert train_bpe(words, 262, [], progress=False) == naive_train(Counter(words), 262, [])
 
 
 def test_a_small_training_run_does_not_load_numba() -> None:
     # Below KERNEL_MIN_SYMBOLS the reference finishes before numba would have loaded.
     code = ("from tinylm_hf.tokenization.sentencepiece_bpe.train import train_sentencepiece_bpe_from_counts\n"
-            "from tinylm_hf.tokenization.bpe.train import train_bpe_from_counts\n"
+            "from tinylm_hf.tokenization.bpe.train import train_bpe\n"
             "train_sentencepiece_bpe_from_counts({'\u2581aab': 2, '\u2581ab': 1}, 7, byte_fallback=False)\n"
-            "train_bpe_from_counts({'hello': 3, 'world': 2}, 262, [])")
+            "train_bpe({'hello': 3, 'world': 2}, 262, [], progress=False)")
     assert modules_loaded_by(code, ("numba",)) == []

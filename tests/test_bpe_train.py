@@ -1,4 +1,4 @@
-"""train_bpe / train_bpe_from_counts against a naive, obviously-correct trainer (full recount per merge)."""
+"""train_bpe (from a file and from counts) against a naive, obviously-correct trainer (full recount per merge)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from conftest import PACKAGE_DATA, shared_file
 from kernel_paths import kernel_path
 from naive_bpe import naive_counts, naive_train
 from tinylm_hf.tokenization import pretoken_counts
-from tinylm_hf.tokenization.bpe.train import train_bpe, train_bpe_from_counts
+from tinylm_hf.tokenization.bpe.train import train_bpe
 from tinylm_hf.tokenization.pretokenize import GPT2_PATTERN, GPT4_PATTERN
 
 EOT = "<|endoftext|>"
@@ -118,13 +118,13 @@ def test_large_corpus_vocab_1000_matches_oracle(name):
 def test_tie_goes_to_greatest_byte_pair_not_greatest_concatenation():
     # Step 1 merges (a, b) (count 3); then (ab, c) and (a, z) tie at 1. As tuples of bytes,
     # (b"ab", b"c") > (b"a", b"z") because b"a" is a prefix of b"ab" (though b"az" > b"abc").
-    vocab, merges = train_bpe_from_counts({"ab": 2, "abc": 1, "az": 1}, 259, [])
+    vocab, merges = train_bpe({"ab": 2, "abc": 1, "az": 1}, 259, [], progress=False)
     assert merges == [(b"a", b"b"), (b"ab", b"c"), (b"a", b"z")]
     assert [vocab[256], vocab[257], vocab[258]] == [b"ab", b"abc", b"az"]
 
 
 def test_equal_counts_merge_greatest_pair_first():
-    _, merges = train_bpe_from_counts({"ab": 1, "cd": 1, "ef": 1}, 259, [])
+    _, merges = train_bpe({"ab": 1, "cd": 1, "ef": 1}, 259, [], progress=False)
     assert merges == [(b"e", b"f"), (b"c", b"d"), (b"a", b"b")]
 
 
@@ -160,12 +160,12 @@ def test_from_counts_accepts_str_and_bytes_keys_and_matches_train_bpe(tmp_path):
     counts = naive_counts(text, [EOT])
     as_bytes = {k.encode("utf-8"): v for k, v in counts.items()}
     expected = train_bpe(path, 380, [EOT], progress=False)
-    assert train_bpe_from_counts(counts, 380, [EOT]) == expected
-    assert train_bpe_from_counts(as_bytes, 380, [EOT]) == expected
+    assert train_bpe(counts, 380, [EOT], progress=False) == expected
+    assert train_bpe(as_bytes, 380, [EOT], progress=False) == expected
 
 
 def test_from_counts_sums_equal_str_and_bytes_keys():
-    mixed = train_bpe_from_counts({"ab": 2, b"ab": 2, "cd": 3}, 257, [])
+    mixed = train_bpe({"ab": 2, b"ab": 2, "cd": 3}, 257, [], progress=False)
     assert mixed[1] == [(b"a", b"b")]
 
 
@@ -239,9 +239,9 @@ def test_duplicate_special_tokens_raise(tmp_path):
 
 def test_from_counts_rejects_negative_counts_and_bad_keys():
     with pytest.raises(ValueError, match="count"):
-        train_bpe_from_counts({"ab": -1}, 300, [])
+        train_bpe({"ab": -1}, 300, [], progress=False)
     with pytest.raises(TypeError, match="str or bytes"):
-        train_bpe_from_counts({3: 1}, 300, [])
+        train_bpe({3: 1}, 300, [], progress=False)
 
 
 def test_bad_num_workers_raises(tmp_path):

@@ -11,7 +11,6 @@ from tinylm_hf import training
 
 SIGNATURES = [
     (tinylm_hf.train_bpe, ["input_path", "vocab_size", "special_tokens", "num_workers", "pattern", "progress"]),
-    (tinylm_hf.train_bpe_from_counts, ["counts", "vocab_size", "special_tokens"]),
     (tinylm_hf.BPETokenizer, ["vocab", "merges", "special_tokens"]),
     (tinylm_hf.BPETokenizer.from_files, ["vocab_path", "merges_path", "special_tokens"]),
     (tinylm_hf.softmax, ["x", "dim"]),

@@ -10,7 +10,8 @@ from transformers import AutoTokenizer
 
 from conftest import PACKAGE_DATA
 from tinylm_hf.cli import main
-from tinylm_hf.tokenizer_training import train_tokenizer
+from tinylm_hf.tokenizer_training import count_words, train_tokenizer
+from tinylm_hf.tokenization.bpe.train import train_bpe
 
 pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
 
@@ -28,6 +29,22 @@ def shards(tmp_path_factory) -> list[Path]:
     paths[0].write_text("".join(lines[:600]), encoding="utf-8")
     paths[1].write_text("".join(lines[600:]), encoding="utf-8")
     return paths
+
+
+# Each family's one trainer entry, its test vocab_size and special tokens (the family's own defaults where it has them)
+ENTRIES = {"bpe": (train_bpe, 400, ["<|endoftext|>"])}
+
+
+@pytest.mark.parametrize("algorithm", sorted(ENTRIES))
+def test_one_trainer_entry_learns_the_same_model_from_a_path_texts_and_counts(shards, algorithm):
+    """`train_<family>(input_path, ...)` takes a file, an iterable of texts or word counts (a Mapping) alike."""
+    train, vocab_size, specials = ENTRIES[algorithm]
+    text = shards[0].read_text(encoding="utf-8")
+    counts = count_words(shards[0], algorithm=algorithm, special_tokens=specials)
+    from_file = train(shards[0], vocab_size, specials, progress=False)
+    assert train(str(shards[0]), vocab_size, specials, progress=False) == from_file
+    assert train(iter([text]), vocab_size, specials, progress=False) == from_file
+    assert train(counts, vocab_size, specials, progress=False) == from_file
 
 
 @pytest.mark.parametrize("algorithm, vocab_size, class_name", CASES, ids=[c[0] for c in CASES])

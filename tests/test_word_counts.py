@@ -19,7 +19,7 @@ from tinylm_hf.tokenization.pretokenize import GPT4_PATTERN
 from tinylm_hf.tokenization.wordpiece.core import pretokenize_bert
 from tinylm_hf.tokenization import word_splitting
 from tinylm_hf.tokenization.metaspace import train as metaspace_train
-from tinylm_hf.tokenization.bpe.train import train_bpe, train_bpe_from_counts, train_bpe_from_iterator
+from tinylm_hf.tokenization.bpe.train import train_bpe
 from tinylm_hf.tokenization.families import FAMILIES
 from tinylm_hf.tokenizer_training.word_counts import count_words, load_word_counts, save_word_counts, sum_word_counts
 from tinylm_hf.tokenization.wordpiece.train import train_wordpiece, train_wordpiece_from_counts
@@ -277,8 +277,8 @@ def test_bpe_shard_counts_sum_to_training_on_the_whole_text(tmp_path, text):
                                       special_tokens=[EOT]))  # fmt: skip
     total = sum_word_counts(files)
     whole = train_bpe(write(tmp_path, "all.txt", first + second), 400, [EOT], progress=False)
-    assert train_bpe_from_counts(total.counts, 400, [EOT]) == whole
-    assert train_bpe_from_iterator([first, second], 400, [EOT], progress=False) == whole
+    assert train_bpe(total.counts, 400, [EOT], progress=False) == whole
+    assert train_bpe([first, second], 400, [EOT], progress=False) == whole
 
 
 @pytest.mark.parametrize("lowercase", [False, True])
@@ -304,14 +304,14 @@ def test_from_counts_refuses_bpe_counts(tmp_path):
 
 def test_train_bpe_from_iterator_of_one_text_equals_train_bpe(tmp_path, text):
     whole = train_bpe(write(tmp_path, "t.txt", text), 350, [EOT], progress=False)
-    assert train_bpe_from_iterator(iter([text]), 350, [EOT], progress=False) == whole
+    assert train_bpe(iter([text]), 350, [EOT], progress=False) == whole
 
 
 def test_train_bpe_from_iterator_bad_input_raises():
     with pytest.raises(TypeError, match="iterable of strings"):
-        train_bpe_from_iterator("text", 300, [EOT], progress=False)
+        train_bpe(b"text", 300, [EOT], progress=False)
     with pytest.raises(ValueError, match="no text"):
-        train_bpe_from_iterator([EOT], 300, [EOT], progress=False)
+        train_bpe([EOT], 300, [EOT], progress=False)
 
 
 def _counts_file(tmp_path: Path, counts: dict[str, int], algorithm: str = "bpe", specials=(EOT, "<|pad|>")) -> Path:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..lazy_exports import export_lazily
 
 __all__ = export_lazily(__name__, {
-    "..tokenization.bpe.train": ("train_bpe", "train_bpe_from_counts", "train_bpe_from_iterator"),
+    "..tokenization.bpe.train": ("train_bpe",),
     "..tokenization.metaspace.train": ("split_metaspace_words",),
     "..tokenization.sentencepiece_bpe.train": (
         "train_sentencepiece_bpe", "train_sentencepiece_bpe_from_counts", "train_sentencepiece_bpe_from_iterator",
