@@ -22,7 +22,7 @@ PUBLIC_NAMES = (
     "scaled_dot_product_attention softmax split_documents sum_word_counts train train_bpe "
     "train_sentencepiece_bpe train_sentencepiece_bpe_from_counts "
     "train_sentencepiece_bpe_from_iterator train_step train_tokenizer train_unigram train_unigram_from_counts "
-    "train_unigram_from_iterator train_wordpiece train_wordpiece_from_counts train_wordpiece_from_iterator"
+    "train_unigram_from_iterator train_wordpiece"
 ).split() + ["Muon", "MuonWithAdamW", "param_groups_for_muon"]  # added beside AdamW since
 
 

@@ -17,7 +17,7 @@ from tinylm_hf.registration import register
 from tinylm_hf.tokenization.wordpiece.tokenization_tinylm_wordpiece import TinyLMWordPieceTokenizer
 from tinylm_hf.tokenization.wordpiece.tokenization_tinylm_wordpiece_fast import TinyLMWordPieceTokenizerFast
 from tinylm_hf.tokenization.wordpiece.core import WordPieceTokenizer, write_vocab_txt
-from tinylm_hf.tokenization.wordpiece.train import train_wordpiece_from_iterator
+from tinylm_hf.tokenization.wordpiece.train import train_wordpiece
 
 pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
 
@@ -27,7 +27,7 @@ PAIR = ("Hello [CLS] there, Über-café! [MASK]x 中文", "Second  segment, with
 @pytest.fixture(scope="module")
 def vocab() -> list[str]:
     text = (PACKAGE_DATA / "tinystories_train_small.txt").read_text(encoding="utf-8")[:150_000]
-    return train_wordpiece_from_iterator([text, "Über café ünïcode 中文"], 1500, progress=False)
+    return train_wordpiece([text, "Über café ünïcode 中文"], 1500, progress=False)
 
 
 @pytest.fixture(scope="module", params=[False, True], ids=["cased", "uncased"])

@@ -12,6 +12,7 @@ from conftest import PACKAGE_DATA
 from tinylm_hf.cli import main
 from tinylm_hf.tokenizer_training import count_words, train_tokenizer
 from tinylm_hf.tokenization.bpe.train import train_bpe
+from tinylm_hf.tokenization.wordpiece.train import BERT_SPECIAL_TOKENS, train_wordpiece
 
 pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
 
@@ -32,7 +33,7 @@ def shards(tmp_path_factory) -> list[Path]:
 
 
 # Each family's one trainer entry, its test vocab_size and special tokens (the family's own defaults where it has them)
-ENTRIES = {"bpe": (train_bpe, 400, ["<|endoftext|>"])}
+ENTRIES = {"bpe": (train_bpe, 400, ["<|endoftext|>"]), "wordpiece": (train_wordpiece, 500, list(BERT_SPECIAL_TOKENS))}
 
 
 @pytest.mark.parametrize("algorithm", sorted(ENTRIES))
@@ -226,12 +227,12 @@ def test_a_file_that_is_not_utf8_is_refused_by_every_family(tmp_path, capsys, al
 
 def test_wordpiece_score_flag_picks_the_merge_rule(tmp_path, shards):
     from tinylm_hf.tokenizer_training.word_counts import count_words
-    from tinylm_hf.tokenization.wordpiece.train import BERT_SPECIAL_TOKENS, train_wordpiece_from_counts
+    from tinylm_hf.tokenization.wordpiece.train import BERT_SPECIAL_TOKENS, train_wordpiece
 
     assert main(["train-tokenizer", "--algorithm", "wordpiece", "--wordpiece-score", "pmi", "--input", str(shards[0]),
                  "--vocab-size", "500", "--out", str(tmp_path / "tok"), "--no-progress"]) == 0
     counts = count_words(shards[0], algorithm="wordpiece", special_tokens=list(BERT_SPECIAL_TOKENS))
-    pmi = train_wordpiece_from_counts(counts, 500, list(BERT_SPECIAL_TOKENS), score="pmi")
+    pmi = train_wordpiece(counts, 500, list(BERT_SPECIAL_TOKENS), score="pmi", progress=False)
     loaded = AutoTokenizer.from_pretrained(tmp_path / "tok")
     assert [token for token, _ in sorted(loaded.get_vocab().items(), key=lambda item: item[1])] == pmi
 

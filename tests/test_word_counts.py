@@ -22,7 +22,7 @@ from tinylm_hf.tokenization.metaspace import train as metaspace_train
 from tinylm_hf.tokenization.bpe.train import train_bpe
 from tinylm_hf.tokenization.families import FAMILIES
 from tinylm_hf.tokenizer_training.word_counts import count_words, load_word_counts, save_word_counts, sum_word_counts
-from tinylm_hf.tokenization.wordpiece.train import train_wordpiece, train_wordpiece_from_counts
+from tinylm_hf.tokenization.wordpiece.train import train_wordpiece
 
 EOT = "<|endoftext|>"
 BERT = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -292,14 +292,14 @@ def test_wordpiece_shard_counts_sum_to_training_on_the_whole_text(tmp_path, text
                                       lowercase=lowercase, special_tokens=BERT))  # fmt: skip
     total = sum_word_counts(files)
     whole = train_wordpiece(write(tmp_path, "all.txt", first + second), 500, lowercase=lowercase, progress=False)
-    assert train_wordpiece_from_counts(total, 500) == whole
+    assert train_wordpiece(total, 500, progress=False) == whole
 
 
 def test_from_counts_refuses_bpe_counts(tmp_path):
     path = save_word_counts({"ab": 1}, tmp_path / "c.json", algorithm="bpe", pattern="gpt2", lowercase=False,
                             special_tokens=[])  # fmt: skip
     with pytest.raises(ValueError, match="'bpe', not 'wordpiece'"):
-        train_wordpiece_from_counts(load_word_counts(path), 100)
+        train_wordpiece(load_word_counts(path), 100, progress=False)
 
 
 def test_train_bpe_from_iterator_of_one_text_equals_train_bpe(tmp_path, text):

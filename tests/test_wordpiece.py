@@ -18,7 +18,7 @@ from tinylm_hf.tokenization.wordpiece.core import (
     pretokenize_bert,
     write_vocab_txt,
 )
-from tinylm_hf.tokenization.wordpiece.train import train_wordpiece_from_iterator
+from tinylm_hf.tokenization.wordpiece.train import train_wordpiece
 
 # Characters that exercise every step of BERT's normaliser: controls, odd spaces, CJK, accents and
 # combining marks, final sigma, dotted I, astral letters and punctuation, tables that differ from
@@ -46,7 +46,7 @@ def setup(request, tmp_path_factory):
     texts = [(PACKAGE_DATA / "tinystories_train_small.txt").read_text(encoding="utf-8")[:300_000], TRICKY]
     if SHARED_DATA is not None:
         texts.append((SHARED_DATA / "multilingual_samples.txt").read_text(encoding="utf-8"))
-    vocab = train_wordpiece_from_iterator(texts, 2500, lowercase=lowercase, progress=False)
+    vocab = train_wordpiece(texts, 2500, lowercase=lowercase, progress=False)
     path = write_vocab_txt(vocab, tmp_path_factory.mktemp("vocab") / "vocab.txt")
     bert = BertTokenizer(vocab=str(path), do_lower_case=lowercase)
     return lowercase, vocab, WordPieceTokenizer(vocab, lowercase=lowercase), reference(vocab, lowercase), bert

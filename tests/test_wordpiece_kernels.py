@@ -12,7 +12,7 @@ from kernel_paths import kernel_path  # noqa: F401
 
 from tinylm_hf.tokenization.jit import KERNELS_ENV, numba_installed
 from tinylm_hf.tokenization.wordpiece.core import WordPieceTokenizer, normalize_bert
-from tinylm_hf.tokenization.wordpiece.train import train_wordpiece_from_iterator
+from tinylm_hf.tokenization.wordpiece.train import train_wordpiece
 
 pytestmark = pytest.mark.skipif(not numba_installed(), reason="numba is not installed")
 ANY_CHARACTER = st.characters(exclude_categories=())  # every code point, lone surrogates included
@@ -52,7 +52,7 @@ def tokenizer(request) -> WordPieceTokenizer:
     texts = [read_corpus("tinystories_train_small.txt", 500_000)]
     if size > 300:
         texts.append(read_corpus("multilingual_samples.txt"))
-    vocab = train_wordpiece_from_iterator(texts, size, lowercase=lowercase, progress=False)
+    vocab = train_wordpiece(texts, size, lowercase=lowercase, progress=False)
     return WordPieceTokenizer(vocab, lowercase=lowercase)
 
 

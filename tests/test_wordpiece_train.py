@@ -21,8 +21,6 @@ from tinylm_hf.tokenization.wordpiece.train import (
     BERT_SPECIAL_TOKENS,
     WORDPIECE_SCORES,
     train_wordpiece,
-    train_wordpiece_from_counts,
-    train_wordpiece_from_iterator,
 )
 
 SPECIALS = list(BERT_SPECIAL_TOKENS)
@@ -46,25 +44,25 @@ def oracle_for_file(path, vocab_size: int, specials: list[str], lowercase: bool 
 # ------------------------------------------------------------------------------- oracle equality
 def test_hand_checked_example_pmi():
     # All four pairs score 1/4; (p, ##u) is the greatest pair. Then h ##u scores 3/9, and so on.
-    vocab = train_wordpiece_from_counts({"hug": 2, "hugs": 1, "pug": 1}, 10, ["[UNK]"], score="pmi")
+    vocab = train_wordpiece({"hug": 2, "hugs": 1, "pug": 1}, 10, ["[UNK]"], score="pmi", progress=False)
     assert vocab == ["[UNK]", "h", "p", "##g", "##s", "##u", "pu", "hu", "pug", "hug"]
 
 
 def test_hand_checked_example_frequency_is_the_default():
     # ##u ##g occurs 4 times, then h ##ug 3 times; (hug, ##s) and (p, ##ug) tie at 1: p > hug.
-    vocab = train_wordpiece_from_counts({"hug": 2, "hugs": 1, "pug": 1}, 10, ["[UNK]"])
+    vocab = train_wordpiece({"hug": 2, "hugs": 1, "pug": 1}, 10, ["[UNK]"], progress=False)
     assert vocab == ["[UNK]", "h", "p", "##g", "##s", "##u", "##ug", "hug", "pug", "hugs"]
 
 
 def test_hand_checked_example_likelihood():
     # N = 11 tokens: ##u ##g gains 4 log(4 * 11 / 16) = 4.05, h ##u 3 log(3 * 11 / 12) = 3.03.
-    vocab = train_wordpiece_from_counts({"hug": 2, "hugs": 1, "pug": 1}, 8, ["[UNK]"], score="likelihood")
+    vocab = train_wordpiece({"hug": 2, "hugs": 1, "pug": 1}, 8, ["[UNK]"], score="likelihood", progress=False)
     assert vocab == ["[UNK]", "h", "p", "##g", "##s", "##u", "##ug", "hug"]
 
 
 def test_unknown_score_raises_with_the_choices():
     with pytest.raises(ValueError, match="unknown WordPiece score 'bpe'.*'frequency', 'likelihood', 'pmi'"):
-        train_wordpiece_from_counts({"hug": 2}, 10, ["[UNK]"], score="bpe")
+        train_wordpiece({"hug": 2}, 10, ["[UNK]"], score="bpe", progress=False)
 
 
 @pytest.mark.parametrize("lowercase", [False, True], ids=["cased", "uncased"])
@@ -120,7 +118,7 @@ def test_vocab_on_real_text_equals_mains(tmp_path, source, chars, vocab_size, lo
 def test_random_counts_match_oracle(score, counts, extra):
     specials = ["[UNK]"]
     size = 1 + len({w[0] for w in counts} | {"##" + c for w in counts for c in w[1:]}) + extra
-    ours = train_wordpiece_from_counts(counts, size, specials, score=score)
+    ours = train_wordpiece(counts, size, specials, score=score, progress=False)
     assert ours == naive_train_wordpiece(counts, size, specials, score=score)
 
 
@@ -184,7 +182,7 @@ def test_kernel_equals_reference_and_oracle_on_any_text(monkeypatch, counts, pre
     fast, slow = both_paths(monkeypatch, counts, extra, prefix)
     assert fast == slow
     size = 1 + len({w[0] for w in counts}) + len({prefix + c for w in counts for c in w[1:]}) + extra
-    vocab = train_wordpiece_from_counts(counts, size, ["[UNK]"], continuing_subword_prefix=prefix)
+    vocab = train_wordpiece(counts, size, ["[UNK]"], continuing_subword_prefix=prefix, progress=False)
     assert vocab == naive_train_wordpiece(counts, size, ["[UNK]"], prefix=prefix)
 
 
@@ -199,7 +197,7 @@ def test_a_pair_made_again_by_a_join_that_exists_merges_again(monkeypatch):
 def test_a_join_that_exists_keeps_its_id(kernel_path):
     # (###, ##b) ties (#, ###) at 2 and is greater: ###b. Then # + ###b joins to ##b, already a token:
     # the merge is made, no token is added, and no pair is left.
-    vocab = train_wordpiece_from_counts({"##b": 2}, 10, [])
+    vocab = train_wordpiece({"##b": 2}, 10, [], progress=False)
     assert vocab == ["#", "###", "##b", "###b"] == naive_train_wordpiece({"##b": 2}, 10, [])
 
 
@@ -238,9 +236,9 @@ def test_file_iterator_and_counts_give_the_same_vocab(tmp_path):
     path = write(tmp_path, "t.txt", text)
     from_file = train_wordpiece(path, 500, progress=False)
     lines = (line for line in text.splitlines(keepends=True))  # a generator: consumed once
-    assert train_wordpiece_from_iterator(lines, 500, progress=False) == from_file
+    assert train_wordpiece(lines, 500, progress=False) == from_file
     counts = count_words(path, algorithm="wordpiece", special_tokens=SPECIALS)
-    assert train_wordpiece_from_counts(counts, 500) == from_file
+    assert train_wordpiece(counts, 500, progress=False) == from_file
 
 
 def test_progress_bar_reports_merges(tmp_path, capsys):
@@ -284,16 +282,16 @@ def test_missing_file_raises(tmp_path):
 
 def test_iterator_of_non_strings_raises():
     with pytest.raises(TypeError, match="item 1"):
-        train_wordpiece_from_iterator(["ok", b"bytes"], 100, progress=False)
+        train_wordpiece(["ok", b"bytes"], 100, progress=False)
     with pytest.raises(TypeError, match="iterable of strings"):
-        train_wordpiece_from_iterator("a whole text", 100, progress=False)
+        train_wordpiece(b"a whole text", 100, progress=False)
 
 
 def test_bad_counts_raise():
     with pytest.raises(ValueError, match="non-negative"):
-        train_wordpiece_from_counts({"a": -1}, 100)
+        train_wordpiece({"a": -1}, 100, progress=False)
     with pytest.raises(ValueError, match="no word"):
-        train_wordpiece_from_counts({"a": 0}, 100)
+        train_wordpiece({"a": 0}, 100, progress=False)
 
 
 # ------------------------------------------------------------------- defaults a user would choose
@@ -341,6 +339,6 @@ def test_default_score_compresses_held_out_text_as_well_as_tokenizers(tmp_path, 
 
 def test_a_small_training_run_loads_neither_numba_nor_numpy():
     # Below KERNEL_MIN_SYMBOLS the reference merges word lists: numpy alone would add ~20 MB to a 26 MB run.
-    code = ("from tinylm_hf.tokenization.wordpiece.train import train_wordpiece_from_counts\n"
-            "train_wordpiece_from_counts({'hug': 2, 'hugs': 1, 'pug': 1}, 10, ['[UNK]'])")
+    code = ("from tinylm_hf.tokenization.wordpiece.train import train_wordpiece\n"
+            "train_wordpiece({'hug': 2, 'hugs': 1, 'pug': 1}, 10, ['[UNK]'], progress=False)")
     assert modules_loaded_by(code) == []

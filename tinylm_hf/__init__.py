@@ -33,7 +33,6 @@ __all__ = ["__version__", *export_lazily(__name__, {
         "train_sentencepiece_bpe",
         "train_sentencepiece_bpe_from_counts", "train_sentencepiece_bpe_from_iterator", "train_tokenizer",
         "train_unigram", "train_unigram_from_counts", "train_unigram_from_iterator", "train_wordpiece",
-        "train_wordpiece_from_counts", "train_wordpiece_from_iterator",
     ),
     ".training": (
         "AdamW", "MLMCollator", "Muon", "MuonWithAdamW", "RunSummary", "TrainConfig", "clip_grad_norm", "cosine_lr",

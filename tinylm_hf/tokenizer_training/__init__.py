@@ -18,5 +18,5 @@ __all__ = export_lazily(__name__, {
     ".train_tokenizer": ("build_hf_tokenizer", "train_tokenizer"),
     "..tokenization.unigram.train": ("train_unigram", "train_unigram_from_counts", "train_unigram_from_iterator"),
     ".word_counts": ("WordCounts", "count_words", "load_word_counts", "save_word_counts", "sum_word_counts"),
-    "..tokenization.wordpiece.train": ("train_wordpiece", "train_wordpiece_from_counts", "train_wordpiece_from_iterator"),
+    "..tokenization.wordpiece.train": ("train_wordpiece",),
 })

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import heapq
 import math
-import os
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import chain
@@ -47,7 +46,7 @@ from ..pretokenize import check_special_tokens
 from .core import BERT_SPECIAL_TOKENS, CONTINUING_SUBWORD_PREFIX, WordPieceTokenizer
 from ..bpe.merges import learn_merges, learn_merges_reference, runs_kernel
 from ..pair_merges import PAIR_MASK, PAIR_SHIFT, merge_words, progress_bar
-from ..word_splitting import BERT_WORDS, WordCounts, count_split_words, iter_texts
+from ..word_splitting import BERT_WORDS, TrainingSource, WordCounts, count_split_words, iter_texts, read_training_source
 from ..families import FAMILIES
 
 # Inverting code points (c -> MAX - c, 3 bytes each) plus a terminator above every inverted code
@@ -65,7 +64,7 @@ KERNEL_MIN_SYMBOLS = 4_000_000
 
 
 def train_wordpiece(
-    input_path: str | os.PathLike,
+    input_path: TrainingSource,
     vocab_size: int,
     special_tokens: Sequence[str] | None = BERT_SPECIAL_TOKENS,
     *,
@@ -74,87 +73,50 @@ def train_wordpiece(
     progress: bool = True,
     score: str = DEFAULT_WORDPIECE_SCORE,
 ) -> list[str]:
-    """Train WordPiece on a UTF-8 text file; return the vocabulary in id order (a BERT vocab.txt).
+    """Train WordPiece; return the vocabulary in id order (a BERT vocab.txt).
 
-    Special tokens are cut out of the text before pre-tokenization. `lowercase` lower-cases and
-    strips accents, as BERT's uncased models (and `WordPieceTokenizer(lowercase=True)`) do. `score`
-    names the merge rule (`WORDPIECE_SCORES`: "frequency", "likelihood" or "pmi"; module docstring).
-    """
-    specials = check_special_tokens(special_tokens)
-    _check_vocab_size(vocab_size, specials)
-    check_wordpiece_score(score)
-    path = os.fspath(input_path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"training file not found: {path!r}")
-    if os.path.getsize(path) == 0:
-        raise ValueError(f"training file {path!r} is empty")
-    counts = count_split_words(path, BERT_WORDS, special_tokens=specials, lowercase=lowercase)
-    if not counts:
-        raise ValueError(f"training file {path!r} holds no words outside the special tokens")
-    return _train(counts, vocab_size, specials, continuing_subword_prefix, score, progress)
+    `input_path` is a UTF-8 text file (a `str` or `os.PathLike`), word counts (a `Mapping` or `WordCounts`
+    from `count_words(..., algorithm="wordpiece")`, e.g. summed shards) or an iterable of texts (a list, a
+    generator, a `datasets` column). Special tokens are cut out of the text before pre-tokenization.
+    `lowercase` lower-cases and strips accents, as BERT's uncased models (and `WordPieceTokenizer(lowercase=True)`)
+    do. `score` names the merge rule (`WORDPIECE_SCORES`: "frequency", "likelihood" or "pmi"; module docstring).
 
+    Texts are counted one at a time (memory grows with the distinct words, not the data); each text is
+    pre-tokenized on its own, so no word spans two texts. Counts give what a file whose BERT words have these
+    counts gives; their keys are words already normalised (`lowercase` is ignored: lowercasing happened when
+    counting).
 
-def train_wordpiece_from_iterator(
-    iterator: Iterable[str],
-    vocab_size: int,
-    special_tokens: Sequence[str] | None = BERT_SPECIAL_TOKENS,
-    *,
-    lowercase: bool = False,
-    continuing_subword_prefix: str = CONTINUING_SUBWORD_PREFIX,
-    progress: bool = True,
-    score: str = DEFAULT_WORDPIECE_SCORE,
-) -> list[str]:
-    """Train WordPiece on an iterable of texts (a list, a generator, a `datasets` column).
-
-    Texts are counted one at a time (memory grows with the distinct words, not the data); each text
-    is pre-tokenized on its own, so no word spans two texts.
-    """
-    specials = check_special_tokens(special_tokens)
-    _check_vocab_size(vocab_size, specials)
-    check_wordpiece_score(score)
-    counts = count_split_words(iter_texts(iterator), BERT_WORDS, special_tokens=specials, lowercase=lowercase)
-    if not counts:
-        raise ValueError("the iterator gave no words outside the special tokens")
-    return _train(counts, vocab_size, specials, continuing_subword_prefix, score, progress)
-
-
-def train_wordpiece_from_counts(
-    counts: Mapping[str, int] | WordCounts,
-    vocab_size: int,
-    special_tokens: Sequence[str] | None = BERT_SPECIAL_TOKENS,
-    *,
-    continuing_subword_prefix: str = CONTINUING_SUBWORD_PREFIX,
-    progress: bool = False,
-    score: str = DEFAULT_WORDPIECE_SCORE,
-) -> list[str]:
-    """Train WordPiece from word counts (`count_words(..., algorithm="wordpiece")`, summed shards).
-
-    Identical to `train_wordpiece` on a file whose BERT words have these counts. Keys are words
-    already normalised (lower-cased if wanted): lowercasing happened when counting.
-
-    >>> train_wordpiece_from_counts({"hug": 2, "hugs": 1, "pug": 1}, 10, ["[UNK]"])
+    >>> train_wordpiece({"hug": 2, "hugs": 1, "pug": 1}, 10, ["[UNK]"], progress=False)
     ['[UNK]', 'h', 'p', '##g', '##s', '##u', '##ug', 'hug', 'pug', 'hugs']
-    >>> train_wordpiece_from_counts({"hug": 2, "hugs": 1, "pug": 1}, 10, ["[UNK]"], score="pmi")
+    >>> train_wordpiece({"hug": 2, "hugs": 1, "pug": 1}, 10, ["[UNK]"], score="pmi", progress=False)
     ['[UNK]', 'h', 'p', '##g', '##s', '##u', 'pu', 'hu', 'pug', 'hug']
     """
+    specials = check_special_tokens(special_tokens)
+    _check_vocab_size(vocab_size, specials)
+    check_wordpiece_score(score)
+    counts = read_training_source(
+        input_path,
+        count_file=lambda path: count_split_words(path, BERT_WORDS, special_tokens=specials, lowercase=lowercase),
+        count_texts=lambda texts: count_split_words(iter_texts(texts), BERT_WORDS, special_tokens=specials,
+                                                    lowercase=lowercase),
+        check_counts=_check_counts,
+        nothing="words outside the special tokens",
+    )
+    return _train(counts, vocab_size, specials, continuing_subword_prefix, score, progress)
+
+
+def _check_counts(counts: Mapping[str, int] | WordCounts) -> dict[str, int]:
+    """Word counts (a `Mapping`, or `WordCounts` made for WordPiece) with their zero counts and empty words left out."""
     if isinstance(counts, WordCounts):
         if counts.algorithm != "wordpiece":
             raise ValueError(f"these word counts were made for algorithm {counts.algorithm!r}, not 'wordpiece'")
         counts = counts.counts
-    if not isinstance(counts, Mapping):
-        raise TypeError(f"counts must be a mapping of word -> count, got {type(counts).__name__}")
-    specials = check_special_tokens(special_tokens)
-    _check_vocab_size(vocab_size, specials)
-    check_wordpiece_score(score)
     for word, count in counts.items():
         if not isinstance(word, str):
             raise TypeError(f"words must be str, got {word!r}")
         if not isinstance(count, int) or isinstance(count, bool) or count < 0:
             raise ValueError(f"count of word {word!r} must be a non-negative int, got {count!r}")
-    kept = {word: count for word, count in counts.items() if word and count}
-    if not kept:
-        raise ValueError("counts hold no word with a positive count")
-    return _train(kept, vocab_size, specials, continuing_subword_prefix, score, progress)
+    return {word: count for word, count in counts.items() if word and count}
 
 
 def train_wordpiece_tokenizer(counts: WordCounts, vocab_size: int, special_tokens: Sequence[str], *,
@@ -165,7 +127,7 @@ def train_wordpiece_tokenizer(counts: WordCounts, vocab_size: int, special_token
     It lower-cases as the counts did; a word it cannot cover becomes `[UNK]`, so `byte_fallback` is no
     option here (it is ignored). `score` is the merge rule (`WORDPIECE_SCORES`).
     """
-    vocab = train_wordpiece_from_counts(counts, vocab_size, special_tokens, score=score, progress=progress)
+    vocab = train_wordpiece(counts, vocab_size, special_tokens, score=score, progress=progress)
     return WordPieceTokenizer(vocab, lowercase=bool(counts.lowercase), special_tokens=special_tokens)
 
 
