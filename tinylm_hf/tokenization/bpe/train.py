@@ -17,7 +17,8 @@ from ..pretokenize import check_special_tokens, resolve_pattern
 from .merges import learn_merges
 from ..pair_merges import progress_bar
 from ..pretoken_counts import SpanCounts, as_spans, count_pretoken_bytes
-from ..word_splitting import BPE_WORDS, TrainingSource, WordCounts, count_split_words, iter_texts, read_training_source
+from ..training_source import TrainingSource, read_training_source
+from ..word_splitting import BPE_WORDS, WordCounts, count_split_words, iter_texts
 
 def train_bpe(
     input_path: TrainingSource,

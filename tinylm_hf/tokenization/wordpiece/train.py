@@ -46,7 +46,8 @@ from ..pretokenize import check_special_tokens
 from .core import BERT_SPECIAL_TOKENS, CONTINUING_SUBWORD_PREFIX, WordPieceTokenizer
 from ..bpe.merges import learn_merges, learn_merges_reference, runs_kernel
 from ..pair_merges import PAIR_MASK, PAIR_SHIFT, merge_words, progress_bar
-from ..word_splitting import BERT_WORDS, TrainingSource, WordCounts, count_split_words, iter_texts, read_training_source
+from ..training_source import TrainingSource, read_training_source
+from ..word_splitting import BERT_WORDS, WordCounts, count_split_words, iter_texts
 from ..families import FAMILIES
 
 # Inverting code points (c -> MAX - c, 3 bytes each) plus a terminator above every inverted code
@@ -101,6 +102,7 @@ def train_wordpiece(
                                                     lowercase=lowercase),
         check_counts=_check_counts,
         nothing="words outside the special tokens",
+        counts_types=(Mapping, WordCounts),
     )
     return _train(counts, vocab_size, specials, continuing_subword_prefix, score, progress)
 
