@@ -126,8 +126,8 @@ def test_counts_beyond_32_bits_merge_like_the_oracle(kernel_path) -> None:
 
 def test_a_small_training_run_does_not_load_numba() -> None:
     # Below KERNEL_MIN_SYMBOLS the reference finishes before numba would have loaded.
-    code = ("from tinylm_hf.tokenization.sentencepiece_bpe.train import train_sentencepiece_bpe_from_counts\n"
+    code = ("from tinylm_hf.tokenization.sentencepiece_bpe.train import train_sentencepiece_bpe\n"
             "from tinylm_hf.tokenization.bpe.train import train_bpe\n"
-            "train_sentencepiece_bpe_from_counts({'\u2581aab': 2, '\u2581ab': 1}, 7, byte_fallback=False)\n"
+            "train_sentencepiece_bpe({'\u2581aab': 2, '\u2581ab': 1}, 7, byte_fallback=False, progress=False)\n"
             "train_bpe({'hello': 3, 'world': 2}, 262, [], progress=False)")
     assert modules_loaded_by(code, ("numba",)) == []

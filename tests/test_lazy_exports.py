@@ -20,9 +20,7 @@ PUBLIC_NAMES = (
     "clip_grad_norm cosine_lr count_words cross_entropy get_batch load_checkpoint load_corpus_source_task "
     "load_word_counts param_groups_for_weight_decay prepare_dataset register save_checkpoint save_word_counts "
     "scaled_dot_product_attention softmax split_documents sum_word_counts train train_bpe "
-    "train_sentencepiece_bpe train_sentencepiece_bpe_from_counts "
-    "train_sentencepiece_bpe_from_iterator train_step train_tokenizer train_unigram train_unigram_from_counts "
-    "train_unigram_from_iterator train_wordpiece"
+    "train_sentencepiece_bpe train_step train_tokenizer train_unigram train_wordpiece"
 ).split() + ["Muon", "MuonWithAdamW", "param_groups_for_muon"]  # added beside AdamW since
 
 

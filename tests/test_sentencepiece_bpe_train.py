@@ -15,8 +15,6 @@ from tinylm_hf.tokenization.sentencepiece_bpe.core import SentencePieceBPETokeni
 from tinylm_hf.tokenization.sentencepiece_bpe.train import (
     _symbol_words,
     train_sentencepiece_bpe,
-    train_sentencepiece_bpe_from_counts,
-    train_sentencepiece_bpe_from_iterator,
 )
 
 
@@ -27,7 +25,7 @@ def both_paths(kernel_path):
 
 def test_hand_checked_ties_go_to_fewer_characters_then_smaller_bytes():
     # ▁a (4), aa (4), ▁aa... : (▁,a) 3+1=4 and (a,a) 2+2=4 tie; both 2 characters; "aa" < "▁a" in UTF-8.
-    pieces = train_sentencepiece_bpe_from_counts({"▁aaa": 2, "▁a": 1, "▁ab": 1}, 9, byte_fallback=False)
+    pieces = train_sentencepiece_bpe({"▁aaa": 2, "▁a": 1, "▁ab": 1}, 9, byte_fallback=False, progress=False)
     assert [p for p, _ in pieces][3:5] == ["aa", "▁a"]
     assert [s for _, s in pieces] == [0.0, 0.0, 0.0, -0.0, -1.0, -2.0, -3.0, -4.0, -5.0]
 
@@ -49,8 +47,8 @@ def test_summed_shard_counts_equal_the_concatenated_text(tmp_path):
     (tmp_path / "all.txt").write_text(first + second, encoding="utf-8")
     counts = count_metaspace_words([first]) + count_metaspace_words([second])
     whole = train_sentencepiece_bpe(tmp_path / "all.txt", 700, progress=False)
-    assert train_sentencepiece_bpe_from_counts(counts, 700) == whole
-    assert train_sentencepiece_bpe_from_iterator(iter(lines), 700, progress=False) == whole
+    assert train_sentencepiece_bpe(counts, 700, progress=False) == whole
+    assert train_sentencepiece_bpe(iter(lines), 700, progress=False) == whole
 
 
 def test_trained_pieces_encode_with_byte_fallback(tmp_path):
@@ -74,9 +72,9 @@ def test_bad_input_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="UTF-8"):
         train_sentencepiece_bpe(tmp_path / "latin1.txt", 400, progress=False)
     with pytest.raises(ValueError, match="non-negative"):
-        train_sentencepiece_bpe_from_counts(Counter({"▁a": -1}), 400)
+        train_sentencepiece_bpe(Counter({"▁a": -1}), 400, progress=False)
     with pytest.raises(TypeError, match="single string"):
-        train_sentencepiece_bpe_from_iterator("some text", 400)
+        train_sentencepiece_bpe(b"some text", 400)
 
 
 def test_words_become_alphabet_ids_with_one_id_outside_it():
@@ -89,5 +87,5 @@ def test_words_become_alphabet_ids_with_one_id_outside_it():
 def test_training_from_counts_leaves_the_callers_counts_as_they_were():
     counts = Counter(count_metaspace_words([TRAIN.read_text(encoding="utf-8")[:20_000]]))
     before = dict(counts)
-    train_sentencepiece_bpe_from_counts(counts, 300, byte_fallback=False)
+    train_sentencepiece_bpe(counts, 300, byte_fallback=False, progress=False)
     assert dict(counts) == before

@@ -12,6 +12,8 @@ from conftest import PACKAGE_DATA
 from tinylm_hf.cli import main
 from tinylm_hf.tokenizer_training import count_words, train_tokenizer
 from tinylm_hf.tokenization.bpe.train import train_bpe
+from tinylm_hf.tokenization.sentencepiece_bpe.train import train_sentencepiece_bpe
+from tinylm_hf.tokenization.unigram.train import train_unigram
 from tinylm_hf.tokenization.wordpiece.train import BERT_SPECIAL_TOKENS, train_wordpiece
 
 pytestmark = pytest.mark.contract  # run again on every dependency floor (.ci/run)
@@ -33,7 +35,9 @@ def shards(tmp_path_factory) -> list[Path]:
 
 
 # Each family's one trainer entry, its test vocab_size and special tokens (the family's own defaults where it has them)
-ENTRIES = {"bpe": (train_bpe, 400, ["<|endoftext|>"]), "wordpiece": (train_wordpiece, 500, list(BERT_SPECIAL_TOKENS))}
+ENTRIES = {"bpe": (train_bpe, 400, ["<|endoftext|>"]), "wordpiece": (train_wordpiece, 500, list(BERT_SPECIAL_TOKENS)),
+           "unigram": (train_unigram, 500, ["<|endoftext|>"]),
+           "sentencepiece-bpe": (train_sentencepiece_bpe, 400, ["<|endoftext|>"])}
 
 
 @pytest.mark.parametrize("algorithm", sorted(ENTRIES))

@@ -17,7 +17,7 @@ from tinylm_hf.tokenization.metaspace.train import count_characters, count_metas
 from tinylm_hf.tokenization.unigram import lattice as unigram_lattice
 from tinylm_hf.tokenization.unigram.lattice import Lattice, build_lattice, expected_counts, viterbi_pieces
 from tinylm_hf.tokenization.unigram.seeds import seed_pieces
-from tinylm_hf.tokenization.unigram.train import _clean_words, train_unigram_from_counts
+from tinylm_hf.tokenization.unigram.train import _clean_words, train_unigram
 
 needs_numba = pytest.mark.skipif(not numba_installed(), reason="numba is not installed")
 
@@ -188,13 +188,13 @@ def test_kernels_equal_references_on_corpora(monkeypatch, source: str, chars: in
 ])
 def test_training_on_kernels_equals_training_on_references(monkeypatch, source, chars, vocab_size) -> None:
     words = corpus_words(source, chars)
-    fast, slow = run_both(monkeypatch, lambda: train_unigram_from_counts(words, vocab_size))
+    fast, slow = run_both(monkeypatch, lambda: train_unigram(words, vocab_size, progress=False))
     assert fast == slow  # the same arithmetic in the same order: equal pieces and scores, bit for bit
 
 
 def test_a_small_training_run_does_not_load_numba() -> None:
     # Below KERNEL_MIN_CHARS the reference finishes before numba would have loaded.
-    code = ("from tinylm_hf.tokenization.unigram.train import train_unigram_from_counts\n"
+    code = ("from tinylm_hf.tokenization.unigram.train import train_unigram\n"
             "words = {'\u2581the': 5, '\u2581then': 3, '\u2581than': 2, '\u2581hen': 2}\n"
-            "train_unigram_from_counts(words, 12)")
+            "train_unigram(words, 12, progress=False)")
     assert modules_loaded_by(code, ("numba",)) == []

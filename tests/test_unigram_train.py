@@ -11,8 +11,6 @@ from tinylm_hf.tokenization.unigram.core import UnigramTokenizer
 from tinylm_hf.tokenization.unigram.train import (
     _digamma,
     train_unigram,
-    train_unigram_from_counts,
-    train_unigram_from_iterator,
 )
 
 
@@ -54,8 +52,8 @@ def test_summed_shard_counts_equal_the_concatenated_text(small_corpus):
     first, second = "".join(lines[: len(lines) // 2]), "".join(lines[len(lines) // 2 :])
     whole = train_unigram(small_corpus, 400, progress=False)
     counts = count_metaspace_words([first]) + count_metaspace_words([second])
-    assert train_unigram_from_counts(counts, 400) == whole
-    assert train_unigram_from_iterator(iter(lines), 400, progress=False) == whole
+    assert train_unigram(counts, 400, progress=False) == whole
+    assert train_unigram(iter(lines), 400, progress=False) == whole
 
 
 def test_digamma_matches_its_series():
@@ -73,7 +71,7 @@ def test_bad_input_is_a_clear_error(small_corpus, tmp_path):
     with pytest.raises(ValueError, match="UTF-8"):
         train_unigram(tmp_path / "bad.txt", 400, progress=False)
     with pytest.raises(ValueError, match="no text"):
-        train_unigram_from_iterator(["", "\n"], 400, progress=False)
+        train_unigram(["", "\n"], 400, progress=False)
 
 
 @pytest.mark.slow

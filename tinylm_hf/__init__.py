@@ -30,9 +30,7 @@ __all__ = ["__version__", *export_lazily(__name__, {
     ),
     ".tokenizer_training": (
         "WordCounts", "count_words", "load_word_counts", "save_word_counts", "sum_word_counts", "train_bpe",
-        "train_sentencepiece_bpe",
-        "train_sentencepiece_bpe_from_counts", "train_sentencepiece_bpe_from_iterator", "train_tokenizer",
-        "train_unigram", "train_unigram_from_counts", "train_unigram_from_iterator", "train_wordpiece",
+        "train_sentencepiece_bpe", "train_tokenizer", "train_unigram", "train_wordpiece",
     ),
     ".training": (
         "AdamW", "MLMCollator", "Muon", "MuonWithAdamW", "RunSummary", "TrainConfig", "clip_grad_norm", "cosine_lr",

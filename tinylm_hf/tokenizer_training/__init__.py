@@ -12,11 +12,9 @@ from ..lazy_exports import export_lazily
 __all__ = export_lazily(__name__, {
     "..tokenization.bpe.train": ("train_bpe",),
     "..tokenization.metaspace.train": ("split_metaspace_words",),
-    "..tokenization.sentencepiece_bpe.train": (
-        "train_sentencepiece_bpe", "train_sentencepiece_bpe_from_counts", "train_sentencepiece_bpe_from_iterator",
-    ),
+    "..tokenization.sentencepiece_bpe.train": ("train_sentencepiece_bpe",),
     ".train_tokenizer": ("build_hf_tokenizer", "train_tokenizer"),
-    "..tokenization.unigram.train": ("train_unigram", "train_unigram_from_counts", "train_unigram_from_iterator"),
+    "..tokenization.unigram.train": ("train_unigram",),
     ".word_counts": ("WordCounts", "count_words", "load_word_counts", "save_word_counts", "sum_word_counts"),
     "..tokenization.wordpiece.train": ("train_wordpiece",),
 })

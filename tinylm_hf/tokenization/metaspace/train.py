@@ -20,6 +20,7 @@ from .sentencepiece_model import BOS_PIECE, BYTE_PIECES, EOS_PIECE, SPACE_SYMBOL
 from .core import MetaspaceTokenizer
 from ..pretokenize import check_special_tokens
 from ..piece_rules import UNMERGEABLE_CHARS
+from ..training_source import TrainingSource, read_training_source
 
 # Bytes of text counted at a time when reading a file (whole lines).
 READ_CHUNK_BYTES = 1 << 20
@@ -112,9 +113,12 @@ def check_word_counts(counts: Mapping[str, int]) -> Counter[str]:
     return merged
 
 
-def require_words(counts: Counter[str], source: str) -> None:
-    if not counts:
-        raise ValueError(f"{source} holds no text to train on")
+def metaspace_word_counts(input_path: TrainingSource) -> Counter[str]:
+    """The sentencepiece words of a trainer's source (`read_training_source`): a file read in whole lines, texts
+    each split into lines, or word counts re-cut at `▁` (`check_word_counts`)."""
+    return read_training_source(input_path, count_file=lambda path: count_metaspace_words(read_line_chunks(path)),
+                                count_texts=count_metaspace_words, check_counts=check_word_counts,
+                                nothing="text to train on")
 
 
 def meta_pieces(special_tokens: Sequence[str] | None, *, byte_fallback: bool) -> list[str]:
@@ -164,7 +168,7 @@ def check_vocab_size(vocab_size: int, num_meta: int, num_chars: int) -> None:
 
 def train_metaspace_tokenizer(
     core_class: type[MetaspaceTokenizer],
-    train_from_counts: Callable[..., list[tuple[str, float]]],
+    train: Callable[..., list[tuple[str, float]]],
     counts: Mapping[str, int],
     vocab_size: int,
     special_tokens: Sequence[str],
@@ -172,8 +176,8 @@ def train_metaspace_tokenizer(
     byte_fallback: bool,
     progress: bool,
 ) -> MetaspaceTokenizer:
-    """`train_from_counts`' pieces as a `core_class` tokenizer, exactly as its `.model` file will hold them:
+    """`train`'s pieces (from `counts`) as a `core_class` tokenizer, exactly as its `.model` file will hold them:
     scores as float32, `<s>`, `</s>` and `special_tokens` as control pieces (ids, never produced from text)."""
-    pieces = train_from_counts(counts, vocab_size, special_tokens, byte_fallback=byte_fallback, progress=progress)
+    pieces = train(counts, vocab_size, special_tokens, byte_fallback=byte_fallback, progress=progress)
     stored = [(piece, float32_score(score)) for piece, score in pieces]
     return core_class(stored, byte_fallback=byte_fallback, special_tokens=[BOS_PIECE, EOS_PIECE, *special_tokens])

@@ -20,9 +20,8 @@ two agree unless that heuristic misses the true best pair (not seen on the bundl
 
 from __future__ import annotations
 
-import os
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -30,16 +29,14 @@ from .core import SentencePieceBPETokenizer
 from ..bpe.merges import learn_merges
 from ..metaspace.train import (
     check_vocab_size,
-    check_word_counts,
     count_characters,
-    count_metaspace_words,
+    metaspace_word_counts,
     meta_pieces,
-    read_line_chunks,
-    require_words,
     train_metaspace_tokenizer,
 )
 from ..pair_merges import progress_bar
 from ..piece_rules import PieceShape, piece_shape
+from ..training_source import TrainingSource
 from ..word_splitting import WordCounts
 from ..families import FAMILIES
 
@@ -48,57 +45,27 @@ SENTENCEPIECE_BPE_BYTE_FALLBACK = FAMILIES["sentencepiece-bpe"].byte_fallback
 
 
 def train_sentencepiece_bpe(
-    input_path: str | os.PathLike,
+    input_path: TrainingSource,
     vocab_size: int,
     special_tokens: Sequence[str] | None = None,
     *,
     byte_fallback: bool = SENTENCEPIECE_BPE_BYTE_FALLBACK,
     progress: bool = True,
 ) -> list[tuple[str, float]]:
-    """Train a SentencePiece BPE on a UTF-8 text file; return (piece, score) in id order.
+    """Train a SentencePiece BPE; return (piece, score) in id order.
 
-    Equal to `sentencepiece`'s BPE trainer with identity normalisation, character_coverage=1.0,
+    `input_path` is a UTF-8 text file (a `str` or `os.PathLike`), an iterable of strings (e.g. a `datasets`
+    column; each string is split into lines, and memory holds one string at a time plus the counts of distinct
+    words) or word counts (a `Mapping` of metaspace words -> count, e.g. summed over shards). Equal to
+    `sentencepiece`'s BPE trainer with identity normalisation, character_coverage=1.0,
     remove_extra_whitespaces=False and `control_symbols=special_tokens` (see the module docstring).
-    """
-    counts = count_metaspace_words(read_line_chunks(input_path))
-    require_words(counts, f"training file {os.fspath(input_path)!r}")
-    return _train(counts, vocab_size, special_tokens, byte_fallback=byte_fallback, progress=progress)
 
-
-def train_sentencepiece_bpe_from_iterator(
-    iterator: Iterable[str],
-    vocab_size: int,
-    special_tokens: Sequence[str] | None = None,
-    *,
-    byte_fallback: bool = SENTENCEPIECE_BPE_BYTE_FALLBACK,
-    progress: bool = True,
-) -> list[tuple[str, float]]:
-    """Train on an iterable of strings (e.g. a `datasets` column); each string is split into lines.
-
-    Memory holds one string at a time plus the counts of distinct words.
-    """
-    counts = count_metaspace_words(iterator)
-    require_words(counts, "the iterator")
-    return _train(counts, vocab_size, special_tokens, byte_fallback=byte_fallback, progress=progress)
-
-
-def train_sentencepiece_bpe_from_counts(
-    counts: Mapping[str, int],
-    vocab_size: int,
-    special_tokens: Sequence[str] | None = None,
-    *,
-    byte_fallback: bool = SENTENCEPIECE_BPE_BYTE_FALLBACK,
-    progress: bool = False,
-) -> list[tuple[str, float]]:
-    """Train on word counts (metaspace words -> count, e.g. summed over shards).
-
-    >>> pieces = train_sentencepiece_bpe_from_counts({"▁aab": 2, "▁ab": 1}, 7, byte_fallback=False)
+    >>> pieces = train_sentencepiece_bpe({"▁aab": 2, "▁ab": 1}, 7, byte_fallback=False, progress=False)
     >>> pieces
     [('<unk>', 0.0), ('<s>', 0.0), ('</s>', 0.0), ('ab', -0.0), ('a', -1.0), ('b', -2.0), ('▁', -3.0)]
     """
-    words = check_word_counts(counts)
-    require_words(words, "counts")
-    return _train(words, vocab_size, special_tokens, byte_fallback=byte_fallback, progress=progress)
+    counts = metaspace_word_counts(input_path)
+    return _train(counts, vocab_size, special_tokens, byte_fallback=byte_fallback, progress=progress)
 
 
 def train_sentencepiece_bpe_tokenizer(
@@ -110,7 +77,7 @@ def train_sentencepiece_bpe_tokenizer(
     `byte_fallback` defaults to `SENTENCEPIECE_BPE_BYTE_FALLBACK`.
     """
     fallback = SENTENCEPIECE_BPE_BYTE_FALLBACK if byte_fallback is None else byte_fallback
-    return train_metaspace_tokenizer(SentencePieceBPETokenizer, train_sentencepiece_bpe_from_counts, counts.counts,
+    return train_metaspace_tokenizer(SentencePieceBPETokenizer, train_sentencepiece_bpe, counts.counts,
                                      vocab_size, special_tokens, byte_fallback=fallback, progress=progress)
 
 

@@ -23,27 +23,24 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from .core import UnigramTokenizer
 from ..metaspace.train import (
     check_vocab_size,
-    check_word_counts,
     count_characters,
-    count_metaspace_words,
+    metaspace_word_counts,
     meta_pieces,
-    read_line_chunks,
-    require_words,
     train_metaspace_tokenizer,
 )
 from ..piece_rules import MAX_PIECE_LENGTH, UNMERGEABLE_CHARS
 from .lattice import Lattice, build_lattice, expected_counts, viterbi_pieces
 from .seeds import seed_pieces
+from ..training_source import TrainingSource
 from ..word_splitting import WordCounts
 from ..families import FAMILIES
 
@@ -63,7 +60,7 @@ _UNMERGEABLE = re.compile("[" + re.escape("".join(sorted(UNMERGEABLE_CHARS))) + 
 
 
 def train_unigram(
-    input_path: str | os.PathLike,
+    input_path: TrainingSource,
     vocab_size: int,
     special_tokens: Sequence[str] | None = None,
     *,
@@ -73,51 +70,18 @@ def train_unigram(
     progress: bool = True,
     byte_fallback: bool = UNIGRAM_BYTE_FALLBACK,
 ) -> list[tuple[str, float]]:
-    """Train a Unigram model on a UTF-8 text file; return (piece, log-probability) in id order.
+    """Train a Unigram model; return (piece, log-probability) in id order.
+
+    `input_path` is a UTF-8 text file (a `str` or `os.PathLike`), an iterable of strings (memory holds one string
+    plus the counts of distinct words) or word counts (a `Mapping` of metaspace words -> count, e.g. summed over
+    shards).
 
     `byte_fallback`: also reserve the 256 `<0x..>` byte pieces (after the special tokens, as
     sentencepiece's `byte_fallback=true`), so characters no piece covers, such as a newline, which
     line-by-line training never sees, encode as bytes instead of `<unk>`.
     """
-    counts = count_metaspace_words(read_line_chunks(input_path))
-    require_words(counts, f"training file {os.fspath(input_path)!r}")
+    counts = metaspace_word_counts(input_path)
     return _train(counts, vocab_size, special_tokens, max_piece_length, shrinking_factor, num_sub_iterations,
-                  byte_fallback, progress)
-
-
-def train_unigram_from_iterator(
-    iterator: Iterable[str],
-    vocab_size: int,
-    special_tokens: Sequence[str] | None = None,
-    *,
-    max_piece_length: int = MAX_PIECE_LENGTH,
-    shrinking_factor: float = 0.75,
-    num_sub_iterations: int = 2,
-    progress: bool = True,
-    byte_fallback: bool = UNIGRAM_BYTE_FALLBACK,
-) -> list[tuple[str, float]]:
-    """Train on an iterable of strings; memory holds one string plus the counts of distinct words."""
-    counts = count_metaspace_words(iterator)
-    require_words(counts, "the iterator")
-    return _train(counts, vocab_size, special_tokens, max_piece_length, shrinking_factor, num_sub_iterations,
-                  byte_fallback, progress)
-
-
-def train_unigram_from_counts(
-    counts: Mapping[str, int],
-    vocab_size: int,
-    special_tokens: Sequence[str] | None = None,
-    *,
-    max_piece_length: int = MAX_PIECE_LENGTH,
-    shrinking_factor: float = 0.75,
-    num_sub_iterations: int = 2,
-    progress: bool = False,
-    byte_fallback: bool = UNIGRAM_BYTE_FALLBACK,
-) -> list[tuple[str, float]]:
-    """Train on word counts (metaspace words -> count, e.g. summed over shards)."""
-    words = check_word_counts(counts)
-    require_words(words, "counts")
-    return _train(words, vocab_size, special_tokens, max_piece_length, shrinking_factor, num_sub_iterations,
                   byte_fallback, progress)
 
 
@@ -128,7 +92,7 @@ def train_unigram_tokenizer(counts: WordCounts, vocab_size: int, special_tokens:
     `byte_fallback` defaults to `UNIGRAM_FAMILY_BYTE_FALLBACK` (on: newlines stay newlines).
     """
     fallback = UNIGRAM_FAMILY_BYTE_FALLBACK if byte_fallback is None else byte_fallback
-    return train_metaspace_tokenizer(UnigramTokenizer, train_unigram_from_counts, counts.counts, vocab_size,
+    return train_metaspace_tokenizer(UnigramTokenizer, train_unigram, counts.counts, vocab_size,
                                      special_tokens, byte_fallback=fallback, progress=progress)
 
 
