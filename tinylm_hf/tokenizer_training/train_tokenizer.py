@@ -3,8 +3,8 @@
 
 Every source goes through word counts (`count_words`): files (counted in parallel for BPE), an
 iterable of texts such as a `datasets` column (counted one text at a time), or counts summed over
-shards counted elsewhere (`sum_word_counts`). Each trainer's `*_from_counts` gives exactly what it
-gives on the concatenated text. The family's trainer (`families.FAMILIES`) returns its core tokenizer,
+shards counted elsewhere (`sum_word_counts`). Each family's trainer (`train_bpe`, ...) gives on counts exactly
+what it gives on the concatenated text. The family's trainer (`families.FAMILIES`) returns its core tokenizer,
 which its Hugging Face class then runs (`from_core`), all in memory.
 """
 
