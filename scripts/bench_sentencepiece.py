@@ -33,12 +33,11 @@ def report(start, size):
 """
 # Our trainers without tinylm_hf/__init__ (whose torch import would dominate memory).
 OURS = PRELUDE + """
-for name, sub in (("tinylm_hf", ""), ("tinylm_hf.tokenization", "/tokenization"),
-                  ("tinylm_hf.tokenizer_training", "/tokenizer_training")):
+for name, sub in (("tinylm_hf", ""), ("tinylm_hf.tokenization", "/tokenization")):
     module = types.ModuleType(name)
     module.__path__ = [root + "/tinylm_hf" + sub]
     sys.modules[name] = module
-from tinylm_hf.tokenizer_training.{module} import {function}
+from tinylm_hf.tokenization.{module} import {function}
 start = time.perf_counter()
 pieces = {function}(path, vocab_size, progress=False)
 report(start, len(pieces))
@@ -70,12 +69,12 @@ def fill(template: str, **values: str) -> str:
 
 FAMILIES = {
     "unigram": {
-        "ours": fill(OURS, module="unigram_train", function="train_unigram"),
+        "ours": fill(OURS, module="unigram.train", function="train_unigram"),
         "sentencepiece": fill(SPM, model_type="unigram", byte_fallback="False"),
         "tokenizers": fill(HF, model="Unigram", trainer="UnigramTrainer", extra=', unk_token="<unk>"'),
     },
     "sentencepiece-bpe": {
-        "ours": fill(OURS, module="sentencepiece_bpe_train", function="train_sentencepiece_bpe"),
+        "ours": fill(OURS, module="sentencepiece_bpe.train", function="train_sentencepiece_bpe"),
         "sentencepiece": fill(SPM, model_type="bpe", byte_fallback="True"),
         "tokenizers": fill(HF, model="BPE", trainer="BpeTrainer", extra=""),
     },
