@@ -89,18 +89,24 @@ def _row_documents(rows: Any, column: str, dataset: str) -> StreamedDocuments:
 
     def read() -> Iterator[tuple[str, None]]:
         for number, row in enumerate(read_dataset_rows(dataset, rows), 1):
-            if column not in row:
-                raise ValueError(f"text column {column!r} is not in {source} (columns: {list(row)}); pass --text-column")
-            text = row[column]
-            if text is None:
-                raise ValueError(f"row {number} of {source} has no text in column {column!r} (null): remove the row "
-                                 "or give it a text")
-            if not isinstance(text, str):
-                raise ValueError(f"column {column!r} of {source} holds {type(text).__name__}, not text; name a text "
-                                 "column with --text-column")
-            yield text, None
+            yield _row_text(row, column, source, number), None
 
     return StreamedDocuments(read, rules=False)
+
+
+def _row_text(row: dict, column: str, source: str, number: int, at: str = "") -> str:
+    """The text in `column` of row `number` of `source` (`at`: where in it), checked as `check_text_column` checks an
+    Arrow table's: the column is there and holds text, never null."""
+    if column not in row:
+        raise ValueError(f"text column {column!r} is not in {source}{at} (columns: {list(row)}); pass --text-column")
+    text = row[column]
+    if text is None:
+        raise ValueError(f"row {number} of {source} has no text in column {column!r} (null): remove the row or give it "
+                         "a text")
+    if not isinstance(text, str):
+        raise ValueError(f"column {column!r} of {source} holds {type(text).__name__}, not text; name a text column "
+                         "with --text-column")
+    return text
 
 
 def _json_documents(files: Sequence[str], column: str) -> StreamedDocuments:
@@ -113,17 +119,7 @@ def _json_documents(files: Sequence[str], column: str) -> StreamedDocuments:
                 if not isinstance(value, dict):
                     raise ValueError(f"input file {path}, line {line} is a JSON {type(value).__name__}, not an object "
                                      "(a row): give one JSON object per line")
-                if column not in value:
-                    raise ValueError(f"text column {column!r} is not in {name}, line {line} (columns: {list(value)}); "
-                                     "pass --text-column")
-                text = value[column]
-                if text is None:
-                    raise ValueError(f"row {row} of {name} has no text in column {column!r} (null): remove the row "
-                                     "or give it a text")
-                if not isinstance(text, str):
-                    raise ValueError(f"column {column!r} of {name} holds {type(text).__name__}, not text; name a text "
-                                     "column with --text-column")
-                yield text, None
+                yield _row_text(value, column, name, row, at=f", line {line}"), None
 
     return StreamedDocuments(read, rules=False)
 
