@@ -94,9 +94,20 @@ def command(name: str, corpus: Path, work: Path, args: argparse.Namespace) -> li
         algorithm = name.partition(":")[2] or "bpe"
         return [*cli, "count-words", "--algorithm", algorithm, "--input", str(corpus), "--special-token", SPECIAL,
                 "--out", str(work / "counts.json")]
+    specials = [flag for token in family_special_tokens(name) for flag in ("--special-token", token)]
     return [*cli, "train-tokenizer", "--algorithm", name, "--input", str(corpus), "--vocab-size",
-            str(args.vocab_size), "--special-token", SPECIAL, "--num-workers", str(args.workers), "--no-progress",
+            str(args.vocab_size), *specials, "--num-workers", str(args.workers), "--no-progress",
             "--out", str(work / "tokenizer")]
+
+
+def family_special_tokens(algorithm: str) -> list[str]:
+    """The corpus's separator, after the family's own special tokens where it needs them (WordPiece's `[UNK]`)."""
+    if algorithm == "bpe":
+        return [SPECIAL]
+    sys.path.insert(0, str(REPO_ROOT))
+    from tinylm_hf.tokenizer_training.families import FAMILIES
+
+    return [*FAMILIES[algorithm].special_tokens, SPECIAL]
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 
 Slow (a 200 MB corpus is made from this machine's installed packages by scripts/make_big_corpus.py, then prepare
 runs twice in a fresh process); run with `-m slow`. Only `prepare` holds no more for more text: the tokenizer
-commands hold the distinct words, which grew 2.2-3.6x for 10x the text (docs/benchmarks/tokenizers.md). The peaks are measured as scripts/bench_memory.py measures them:
+commands hold the distinct words, which grew 2.4-5.8x for 10x the text (docs/benchmarks/tokenizers.md). The peaks are measured as scripts/bench_memory.py measures them:
 the RSS of the whole process tree, polled, or the process's own high-water mark.
 """
 
