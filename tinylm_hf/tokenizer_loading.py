@@ -104,7 +104,7 @@ def _comparable(key: str, value: Any, cuts: set[str]) -> Any:
 
 
 def _text_cuts(tokenizer: Any) -> set[str]:
-    """The regexes of the cuts `tokenizer`'s twin makes inside text that spells a piece (`metaspace_backend.text_cuts`)."""
+    """The regexes of the cuts `tokenizer`'s twin makes inside text that spells a piece (`metaspace.backend.text_cuts`)."""
     from .tokenization.metaspace.backend import BYTE_PIECE_CUT, text_cuts
     from .tokenization.metaspace.core import MetaspaceTokenizer
 

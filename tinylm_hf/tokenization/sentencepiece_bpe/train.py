@@ -11,7 +11,7 @@ Rules (read from sentencepiece's source and checked against its trainer):
    merge order (score -i for the i-th), then every character, most frequent first (scores go on
    falling). Fixed pieces score 0.
 
-The merge loop is `bpe_merges.learn_merges` (a compiled kernel where numba is installed).
+The merge loop is `bpe.merges.learn_merges` (a compiled kernel where numba is installed).
 
 Known difference: sentencepiece picks each step's best pair among an "active" subset (the top 5%,
 at least 1000, refreshed every 100 merges); this trainer takes the exact best over all pairs. The
@@ -96,7 +96,7 @@ def _train(
     chars = [c for c, _ in count_characters(counts)]
     check_vocab_size(vocab_size, len(fixed), len(chars))
     num_merges = vocab_size - len(fixed) - len(chars)
-    # 3. Merges (`bpe_merges.learn_merges` under sentencepiece's rules). Id i is chars[i]; id len(chars) stands
+    # 3. Merges (`bpe.merges.learn_merges` under sentencepiece's rules). Id i is chars[i]; id len(chars) stands
     # for every character outside the alphabet and never joins.
     token_bytes = [c.encode("utf-8") for c in chars] + [b""]
     shapes: list[PieceShape | None] = [piece_shape(c) for c in chars] + [None]

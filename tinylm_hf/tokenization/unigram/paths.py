@@ -1,8 +1,8 @@
 """The E step (forward-backward) and Viterbi loops over Unigram lattices: one source, run as Python over lists by
-`unigram_lattice`'s reference and compiled as they are by `unigram_lattice_kernels` over arrays, so both give
+`lattice`'s reference and compiled as they are by `lattice_kernels` over arrays, so both give
 the same numbers.
 
-A lattice is given as its columns (`unigram_lattice.Lattice`); the caller gives the outputs and the work rows
+A lattice is given as its columns (`lattice.Lattice`); the caller gives the outputs and the work rows
 (`alpha`, `beta`, `best`, `back`: one more item than the longest string), as lists or as arrays.
 """
 
