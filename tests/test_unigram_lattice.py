@@ -3,7 +3,11 @@ naive oracle that lists every segmentation."""
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -198,3 +202,42 @@ def test_a_small_training_run_does_not_load_numba() -> None:
             "words = {'\u2581the': 5, '\u2581then': 3, '\u2581than': 2, '\u2581hen': 2}\n"
             "train_unigram(words, 12, progress=False)")
     assert modules_loaded_by(code, ("numba",)) == []
+
+
+_LATTICE_PEAK = """
+import itertools, json, sys
+import numpy as np
+from tinylm_hf.tokenization.unigram import lattice_kernels  # noqa: F401 (numba loaded: the kernels run)
+from tinylm_hf.tokenization.unigram.lattice import build_lattice
+
+text = np.random.default_rng(0).choice(np.frombuffer(b"ab", np.uint8), 2_000_000).tobytes().decode()
+strings = [text[i : i + 40] for i in range(0, len(text), 40)]
+pieces = ["".join(p) for n in range(1, 5) for p in itertools.product("ab", repeat=n)]
+lattice = build_lattice(strings[:100], pieces, whole=True).keep(np.ones(len(pieces), dtype=bool))  # compiled
+if sys.argv[1] == "keep":
+    lattice = build_lattice(strings, pieces, whole=True)
+
+def rss(key):
+    return next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith(key))
+
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")  # the peak (VmHWM) starts again from here
+before = rss("VmRSS")
+if sys.argv[1] == "keep":
+    made = lattice.keep(np.ones(len(pieces), dtype=bool))
+else:
+    made = build_lattice(strings, pieces, whole=True)
+print(json.dumps({"grown": rss("VmHWM") - before, "nodes": made.start.nbytes + made.end.nbytes + made.piece.nbytes}))
+"""
+
+
+@needs_numba
+@pytest.mark.skipif(not os.access("/proc/self/clear_refs", os.W_OK), reason="needs Linux's /proc/self/clear_refs")
+@pytest.mark.parametrize("step", ["build", "keep"])
+def test_lattice_kernels_hold_their_nodes_once(step: str) -> None:
+    # Issue 38: the kernels filled an oversized buffer and returned a trimmed copy, holding the nodes twice at the
+    # peak (and `keep` the old lattice besides); counting first, they write arrays of exactly the nodes' size.
+    out = subprocess.run([sys.executable, "-c", _LATTICE_PEAK, step], capture_output=True, text=True, check=True,
+                         env={**os.environ, "TINYLM_KERNELS": "1"})
+    measured = json.loads(out.stdout)
+    assert measured["grown"] < 1.25 * measured["nodes"]

@@ -65,8 +65,7 @@ def build_lattice(strings: Sequence[str], pieces: Sequence[str], *, whole: bool)
     from .lattice_kernels import build_trie, find_nodes
 
     trie = build_trie(*_code_points(pieces))
-    longest = max(map(len, pieces), default=1)
-    return Lattice(lengths, *find_nodes(*_code_points(strings), *trie, longest, whole))
+    return Lattice(lengths, *find_nodes(*_code_points(strings), *trie, whole))
 
 
 def expected_counts(lattice: Lattice, scores: np.ndarray, freqs: np.ndarray) -> np.ndarray:
