@@ -19,6 +19,8 @@ from ..metaspace.sentencepiece_model import SPACE_SYMBOL
 from ..piece_rules import script_of
 
 _SPACE = ord(SPACE_SYMBOL)
+# Positions compared at a time when finding where the sorted names change (a full sorted copy was 8 bytes a position).
+_CHUNK = 1 << 20
 
 
 def position_dtype(characters: int, max_length: int) -> type[np.signedinteger]:
@@ -102,11 +104,14 @@ class Substrings:
         keys += self.first_names[positions + (size - 1)]      # the characters can pass 2**31
         self.level = names = ok = None
         order = np.argsort(keys)
-        keys = keys[order]
-        first = np.empty(len(keys), dtype=bool)
+        first = np.empty(len(keys), dtype=bool)  # where a new name starts in that order; sorted keys by chunks
         first[0] = True
-        np.not_equal(keys[1:], keys[:-1], out=first[1:])
+        for lo in range(1, len(keys), _CHUNK):
+            hi = min(lo + _CHUNK, len(keys))
+            sorted_keys = keys[order[lo - 1 : hi]]
+            np.not_equal(sorted_keys[1:], sorted_keys[:-1], out=first[lo:hi])
         del keys
+        order = order.astype(self.index)
         local = np.empty(len(first), dtype=self.index)
         local[order] = np.cumsum(first, dtype=self.index) - 1
         self.size, self.level = size, (positions, local)
@@ -132,12 +137,13 @@ def seed_pieces(
         size = subs.size
         word = subs.word_of[positions]
         after_at = positions + size
-        inside = after_at < subs.word_start[word + 1]
+        inside = after_at < subs.word_start[1:][word]
         after = np.full(len(positions), _SPACE, dtype=subs.codes.dtype)  # a word's end is followed by `▁`
         after[inside] = subs.codes[after_at[inside]]
         del after_at, inside
         after = after[order]
-        counts = np.add.reduceat(word_counts[word][order], starts)
+        word = word[order]
+        counts = np.add.reduceat(word_counts[word], starts)
         del word
         branching = np.minimum.reduceat(after, starts) != np.maximum.reduceat(after, starts)
         del after
