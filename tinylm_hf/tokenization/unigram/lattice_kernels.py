@@ -1,6 +1,6 @@
 """The Unigram lattices' loops as numba kernels, over flat arrays.
 
-Building a lattice (`build_lattice_reference`'s job) walks a trie of the pieces (each node's edges sorted by code
+Building a lattice (`build_lattice_reference`'s job: count, then write) walks a trie of the pieces (each node's edges sorted by code
 point, searched by bisection): finding the pieces that start at a position is one walk down from the root that
 stops where no piece continues. Forward-backward and Viterbi are `unigram_paths`' loops compiled as they are.
 Imported only after `kernels_enabled()`.
@@ -101,24 +101,24 @@ def _string_nodes(codes, first, last, first_edge, edge_code, edge_child, node_pi
 
 
 @njit()
-def find_nodes(codes, starts, first_edge, edge_code, edge_child, node_piece, whole):
-    """`build_lattice_reference` over the trie: (offsets, start, end, piece) of the strings' lattices.
-
-    Two walks: the first counts each string's nodes, the second writes them into arrays of exactly that size (one
-    growing buffer and its trimmed copy held twice the nodes at the peak).
-    """
+def count_nodes(codes, starts, first_edge, edge_code, edge_child, node_piece, whole):
+    """The offsets of the strings' lattices (`build_lattice_reference`'s), by a walk of the trie: `write_nodes` then
+    fills arrays of exactly that size (a growing buffer and its trimmed copy held the nodes twice at the peak)."""
     strings = len(starts) - 1
     offsets = np.zeros(strings + 1, dtype=np.int64)
-    start = np.empty(0, dtype=np.int32)
+    nowhere = np.empty(0, dtype=np.int32)
     for s in range(strings):
         offsets[s + 1] = _string_nodes(codes, starts[s], starts[s + 1], first_edge, edge_code, edge_child,
-                                       node_piece, whole, False, start, start, start, offsets[s])
-    start = np.empty(offsets[-1], dtype=np.int32)
-    end, piece = np.empty_like(start), np.empty_like(start)
-    for s in range(strings):
+                                       node_piece, whole, False, nowhere, nowhere, nowhere, offsets[s])
+    return offsets
+
+
+@njit()
+def write_nodes(codes, starts, first_edge, edge_code, edge_child, node_piece, whole, offsets, start, end, piece):
+    """Write the nodes (start, end, piece) of the strings' lattices at `offsets` (`count_nodes`')."""
+    for s in range(len(starts) - 1):
         _string_nodes(codes, starts[s], starts[s + 1], first_edge, edge_code, edge_child, node_piece, whole, True,
                       start, end, piece, offsets[s])
-    return offsets, start, end, piece
 
 
 @njit()
