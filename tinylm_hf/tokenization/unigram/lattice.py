@@ -43,15 +43,21 @@ class Lattice:
     end: np.ndarray  # `position_dtype`, node -> one past its last character
     piece: np.ndarray  # int32, node -> piece id (index into the pieces it was built from)
 
-    def keep(self, alive: np.ndarray) -> Lattice:
-        """The lattice without the nodes of pieces where `alive` is False."""
+    def keep(self, alive: np.ndarray) -> None:
+        """Drop, in place, the nodes of pieces where `alive` is False: the live nodes move to the front and the
+        columns become views of them. Training replaces its lattice each round, and a second lattice held beside
+        the first was the peak of training on many words (issue 38)."""
         if runs_kernel(int(self.lengths.sum()), KERNEL_MIN_CHARS):
             from .lattice_kernels import keep_nodes
 
-            return Lattice(self.lengths, *keep_nodes(self.offsets, self.start, self.end, self.piece, alive))
-        kept = np.flatnonzero(alive[self.piece])
-        return Lattice(self.lengths, np.searchsorted(kept, self.offsets), self.start[kept], self.end[kept],
-                       self.piece[kept])
+            count = keep_nodes(self.offsets, self.start, self.end, self.piece, alive)
+        else:
+            kept = np.flatnonzero(alive[self.piece])
+            count = len(kept)
+            self.offsets[:] = np.searchsorted(kept, self.offsets)
+            for column in (self.start, self.end, self.piece):
+                column[:count] = column[kept]
+        self.start, self.end, self.piece = self.start[:count], self.end[:count], self.piece[:count]
 
 
 def build_lattice(strings: Sequence[str], pieces: Sequence[str], *, whole: bool) -> Lattice:

@@ -123,23 +123,18 @@ def write_nodes(codes, starts, first_edge, edge_code, edge_child, node_piece, wh
 
 @njit()
 def keep_nodes(offsets, start, end, piece, alive):
-    """`Lattice.keep` in two passes (count, then copy into arrays of that size): (offsets, start, end, piece) of
-    the nodes of live pieces."""
-    kept = np.zeros(len(offsets), dtype=np.int64)
-    count = 0
+    """`Lattice.keep` in one pass, in place: the nodes of live pieces moved to the front (a node never moves
+    forward), `offsets` rewritten; returns how many are kept."""
+    count = lo = offsets[0]
     for s in range(len(offsets) - 1):
-        for k in range(offsets[s], offsets[s + 1]):
+        hi = offsets[s + 1]
+        for k in range(lo, hi):
             if alive[piece[k]]:
+                start[count], end[count], piece[count] = start[k], end[k], piece[k]
                 count += 1
-        kept[s + 1] = count
-    new_start = np.empty(count, dtype=start.dtype)
-    new_end, new_piece = np.empty(count, dtype=end.dtype), np.empty(count, dtype=piece.dtype)
-    count = 0
-    for k in range(offsets[0], offsets[-1]):
-        if alive[piece[k]]:
-            new_start[count], new_end[count], new_piece[count] = start[k], end[k], piece[k]
-            count += 1
-    return kept, new_start, new_end, new_piece
+        offsets[s + 1] = count
+        lo = hi
+    return count
 
 
 def _compiled(loop, **helpers):
