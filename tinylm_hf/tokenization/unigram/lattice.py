@@ -39,8 +39,8 @@ class Lattice:
 
     lengths: np.ndarray  # int64, characters of each string
     offsets: np.ndarray  # int64, len(strings) + 1
-    start: np.ndarray  # `position_dtype`, node -> first character, from its string's start
-    end: np.ndarray  # `position_dtype`, node -> one past its last character
+    start: np.ndarray  # `node_position_dtype`, node -> first character, from its string's start
+    end: np.ndarray  # `node_position_dtype`, node -> one past its last character
     piece: np.ndarray  # int32, node -> piece id (index into the pieces it was built from)
 
     def keep(self, alive: np.ndarray) -> None:
@@ -64,7 +64,7 @@ def build_lattice(strings: Sequence[str], pieces: Sequence[str], *, whole: bool)
     """Every piece (ids: indices into `pieces`) inside every string; with `whole=False` a node never spans its
     whole string (the strings are pieces: their lattices hold their other segmentations)."""
     lengths = np.array([len(s) for s in strings], dtype=np.int64)
-    positions = position_dtype(lengths)
+    positions = node_position_dtype(lengths)
     if not runs_kernel(int(lengths.sum()), KERNEL_MIN_CHARS):
         offsets, start, end, piece = build_lattice_reference(strings, pieces, whole=whole)
         return Lattice(lengths, np.array(offsets, dtype=np.int64), np.array(start, dtype=positions),
@@ -80,7 +80,7 @@ def build_lattice(strings: Sequence[str], pieces: Sequence[str], *, whole: bool)
     return nodes
 
 
-def position_dtype(lengths: np.ndarray) -> type[np.unsignedinteger] | type[np.signedinteger]:
+def node_position_dtype(lengths: np.ndarray) -> type[np.unsignedinteger] | type[np.signedinteger]:
     """The type of nodes' start and end: uint16 where every string has at most 65535 characters (8 bytes a node with
     the piece id instead of 12: the lattice of all words is the largest array of training), else int32."""
     return np.uint16 if int(lengths.max(initial=0)) <= 0xFFFF else np.int32
