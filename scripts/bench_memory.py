@@ -105,7 +105,7 @@ def family_special_tokens(algorithm: str) -> list[str]:
     if algorithm == "bpe":
         return [SPECIAL]
     sys.path.insert(0, str(REPO_ROOT))
-    from tinylm_hf.tokenizer_training.families import FAMILIES
+    from tinylm_hf.tokenization.families import FAMILIES
 
     return [*FAMILIES[algorithm].special_tokens, SPECIAL]
 

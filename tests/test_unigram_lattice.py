@@ -3,7 +3,11 @@ naive oracle that lists every segmentation."""
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -198,3 +202,86 @@ def test_a_small_training_run_does_not_load_numba() -> None:
             "words = {'\u2581the': 5, '\u2581then': 3, '\u2581than': 2, '\u2581hen': 2}\n"
             "train_unigram(words, 12, progress=False)")
     assert modules_loaded_by(code, ("numba",)) == []
+
+
+_LATTICE_PEAK = """
+import itertools, json, sys
+import numpy as np
+from tinylm_hf.tokenization.unigram import lattice_kernels  # noqa: F401 (numba loaded: the kernels run)
+from tinylm_hf.tokenization.unigram.lattice import build_lattice
+
+text = np.random.default_rng(0).choice(np.frombuffer(b"ab", np.uint8), 2_000_000).tobytes().decode()
+strings = [text[i : i + 40] for i in range(0, len(text), 40)]
+pieces = ["".join(p) for n in range(1, 5) for p in itertools.product("ab", repeat=n)]
+build_lattice(strings[:100], pieces, whole=True).keep(np.arange(len(pieces)) % 2 == 0)  # compiled
+if sys.argv[1] == "keep":
+    lattice = build_lattice(strings, pieces, whole=True)
+
+def rss(key):
+    return next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith(key))
+
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")  # the peak (VmHWM) starts again from here
+before = rss("VmRSS")
+if sys.argv[1] == "keep":
+    made = lattice
+    made.keep(np.arange(len(pieces)) % 2 == 0)
+else:
+    made = build_lattice(strings, pieces, whole=True)
+print(json.dumps({"grown": rss("VmHWM") - before, "nodes": made.start.nbytes + made.end.nbytes + made.piece.nbytes}))
+"""
+
+
+def _lattice_peak(step: str) -> dict[str, int]:
+    out = subprocess.run([sys.executable, "-c", _LATTICE_PEAK, step], capture_output=True, text=True, check=True,
+                         env={**os.environ, "TINYLM_KERNELS": "1"})
+    return json.loads(out.stdout)
+
+
+needs_clear_refs = pytest.mark.skipif(not os.access("/proc/self/clear_refs", os.W_OK),
+                                      reason="needs Linux's /proc/self/clear_refs")
+
+
+@needs_numba
+@needs_clear_refs
+def test_building_a_lattice_holds_its_nodes_once() -> None:
+    # Issue 38: the kernel filled an oversized buffer and returned a trimmed copy, holding the nodes twice at the
+    # peak; counting first, it writes arrays of exactly the nodes' size. The rest is the strings' code points
+    # (about 10 bytes a character, 2M characters here).
+    measured = _lattice_peak("build")
+    assert measured["grown"] < measured["nodes"] + 12 * 2_000_000
+
+
+@needs_numba
+@needs_clear_refs
+def test_keep_drops_nodes_in_place() -> None:
+    # Issue 38: `keep` made a second lattice beside the first (with an oversized buffer and a trimmed copy): training's
+    # peak on many words. In place, it allocates nothing per node.
+    measured = _lattice_peak("keep")
+    assert measured["grown"] < 0.1 * measured["nodes"]
+
+
+@pytest.mark.parametrize("path", ["kernels", "reference"])
+def test_keep_leaves_the_lattice_of_the_live_pieces(monkeypatch, path: str) -> None:
+    if path == "kernels" and not numba_installed():
+        pytest.skip("numba is not installed")
+    monkeypatch.setenv("TINYLM_KERNELS", "1" if path == "kernels" else "0")
+    monkeypatch.setattr(unigram_lattice, "KERNEL_MIN_CHARS", 0)
+    words = list(corpus_words("tinystories_valid_small.txt", 20_000))
+    pieces, _, _ = seed_pieces(dict.fromkeys(words, 2), count_characters(dict.fromkeys(words, 2)), 16, 1_000_000)
+    alive = np.arange(len(pieces)) % 3 != 1
+    lattice = build_lattice(words, pieces, whole=True)
+    lattice.keep(alive)
+    fresh = build_lattice(words, [p if live else "\0" for p, live in zip(pieces, alive)], whole=True)
+    assert_same_lattice(lattice, fresh)
+
+
+@needs_numba
+@pytest.mark.parametrize("longest", [0xFFFF, 0x10000])
+def test_node_positions_are_two_bytes_up_to_65535_characters(monkeypatch, longest: int) -> None:
+    monkeypatch.setenv("TINYLM_KERNELS", "1")
+    monkeypatch.setattr(unigram_lattice, "KERNEL_MIN_CHARS", 0)
+    strings = ["ab" * 10, "a" * longest]
+    lattice = build_lattice(strings, ["a", "b", "ab"], whole=True)
+    assert lattice.start.dtype == lattice.end.dtype == (np.uint16 if longest <= 0xFFFF else np.int32)
+    assert int(lattice.end[lattice.offsets[1]:].max()) == longest  # the last node of the long string ends there

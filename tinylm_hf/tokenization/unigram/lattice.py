@@ -39,34 +39,51 @@ class Lattice:
 
     lengths: np.ndarray  # int64, characters of each string
     offsets: np.ndarray  # int64, len(strings) + 1
-    start: np.ndarray  # int32, node -> first character, from its string's start
-    end: np.ndarray  # int32, node -> one past its last character
+    start: np.ndarray  # `node_position_dtype`, node -> first character, from its string's start
+    end: np.ndarray  # `node_position_dtype`, node -> one past its last character
     piece: np.ndarray  # int32, node -> piece id (index into the pieces it was built from)
 
-    def keep(self, alive: np.ndarray) -> Lattice:
-        """The lattice without the nodes of pieces where `alive` is False."""
+    def keep(self, alive: np.ndarray) -> None:
+        """Drop, in place, the nodes of pieces where `alive` is False: the live nodes move to the front and the
+        columns become views of them. Training replaces its lattice each round, and a second lattice held beside
+        the first was the peak of training on many words (issue 38)."""
         if runs_kernel(int(self.lengths.sum()), KERNEL_MIN_CHARS):
             from .lattice_kernels import keep_nodes
 
-            return Lattice(self.lengths, *keep_nodes(self.offsets, self.start, self.end, self.piece, alive))
-        kept = np.flatnonzero(alive[self.piece])
-        return Lattice(self.lengths, np.searchsorted(kept, self.offsets), self.start[kept], self.end[kept],
-                       self.piece[kept])
+            count = keep_nodes(self.offsets, self.start, self.end, self.piece, alive)
+        else:
+            kept = np.flatnonzero(alive[self.piece])
+            count = len(kept)
+            self.offsets[:] = np.searchsorted(kept, self.offsets)
+            for column in (self.start, self.end, self.piece):
+                column[:count] = column[kept]
+        self.start, self.end, self.piece = self.start[:count], self.end[:count], self.piece[:count]
 
 
 def build_lattice(strings: Sequence[str], pieces: Sequence[str], *, whole: bool) -> Lattice:
     """Every piece (ids: indices into `pieces`) inside every string; with `whole=False` a node never spans its
     whole string (the strings are pieces: their lattices hold their other segmentations)."""
     lengths = np.array([len(s) for s in strings], dtype=np.int64)
+    positions = node_position_dtype(lengths)
     if not runs_kernel(int(lengths.sum()), KERNEL_MIN_CHARS):
         offsets, start, end, piece = build_lattice_reference(strings, pieces, whole=whole)
-        nodes = (np.array(column, dtype=np.int32) for column in (start, end, piece))
-        return Lattice(lengths, np.array(offsets, dtype=np.int64), *nodes)
-    from .lattice_kernels import build_trie, find_nodes
+        return Lattice(lengths, np.array(offsets, dtype=np.int64), np.array(start, dtype=positions),
+                       np.array(end, dtype=positions), np.array(piece, dtype=np.int32))
+    from .lattice_kernels import build_trie, count_nodes, write_nodes
 
     trie = build_trie(*_code_points(pieces))
-    longest = max(map(len, pieces), default=1)
-    return Lattice(lengths, *find_nodes(*_code_points(strings), *trie, longest, whole))
+    codes, starts = _code_points(strings)
+    offsets = count_nodes(codes, starts, *trie, whole)
+    nodes = Lattice(lengths, offsets, np.empty(offsets[-1], dtype=positions), np.empty(offsets[-1], dtype=positions),
+                    np.empty(offsets[-1], dtype=np.int32))
+    write_nodes(codes, starts, *trie, whole, offsets, nodes.start, nodes.end, nodes.piece)
+    return nodes
+
+
+def node_position_dtype(lengths: np.ndarray) -> type[np.unsignedinteger] | type[np.signedinteger]:
+    """The type of nodes' start and end: uint16 where every string has at most 65535 characters (8 bytes a node with
+    the piece id instead of 12: the lattice of all words is the largest array of training), else int32."""
+    return np.uint16 if int(lengths.max(initial=0)) <= 0xFFFF else np.int32
 
 
 def expected_counts(lattice: Lattice, scores: np.ndarray, freqs: np.ndarray) -> np.ndarray:

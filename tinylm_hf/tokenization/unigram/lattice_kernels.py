@@ -1,6 +1,6 @@
 """The Unigram lattices' loops as numba kernels, over flat arrays.
 
-Building a lattice (`build_lattice_reference`'s job) walks a trie of the pieces (each node's edges sorted by code
+Building a lattice (`build_lattice_reference`'s job: count, then write) walks a trie of the pieces (each node's edges sorted by code
 point, searched by bisection): finding the pieces that start at a position is one walk down from the root that
 stops where no piece continues. Forward-backward and Viterbi are `unigram_paths`' loops compiled as they are.
 Imported only after `kernels_enabled()`.
@@ -14,7 +14,6 @@ import numpy as np
 
 from ..jit import njit
 from . import paths as unigram_paths
-from ..bpe.merges_kernels import grow
 
 _EMPTY = -1  # key of a free slot in the trie's edge table
 _CODE_BITS = 21  # code points are below 2**21
@@ -83,8 +82,10 @@ def _child(first_edge, edge_code, edge_child, node, code):
 
 
 @njit()
-def _string_nodes(codes, first, last, first_edge, edge_code, edge_child, node_piece, whole, start, end, piece, count):
-    """Write the nodes of codes[first:last] from `count` on (the arrays have room); return the new count."""
+def _string_nodes(codes, first, last, first_edge, edge_code, edge_child, node_piece, whole, write, start, end, piece,
+                  count):
+    """Count the nodes of codes[first:last] on from `count`, writing them there when `write` (the arrays have
+    room); return the new count."""
     for i in range(first, last):
         node = 0
         for j in range(i, last):
@@ -93,44 +94,47 @@ def _string_nodes(codes, first, last, first_edge, edge_code, edge_child, node_pi
                 break
             found = node_piece[node]
             if found >= 0 and (whole or i > first or j < last - 1):
-                start[count], end[count], piece[count] = i - first, j + 1 - first, found
+                if write:
+                    start[count], end[count], piece[count] = i - first, j + 1 - first, found
                 count += 1
     return count
 
 
 @njit()
-def find_nodes(codes, starts, first_edge, edge_code, edge_child, node_piece, longest, whole):
-    """`build_lattice_reference` over the trie: (offsets, start, end, piece) of the strings' lattices.
-
-    `longest`: the most characters of a piece (a position starts at most that many nodes).
-    """
+def count_nodes(codes, starts, first_edge, edge_code, edge_child, node_piece, whole):
+    """The offsets of the strings' lattices (`build_lattice_reference`'s), by a walk of the trie: `write_nodes` then
+    fills arrays of exactly that size (a growing buffer and its trimmed copy held the nodes twice at the peak)."""
     strings = len(starts) - 1
     offsets = np.zeros(strings + 1, dtype=np.int64)
-    start = np.empty(4 * len(codes) + 16, dtype=np.int32)
-    end, piece = np.empty_like(start), np.empty_like(start)
+    nowhere = np.empty(0, dtype=np.int32)
     for s in range(strings):
-        room = offsets[s] + (starts[s + 1] - starts[s]) * longest
-        if room > len(start):
-            start, end, piece = grow(start, room), grow(end, room), grow(piece, room)
         offsets[s + 1] = _string_nodes(codes, starts[s], starts[s + 1], first_edge, edge_code, edge_child,
-                                       node_piece, whole, start, end, piece, offsets[s])
-    count = offsets[-1]
-    return offsets, start[:count].copy(), end[:count].copy(), piece[:count].copy()
+                                       node_piece, whole, False, nowhere, nowhere, nowhere, offsets[s])
+    return offsets
+
+
+@njit()
+def write_nodes(codes, starts, first_edge, edge_code, edge_child, node_piece, whole, offsets, start, end, piece):
+    """Write the nodes (start, end, piece) of the strings' lattices at `offsets` (`count_nodes`')."""
+    for s in range(len(starts) - 1):
+        _string_nodes(codes, starts[s], starts[s + 1], first_edge, edge_code, edge_child, node_piece, whole, True,
+                      start, end, piece, offsets[s])
 
 
 @njit()
 def keep_nodes(offsets, start, end, piece, alive):
-    """`Lattice.keep` in one pass: (offsets, start, end, piece) of the nodes of live pieces."""
-    kept = np.zeros(len(offsets), dtype=np.int64)
-    new_start, new_end, new_piece = np.empty_like(start), np.empty_like(end), np.empty_like(piece)
-    count = 0
+    """`Lattice.keep` in one pass, in place: the nodes of live pieces moved to the front (a node never moves
+    forward), `offsets` rewritten; returns how many are kept."""
+    count = lo = offsets[0]
     for s in range(len(offsets) - 1):
-        for k in range(offsets[s], offsets[s + 1]):
+        hi = offsets[s + 1]
+        for k in range(lo, hi):
             if alive[piece[k]]:
-                new_start[count], new_end[count], new_piece[count] = start[k], end[k], piece[k]
+                start[count], end[count], piece[count] = start[k], end[k], piece[k]
                 count += 1
-        kept[s + 1] = count
-    return kept, new_start[:count].copy(), new_end[:count].copy(), new_piece[:count].copy()
+        offsets[s + 1] = count
+        lo = hi
+    return count
 
 
 def _compiled(loop, **helpers):

@@ -138,7 +138,7 @@ def _train(
             keep = (expected >= MIN_EXPECTED) | is_char[alive]
             scores = _digamma_scores(np.maximum(expected[keep], MIN_EXPECTED))
             alive = alive[keep]
-            lattice = lattice.keep(_by_seed(True, alive, len(pieces)))
+            lattice.keep(_by_seed(True, alive, len(pieces)))
         if progress:
             print(f"unigram EM round {round_number}: {len(alive)} pieces")
         if len(alive) <= desired:
@@ -146,7 +146,7 @@ def _train(
         keep = _prune(lattice, freqs, [pieces[i] for i in alive], alive, scores, is_char[alive], desired,
                       shrinking_factor)
         scores, alive = scores[keep], alive[keep]
-        lattice = lattice.keep(_by_seed(True, alive, len(pieces)))
+        lattice.keep(_by_seed(True, alive, len(pieces)))
     final = _finalize([pieces[i] for i in alive], scores, is_char[alive], target)
     if len(final) < target:
         raise ValueError(
