@@ -50,6 +50,12 @@ def flat_names() -> dict[str, str]:
     return names
 
 
+@cache
+def modules_by_flat_name() -> dict[str, str]:
+    """Flat name in a saved folder -> the dotted module (`flat_names` turned round)."""
+    return {flat: module for module, flat in flat_names().items()}
+
+
 def module_of(path: Path) -> str:
     """The dotted name of a package file: .../tinylm_hf/tokenization/bpe/core.py -> "tinylm_hf.tokenization.bpe.core"."""
     relative = path.resolve().relative_to(PACKAGE_DIR).with_suffix("")
@@ -109,7 +115,7 @@ def remote_ref(cls: type) -> str:
 
 def write_remote_code(folder: str | os.PathLike, refs: Iterable[str]) -> list[Path]:
     """Write the flat code of every class `refs` names (`auto_map` values of this package) into `folder`."""
-    by_flat = {flat: module for module, flat in flat_names().items()}
+    by_flat = modules_by_flat_name()
     entries = list(dict.fromkeys(by_flat[ref.split("--")[-1].partition(".")[0]] for ref in refs))
     written = []
     for module in import_closure(entries):
@@ -125,13 +131,13 @@ def resolve_ref(ref: str) -> type:
     import importlib
 
     flat, _, name = ref.partition(".")
-    by_flat = {flat_name: module for module, flat_name in flat_names().items()}
+    by_flat = modules_by_flat_name()
     return getattr(importlib.import_module(by_flat[flat]), name)
 
 
 def remote_code_files(refs: Iterable[str]) -> frozenset[str]:
     """The file names `write_remote_code(folder, refs)` writes."""
-    by_flat = {flat: module for module, flat in flat_names().items()}
+    by_flat = modules_by_flat_name()
     closure = import_closure(by_flat[ref.partition(".")[0]] for ref in refs)
     return frozenset(f"{flat_names()[module]}.py" for module in closure)
 
