@@ -5,10 +5,13 @@ from __future__ import annotations
 import tracemalloc
 from collections import Counter
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import shared_file
+from tinylm_hf.tokenization import metaspace, pretoken_counts
+from tinylm_hf.tokenization.jit import kernels_enabled
 from tinylm_hf.tokenization.metaspace.sentencepiece_model import to_metaspace
 from tinylm_hf.tokenization.piece_rules import UNMERGEABLE_CHARS
 from tinylm_hf.tokenization.metaspace.train import (
@@ -40,7 +43,41 @@ def test_word_counts_equal_the_per_line_split_on_real_text():
     assert count_metaspace_words(iter(texts)) == per_line
 
 
-def test_word_counting_holds_no_more_than_the_counts():
+def kernel_counts(texts: list[str], num_workers: int = 2) -> Counter[str]:
+    """`count_metaspace_words` on the kernels from the first character (the reference counts what comes before
+    `KERNEL_MIN_CHARS` while numba is not loaded)."""
+    if not kernels_enabled():
+        pytest.skip("the kernels' word counts (numba)")
+    limit = metaspace.train.KERNEL_MIN_CHARS
+    metaspace.train.KERNEL_MIN_CHARS = 0
+    try:
+        return count_metaspace_words(texts, num_workers=num_workers)
+    finally:
+        metaspace.train.KERNEL_MIN_CHARS = limit
+
+
+@given(st.lists(TEXT | st.text(max_size=20), max_size=6))
+@settings(max_examples=200, deadline=None)
+def test_kernel_word_counts_equal_the_reference_on_random_texts(texts):
+    reference = Counter(word for text in texts for word in split_metaspace_words(text))
+    assert kernel_counts(texts, num_workers=1) == reference
+
+
+def test_kernel_word_counts_equal_the_reference_on_real_text():
+    texts = [shared_file(name).read_text(encoding="utf-8") for name in ("multilingual_samples.txt", "corpus.en")]
+    texts.append(texts[1][:20_000].replace("the ", "▁the ▁").replace("and", "a▁nd"))  # literal `▁`s start words
+    with open(shared_file("pd_novels_heldout.txt"), encoding="utf-8") as f:
+        texts += [f.read(1_500_000) for _ in range(3)]  # batches on two threads, summed
+    assert kernel_counts(texts) == count_metaspace_words(texts)
+
+
+@pytest.mark.parametrize("kernels", ["0", "1"])
+def test_word_counting_holds_no_more_than_the_counts(kernels, monkeypatch):
+    monkeypatch.setenv("TINYLM_KERNELS", kernels)
+    monkeypatch.setattr(metaspace.train, "KERNEL_MIN_CHARS", 0)
+    # the texts in hand, and the words turned into strings at a time: bounded, and small beside this corpus's words
+    monkeypatch.setattr(metaspace.train, "BATCH_CHARS", 1 << 15)
+    monkeypatch.setattr(pretoken_counts, "SPANS_PER_SLICE", 1 << 10)
     lines = shared_file("tiny_shakespeare.txt").read_text(encoding="utf-8").splitlines()
     tracemalloc.start()
     try:

@@ -95,7 +95,6 @@ def test_chunk_boundaries_without_special_tokens_sit_at_safe_cuts():
 @pytest.mark.parametrize("workers", [1, 2], ids=["one-thread", "two-threads"])
 def test_chunked_counts_equal_whole_text_counts(monkeypatch, kernel_path, stories_slice, specials, pattern, workers):
     monkeypatch.setattr(pretoken_counts, "CHUNK_BYTES", 8 << 10)
-    monkeypatch.setattr(pretoken_counts, "MERGE_MIN_SPANS", 100)  # sum chunk counts often
     counts = pretoken_counts.count_pretokens(str(stories_slice), specials, pattern, num_workers=workers)
     assert counts == naive_counts(stories_slice.read_text(encoding="utf-8"), specials, pattern)
 
@@ -116,7 +115,7 @@ def regex_counts(texts: list[str], pattern: str = GPT2_PATTERN) -> Counter[str]:
 def span_counts(texts: list[str], gpt4: bool = False) -> Counter[str]:
     if not kernels_enabled():
         pytest.skip("the span counts are the kernels' (numba)")
-    return pretoken_counts._spans_to_counter(pretoken_counts._count_spans(texts, gpt4))
+    return pretoken_counts.spans_to_counter(pretoken_counts._count_spans(texts, gpt4))
 
 
 @pytest.mark.parametrize("name", ["tinystories_train_small.txt", "pd_novels_heldout.txt", "multilingual_samples.txt"])

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from typing import BinaryIO
 
@@ -26,8 +26,8 @@ from .pretokenize import GPT2_PATTERN, GPT4_PATTERN, compile_pretokenizer, split
 # Target chunk size: bounds a thread's memory (the chunk's text, its UTF-8 bytes and pre-token bounds, some 20
 # bytes a byte).
 CHUNK_BYTES = 1 << 20
-# Chunk counts wait until they hold this many distinct spans (and as many as the running total) to be summed.
-MERGE_MIN_SPANS = 1 << 18
+# Spans turned into strings at a time by `spans_to_counter`.
+SPANS_PER_SLICE = 1 << 20
 # Block size used when searching forward for a chunk boundary.
 SEARCH_BLOCK_BYTES = 1 << 12
 # Safe cuts (`pretokenize.has_safe_cuts`) in bytes, at a match's end: just after a newline between two plain
@@ -47,7 +47,7 @@ def count_pretokens(
 ) -> Counter[str]:
     """Count the pre-tokens of a file (pre-token -> count), with special tokens removed, over `num_workers` threads."""
     counts = _count_file(path, special_tokens, pattern, num_workers)
-    return counts if isinstance(counts, Counter) else _spans_to_counter(counts)
+    return counts if isinstance(counts, Counter) else spans_to_counter(counts)
 
 
 def count_pretoken_bytes(
@@ -86,17 +86,21 @@ def _count_file(path: str, special_tokens: Sequence[str], pattern: str,
         for counts in map_in_threads(count, ranges, num_workers):
             totals.update(counts)
         return totals
-    # Chunk counts are summed in batches (once they hold as many spans as the running total, so that
-    # memory stays about twice the distinct pre-tokens), as spans of bytes: no strings.
     gpt4 = pattern == GPT4_PATTERN
-    merged: list[SpanCounts] = [_count_spans([], gpt4)]
-    pending = 0
-    for spans in map_in_threads(lambda r: _count_spans(read(r), gpt4), ranges, num_workers):
-        merged.append(spans)
-        pending += len(spans[1])
-        if pending > max(MERGE_MIN_SPANS, len(merged[0][1])):
-            merged, pending = [_sum_spans(merged)], 0
-    return _sum_spans(merged)
+    return sum_span_counts(map_in_threads(lambda r: _count_spans(read(r), gpt4), ranges, num_workers))
+
+
+def sum_span_counts(parts: Iterable[SpanCounts]) -> SpanCounts:
+    """The sum of chunks' span counts, as they come: each is added to one table of the distinct spans (bytes, no
+    strings), so memory holds that table and the chunk in hand."""
+    from .pretoken_counts_kernels import add_spans, empty_span_table
+
+    table = empty_span_table()
+    for data, lengths, counts in parts:
+        ends = np.cumsum(lengths)
+        table = add_spans(*table, data, ends - lengths, ends, counts)
+    *_, lengths, counts, store, distinct, stored = table
+    return store[:stored], lengths[:distinct], counts[:distinct]
 
 
 def _count_spans(texts: list[str], gpt4: bool) -> SpanCounts:
@@ -104,31 +108,31 @@ def _count_spans(texts: list[str], gpt4: bool) -> SpanCounts:
     from .bpe.kernels import pretoken_bounds
     from .pretoken_counts_kernels import count_spans
 
-    pieces = [text.encode("utf-8", "surrogatepass") for text in texts]  # a lone surrogate stays one character
-    bounds = np.zeros(len(pieces) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)), out=bounds[1:])
-    data = np.frombuffer(b"".join(pieces), dtype=np.uint8)
+    data, bounds = texts_as_bytes(texts)
     starts, ends = pretoken_bounds(data, bounds, gpt4)
     return count_spans(data, starts, ends, np.ones(len(starts), dtype=np.int64))
 
 
-def _sum_spans(parts: list[SpanCounts]) -> SpanCounts:
-    """One `SpanCounts` for several: equal spans' counts summed."""
-    from .pretoken_counts_kernels import count_spans
-
-    points = np.concatenate([p[0] for p in parts])
-    lengths = np.concatenate([p[1] for p in parts])
-    ends = np.cumsum(lengths)
-    return count_spans(points, ends - lengths, ends, np.concatenate([p[2] for p in parts]))
+def texts_as_bytes(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The texts' UTF-8 bytes back to back, and the offsets [0, ..., len] where each text starts and ends."""
+    pieces = [text.encode("utf-8", "surrogatepass") for text in texts]  # a lone surrogate stays one character
+    bounds = np.zeros(len(pieces) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)), out=bounds[1:])
+    return np.frombuffer(b"".join(pieces), dtype=np.uint8), bounds
 
 
-def _spans_to_counter(spans: SpanCounts) -> Counter[str]:
+def spans_to_counter(spans: SpanCounts, prefix: str = "") -> Counter[str]:
+    """The counts of `spans` by their text, each with `prefix` in front (made a slice at a time: no list of all the
+    spans' offsets or counts beside the table)."""
     data, lengths, counts = spans
-    raw = data.tobytes()
-    ends = np.cumsum(lengths).tolist()
-    words = (raw[a:b].decode("utf-8", "surrogatepass") for a, b in zip([0, *ends[:-1]], ends))
+    raw = memoryview(data)  # decoded in place: no copy of the bytes
+    ends = np.cumsum(lengths)
     counter: Counter[str] = Counter()
-    dict.update(counter, zip(words, counts.tolist()))  # filled in place: `Counter(dict(...))` held two tables
+    for first in range(0, len(lengths), SPANS_PER_SLICE):
+        part = slice(first, first + SPANS_PER_SLICE)
+        bounds = zip((ends[part] - lengths[part]).tolist(), ends[part].tolist())
+        words = (prefix + str(raw[a:b], "utf-8", "surrogatepass") for a, b in bounds)
+        dict.update(counter, zip(words, counts[part].tolist()))  # in place: `Counter(dict(...))` held two tables
     return counter
 
 

@@ -3,7 +3,8 @@
 
 `count_spans` is `Counter(data[s:e] for s, e in spans)` (weighted): a hash table (open addressing) maps each
 distinct span to the first span equal to it, and a hash match is confirmed by comparing the bytes,
-so two different pre-tokens are never counted together. Imported only after `kernels_enabled()`; the
+so two different pre-tokens are never counted together. `add_spans` adds to such a table, kept between calls (the
+running total of a file's chunks: `Counter.update`). Imported only after `kernels_enabled()`; the
 reference is `regex.findall(pattern, text)` and `Counter` (see `pretoken_counts._count_file`).
 """
 
@@ -31,15 +32,26 @@ def _hash(data, start, end):
 def count_spans(data, starts, ends, weights):
     """The distinct spans data[starts[i]:ends[i]]: (their bytes back to back, their lengths, their
     summed weights), in order of first occurrence."""
+    table, hashes, offsets, lengths, counts, store, distinct, stored = add_spans(
+        *empty_span_table(), data, starts, ends, weights)
+    return store[:stored].copy(), lengths[:distinct].copy(), counts[:distinct].copy()
+
+
+@njit()
+def empty_span_table():
+    """A table of no spans, for `add_spans`: (slots, hashes, offsets, lengths, counts, store, distinct, stored)."""
     # slot -> distinct span; sized by the distinct spans (grown when half full) so that it, and the copy
     # of the distinct spans that matches are checked against, stay in the CPU's cache.
     table = np.full(1 << 12, -1, dtype=np.int64)
     hashes = np.empty(1 << 11, dtype=np.uint64)  # distinct span -> hash, start in `store`, length, weight
-    offsets = np.empty(1 << 11, dtype=np.int64)
-    lengths = np.empty(1 << 11, dtype=np.int64)
-    counts = np.empty(1 << 11, dtype=np.int64)
-    store = np.empty(1 << 14, dtype=data.dtype)
-    distinct, stored = 0, 0
+    return (table, hashes, np.empty(1 << 11, dtype=np.int64), np.empty(1 << 11, dtype=np.int64),
+            np.empty(1 << 11, dtype=np.int64), np.empty(1 << 14, dtype=np.uint8), 0, 0)
+
+
+@njit()
+def add_spans(table, hashes, offsets, lengths, counts, store, distinct, stored, data, starts, ends, weights):
+    """Add the spans data[starts[i]:ends[i]], weighted, to a table of distinct spans (from `empty_span_table` or an
+    earlier call); returns the table, grown where it had to be."""
     for i in range(len(starts)):
         start, length = starts[i], ends[i] - starts[i]
         h = _hash(data, start, ends[i])
@@ -62,7 +74,7 @@ def count_spans(data, starts, ends, weights):
             stored += length
             if 2 * distinct > len(table):
                 table = _rehash(table, hashes, distinct)
-    return store[:stored].copy(), lengths[:distinct].copy(), counts[:distinct].copy()
+    return table, hashes, offsets, lengths, counts, store, distinct, stored
 
 
 @njit()

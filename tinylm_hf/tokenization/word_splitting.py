@@ -173,7 +173,7 @@ def _count_metaspace_file(path: Path, specials: list[str], pattern: str, lowerca
                           num_workers: int | None) -> Counter[str]:
     from .metaspace.train import count_metaspace_words, read_line_chunks
 
-    return count_metaspace_words(read_line_chunks(path))
+    return count_metaspace_words(read_line_chunks(path), num_workers=num_workers)
 
 
 # Byte-level BPE: special tokens cut out, then the regex `pattern` (GPT-2's by default).

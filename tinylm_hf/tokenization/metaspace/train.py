@@ -9,7 +9,9 @@ size check.
 
 from __future__ import annotations
 
+import itertools
 import os
+import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -18,12 +20,19 @@ import regex
 
 from .sentencepiece_model import BOS_PIECE, BYTE_PIECES, EOS_PIECE, SPACE_SYMBOL, UNK_PIECE, float32_score
 from .core import MetaspaceTokenizer
+from ..jit import kernels_enabled, map_in_threads, resolve_workers
+from ..pretoken_counts import SpanCounts, spans_to_counter, sum_span_counts, texts_as_bytes
 from ..pretokenize import check_special_tokens
+from ..word_splitting import add_counts
 from ..piece_rules import UNMERGEABLE_CHARS
 from ..training_source import TrainingSource, read_training_source
 
 # Bytes of text counted at a time when reading a file (whole lines).
 READ_CHUNK_BYTES = 1 << 20
+# Characters of text counted at a time, and counted by the reference before the kernels take over (while numba is
+# not loaded: loading it costs more than counting this much).
+BATCH_CHARS = 1 << 20
+KERNEL_MIN_CHARS = 8 << 20
 # sentencepiece's defaults: ids 0, 1, 2.
 META_PIECES = (UNK_PIECE, BOS_PIECE, EOS_PIECE)
 
@@ -84,15 +93,58 @@ def read_line_chunks(path: str | os.PathLike) -> Iterator[str]:
             raise ValueError(f"training file {path!r} is not valid UTF-8 ({exc}); re-encode it as UTF-8") from exc
 
 
-def count_metaspace_words(texts: Iterable[str]) -> Counter[str]:
+def count_metaspace_words(texts: Iterable[str], *, num_workers: int | None = None) -> Counter[str]:
     """Count sentencepiece words (those of `split_metaspace_words`) over many texts, holding only the counts and
-    the words of the text in hand."""
+    the texts in hand.
+
+    The texts are counted in batches of about `BATCH_CHARS`: by the reference (`str.split` and a `Counter`) while
+    numba is not loaded, for the first `KERNEL_MIN_CHARS` (loading it costs more than counting those), then by the
+    kernels (`words_kernels.metaspace_word_bounds` and `count_spans`) on `num_workers` threads."""
     if isinstance(texts, (str, bytes)):
         raise TypeError("texts must be an iterable of strings, not a single string; wrap it in a list")
     counts: Counter[str] = Counter()
-    for words in _words(texts):
-        counts.update(words)  # a list: counted in C
+    batches = _batches(texts)
+    counted = 0
+    for batch in batches:
+        if counted >= KERNEL_MIN_CHARS or "numba" in sys.modules:
+            if kernels_enabled():
+                return add_counts(counts, _count_by_kernels(itertools.chain([batch], batches), num_workers))
+        for words in _words(batch):
+            counts.update(words)  # a list: counted in C
+        counted += sum(map(len, batch))
     return counts
+
+
+def _batches(texts: Iterable[str]) -> Iterator[list[str]]:
+    """The texts in lists of about `BATCH_CHARS` characters (a longer text is a list of its own)."""
+    batch: list[str] = []
+    size = 0
+    for text in texts:
+        if not isinstance(text, str):
+            raise TypeError(f"the iterator must yield str, got {type(text).__name__}")
+        batch.append(text)
+        size += len(text)
+        if size >= BATCH_CHARS:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def _count_by_kernels(batches: Iterable[list[str]], num_workers: int | None) -> Counter[str]:
+    """The words of the batches, counted by the kernels over threads, as spans of bytes until the end."""
+    from .words_kernels import metaspace_word_bounds
+    from ..pretoken_counts_kernels import count_spans
+
+    def count(batch: list[str]) -> SpanCounts:
+        data, bounds = texts_as_bytes(batch)
+        # a word ends at each space, newline and `▁` (whose first byte, 0xE2, bounds their number), and at each text's end
+        most_words = len(bounds) + sum(int(np.count_nonzero(data == byte)) for byte in (0x20, 0x0A, 0xE2))
+        starts, ends = metaspace_word_bounds(data, bounds, most_words)
+        return count_spans(data, starts, ends, np.ones(len(starts), dtype=np.int64))
+
+    spans = sum_span_counts(map_in_threads(count, batches, resolve_workers(num_workers)))
+    return spans_to_counter(spans, prefix=SPACE_SYMBOL)
 
 
 def check_word_counts(counts: Mapping[str, int]) -> Counter[str]:
