@@ -6,12 +6,14 @@ high-water mark (`ru_maxrss` from `wait4`, which catches a spike between two pol
 (`tokenizers`' BpeTrainer, same file, special token and vocabulary size) runs the same way, for scale.
 
     python scripts/bench_memory.py --small /work/bigcorpus/corpus_100mb.txt --large /work/bigcorpus/corpus_1000mb.txt \\
-        [--commands bpe,prepare,count-words,count-words:wordpiece,wordpiece,unigram,sentencepiece-bpe,peer-bpe]
+        [--commands bpe,prepare,count-words,count-words:wordpiece,wordpiece,unigram,sentencepiece-bpe,peer-bpe,
+                    peer-sentencepiece-bpe,peer-unigram]
         [--vocab-size 32000] [--tokenizer FOLDER]
 
 `bpe`, `wordpiece`, `unigram`, `sentencepiece-bpe` are `train-tokenizer --algorithm NAME`; `count-words:NAME` counts
 that family's words (`count-words` alone: bpe's); `prepare` tokenizes with `--tokenizer` (default: the bpe trained on
-`--small` in this run).
+`--small` in this run). `peer-sentencepiece-bpe` and `peer-unigram` are sentencepiece's trainer with the settings
+that family's trainer matches (identity normalisation, full character coverage, the family's byte fallback).
 
 It prints one Markdown row per command and size (wall s, peak MB), then the ratio large/small per command, and the
 slope (MB of peak per GB of text) that the docs extrapolate to 10 GB and 100 GB.
@@ -44,6 +46,16 @@ trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[special], s
                               initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
 tok.train([path], trainer)
 print(tok.get_vocab_size())
+"""
+
+# sentencepiece's trainer with the settings the tinylm_hf trainers match (`bench_sentencepiece.py`'s), 2 threads.
+PEER_SENTENCEPIECE = """
+import io, sys
+import sentencepiece as spm
+path, vocab_size, special, model_type, byte_fallback = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+spm.SentencePieceTrainer.train(input=path, model_writer=io.BytesIO(), model_type=model_type, vocab_size=vocab_size,
+    byte_fallback=byte_fallback == "1", normalization_rule_name="identity", character_coverage=1.0,
+    remove_extra_whitespaces=False, control_symbols=[special], num_threads=2, minloglevel=2)
 """
 
 
@@ -87,6 +99,10 @@ def command(name: str, corpus: Path, work: Path, args: argparse.Namespace) -> li
     cli = [sys.executable, "-m", "tinylm_hf.cli"]
     if name == "peer-bpe":
         return [sys.executable, "-c", PEER_BPE, str(corpus), str(args.vocab_size), SPECIAL]
+    if name in ("peer-sentencepiece-bpe", "peer-unigram"):  # sentencepiece, as our family of that name trains
+        family = name.removeprefix("peer-")
+        return [sys.executable, "-c", PEER_SENTENCEPIECE, str(corpus), str(args.vocab_size), SPECIAL,
+                "bpe" if family == "sentencepiece-bpe" else "unigram", str(int(family_byte_fallback(family)))]
     if name == "prepare":
         return [*cli, "prepare", "--tokenizer", str(args.tokenizer), "--input", str(corpus), "--workers",
                 str(args.workers), "--out", str(work / "prepared")]
@@ -98,6 +114,14 @@ def command(name: str, corpus: Path, work: Path, args: argparse.Namespace) -> li
     return [*cli, "train-tokenizer", "--algorithm", name, "--input", str(corpus), "--vocab-size",
             str(args.vocab_size), *specials, "--num-workers", str(args.workers), "--no-progress",
             "--out", str(work / "tokenizer")]
+
+
+def family_byte_fallback(algorithm: str) -> bool:
+    """Whether the family's trainer makes byte pieces by default (sentencepiece is given the same)."""
+    sys.path.insert(0, str(REPO_ROOT))
+    from tinylm_hf.tokenization.families import FAMILIES
+
+    return bool(FAMILIES[algorithm].byte_fallback)
 
 
 def family_special_tokens(algorithm: str) -> list[str]:

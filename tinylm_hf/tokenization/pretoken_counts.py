@@ -100,7 +100,8 @@ def sum_span_counts(parts: Iterable[SpanCounts]) -> SpanCounts:
         ends = np.cumsum(lengths)
         table = add_spans(*table, data, ends - lengths, ends, counts)
     *_, lengths, counts, store, distinct, stored = table
-    return store[:stored], lengths[:distinct], counts[:distinct]
+    # copies of exact size, so that the table's room to grow is freed before the spans become strings
+    return store[:stored].copy(), lengths[:distinct].copy(), counts[:distinct].copy()
 
 
 def _count_spans(texts: list[str], gpt4: bool) -> SpanCounts:
