@@ -33,6 +33,8 @@ READ_CHUNK_BYTES = 1 << 20
 # not loaded: loading it costs more than counting this much).
 BATCH_CHARS = 1 << 20
 KERNEL_MIN_CHARS = 8 << 20
+# Words whose characters are turned into arrays at a time.
+WORDS_PER_SLICE = 1 << 16
 # sentencepiece's defaults: ids 0, 1, 2.
 META_PIECES = (UNK_PIECE, BOS_PIECE, EOS_PIECE)
 
@@ -188,21 +190,29 @@ def count_characters(counts: Mapping[str, int]) -> list[tuple[str, int]]:
     This is sentencepiece's order for its required characters (character_coverage=1.0); tab, NUL
     and U+2585 are left out, as sentencepiece never makes them pieces.
     """
-    if not counts:
-        return []
-    # Code points of all words at once, each weighted by its word's count (numpy, no per-char loop).
-    codes = np.frombuffer("".join(counts).encode("utf-32-le"), dtype=np.uint32)
-    weights = np.repeat(np.fromiter(counts.values(), dtype=np.int64, count=len(counts)),
-                        np.fromiter(map(len, counts), dtype=np.int64, count=len(counts)))
-    # Totals by code point (bincount: one pass, no sort); float64 sums of integers are exact below 2**53.
-    if int(weights.sum()) < 1 << 53:
-        totals = np.bincount(codes, weights=weights).astype(np.int64)
-    else:
-        totals = np.zeros(int(codes.max()) + 1, dtype=np.int64)
-        np.add.at(totals, codes, weights)
-    chars = np.flatnonzero(np.bincount(codes))  # present, even where only words counted 0 hold them
+    totals = np.zeros(sys.maxunicode + 1, dtype=np.int64)
+    present = np.zeros(sys.maxunicode + 1, dtype=bool)  # even where only words counted 0 hold them
+    for words, weights in _word_slices(counts):
+        # code points of a slice of words at once, each weighted by its word's count (numpy, no per-char loop)
+        codes = np.frombuffer("".join(words).encode("utf-32-le"), dtype=np.uint32)
+        weights = np.repeat(weights, np.fromiter(map(len, words), dtype=np.int64, count=len(words)))
+        present[codes] = True
+        if int(weights.sum()) < 1 << 53:  # float64 sums of integers are exact below 2**53
+            summed = np.bincount(codes, weights=weights)
+            totals[: len(summed)] += summed.astype(np.int64)
+        else:
+            np.add.at(totals, codes, weights)
+    chars = np.flatnonzero(present)
     pairs = zip(map(chr, chars.tolist()), totals[chars].tolist())
     return sorted(((c, n) for c, n in pairs if c not in UNMERGEABLE_CHARS), key=lambda item: (-item[1], item[0]))
+
+
+def _word_slices(counts: Mapping[str, int]) -> Iterator[tuple[list[str], np.ndarray]]:
+    """The words and their counts, `WORDS_PER_SLICE` at a time (arrays over all their characters at once would
+    take some 30 bytes a character)."""
+    words = iter(counts.items())
+    while part := list(itertools.islice(words, WORDS_PER_SLICE)):
+        yield [word for word, _ in part], np.fromiter((n for _, n in part), dtype=np.int64, count=len(part))
 
 
 def check_vocab_size(vocab_size: int, num_meta: int, num_chars: int) -> None:

@@ -20,6 +20,7 @@ two agree unless that heuristic misses the true best pair (not seen on the bundl
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
@@ -28,6 +29,7 @@ import numpy as np
 from .core import SentencePieceBPETokenizer
 from ..bpe.merges import learn_merges
 from ..metaspace.train import (
+    WORDS_PER_SLICE,
     check_vocab_size,
     count_characters,
     metaspace_word_counts,
@@ -122,13 +124,16 @@ def _symbol_words(counts: Mapping[str, int], chars: list[str]) -> tuple[np.ndarr
 
     Characters outside the alphabet (tab, ...) share one id, `len(chars)`, that never pairs.
     """
-    # 2. Symbols: character ids. Words as id lists, deduplicated with counts.
-    outside = len(chars)
+    # 2. Symbols: character ids. Words as id lists, deduplicated with counts; characters turned into ids a slice of
+    # words at a time (arrays over all the characters at once would take some 20 bytes a character).
+    ids = np.full(sys.maxunicode + 1, len(chars), dtype=np.int32)  # code point -> symbol id
+    ids[np.array([ord(c) for c in chars], dtype=np.int64)] = np.arange(len(chars), dtype=np.int32)
     long_words = [word for word in counts if len(word) > 1]
-    codes = np.frombuffer("".join(long_words).encode("utf-32-le"), dtype=np.uint32)
-    alphabet = np.array([ord(c) for c in chars], dtype=np.int64)
-    ids = np.full(max(int(codes.max(initial=0)), int(alphabet.max(initial=0))) + 1, outside, dtype=np.int32)
-    ids[alphabet] = np.arange(len(chars), dtype=np.int32)  # code point -> symbol id
-    symbols = ids[codes]
     lengths = np.fromiter(map(len, long_words), dtype=np.int64, count=len(long_words))
-    return symbols, lengths, np.array([counts[w] for w in long_words], dtype=np.int64)
+    symbols = np.empty(int(lengths.sum()), dtype=np.int32)
+    done = 0
+    for first in range(0, len(long_words), WORDS_PER_SLICE):
+        codes = np.frombuffer("".join(long_words[first: first + WORDS_PER_SLICE]).encode("utf-32-le"), dtype=np.uint32)
+        symbols[done: done + len(codes)] = ids[codes]
+        done += len(codes)
+    return symbols, lengths, np.fromiter((counts[w] for w in long_words), dtype=np.int64, count=len(long_words))
