@@ -1,10 +1,12 @@
 """`tinylm prepare` vs `datasets.map` + the fast tokenizer on the same text file, side by side in one run.
 
     PYTHONPATH=. python scripts/bench_prepare.py [--data ../shared/data] [--mb 40] [--workers 2] [--repeats 2]
+        [--input FILE]
 
 Both sides turn the first `--mb` MB of pd_novels_heldout.txt (paragraphs: documents cut at blank lines)
 into token ids with an end-of-text id after every document, written to a flat token file, with GPT-2's
-vocabulary and merges:
+vocabulary and merges (or `--input`: a text file as it is, its documents cut at its `<|endoftext|>` lines, as
+`scripts/make_big_corpus.py` writes them):
 
 - "tinylm prepare": `prepare_dataset(..., num_workers=W)` (loading, cutting documents, carving the
   validation split, tokenizing over W threads, writing train.bin / val.bin and their headers);
@@ -142,10 +144,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--doc-kb", type=float, default=4.0,
                         help="documents of about this many KB of paragraphs (0: the novels as documents)")
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--input", type=Path, default=None,
+                        help="prepare this text file as it is (documents cut at its <|endoftext|> lines) instead")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
-        text = write_corpus(args.data / "pd_novels_heldout.txt", tmp_path / "novels.txt", args.mb, args.doc_kb)
+        text = args.input.resolve() if args.input else write_corpus(
+            args.data / "pd_novels_heldout.txt", tmp_path / "novels.txt", args.mb, args.doc_kb)
         tok_dir = make_gpt2_folder(args.data, tmp_path / "tok")
         run_side(OURS, tok_dir, text, args.workers)  # numba's cache, untimed
         best: dict[str, dict] = {}
@@ -156,8 +161,9 @@ def main(argv: list[str] | None = None) -> int:
                     best[name] = result
     peer = best["datasets.map + fast tokenizer"]
     shape = f"documents of ~{args.doc_kb:g} KB" if args.doc_kb else "the novels as documents"
-    print(f"{args.mb:g} MB of pd_novels_heldout.txt ({shape}), {args.workers} workers, best of {args.repeats}, "
-          f"load average {os.getloadavg()[0]:.1f}")
+    what = (f"{args.input} ({text.stat().st_size / 1e6:.0f} MB, its own documents)" if args.input
+            else f"{args.mb:g} MB of pd_novels_heldout.txt ({shape})")
+    print(f"{what}, {args.workers} workers, best of {args.repeats}, load average {os.getloadavg()[0]:.1f}")
     print(f"| {'side':<30} | wall s | CPU s | peak MB | tokens | documents | wall ratio | CPU ratio | same ids |")
     print(f"|{'-' * 32}|-------:|------:|--------:|-------:|----------:|-----------:|----------:|----------|")
     for name, r in best.items():

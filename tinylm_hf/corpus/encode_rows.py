@@ -17,8 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..tokenization.bpe.core import group_by_chars
-from ..tokenization.jit import map_in_threads
+from ..tokenization.jit import group_by_chars, map_in_threads
 from ..tokenization.plain_text import encode_plain, refuse_forged_text
 
 BLOCK_CHARS = 1 << 20  # characters of text per block of rows (one thread task)

@@ -89,6 +89,20 @@ def map_in_threads(fn: Callable[[Any], Any], tasks: Iterable[Any], workers: int)
                 future.cancel()
 
 
+def group_by_chars(texts: Iterable[str], size: int) -> Iterator[list[str]]:
+    """Consecutive texts in groups of about `size` characters (a longer text is a group of its own)."""
+    group: list[str] = []
+    chars = 0
+    for text in texts:
+        group.append(text)
+        chars += len(text)
+        if chars >= size:
+            yield group
+            group, chars = [], 0
+    if group:
+        yield group
+
+
 def njit(*, parallel: bool = False, inline: bool = False,
          refcounts: bool = True) -> Callable[[Callable[..., Any]], Any]:
     """`numba.njit` with the package's options: cached on disk, releasing the GIL (threads run kernels at once).

@@ -22,7 +22,7 @@ import regex
 from .merge import merge_by_heap, merge_short
 from .byte_unicode import token_to_unicode
 from .gpt2_files import MERGES_FILE, VOCAB_FILE, load_merges_txt, load_vocab_json, write_gpt2_files
-from ..jit import kernels_enabled, map_in_threads, resolve_workers
+from ..jit import group_by_chars, kernels_enabled, map_in_threads, resolve_workers
 from ..pretokenize import (
     GPT2_PATTERN,
     check_special_tokens,
@@ -388,17 +388,3 @@ def _disallowed_message(token: str) -> str:
         f"passing `disallowed_special=(set(tokenizer.special_tokens) - {{{token!r}}})`.\n"
         f"To disable this check for all special tokens, pass `disallowed_special=()`."
     )
-
-
-def group_by_chars(texts: Iterable[str], size: int) -> Iterator[list[str]]:
-    """Consecutive texts in groups of about `size` characters (a longer text is a group of its own)."""
-    group: list[str] = []
-    chars = 0
-    for text in texts:
-        group.append(text)
-        chars += len(text)
-        if chars >= size:
-            yield group
-            group, chars = [], 0
-    if group:
-        yield group

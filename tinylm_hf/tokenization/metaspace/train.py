@@ -20,10 +20,9 @@ import regex
 
 from .sentencepiece_model import BOS_PIECE, BYTE_PIECES, EOS_PIECE, SPACE_SYMBOL, UNK_PIECE, float32_score
 from .core import MetaspaceTokenizer
-from ..jit import kernels_enabled, map_in_threads, resolve_workers
+from ..jit import group_by_chars, kernels_enabled, map_in_threads, resolve_workers
 from ..pretoken_counts import SpanCounts, spans_to_counter, sum_span_counts, texts_as_bytes
 from ..pretokenize import check_special_tokens
-from ..word_splitting import add_counts
 from ..piece_rules import UNMERGEABLE_CHARS
 from ..training_source import TrainingSource, read_training_source
 
@@ -105,32 +104,25 @@ def count_metaspace_words(texts: Iterable[str], *, num_workers: int | None = Non
     if isinstance(texts, (str, bytes)):
         raise TypeError("texts must be an iterable of strings, not a single string; wrap it in a list")
     counts: Counter[str] = Counter()
-    batches = _batches(texts)
+    batches = group_by_chars(_checked_texts(texts), BATCH_CHARS)
     counted = 0
     for batch in batches:
         if counted >= KERNEL_MIN_CHARS or "numba" in sys.modules:
             if kernels_enabled():
-                return add_counts(counts, _count_by_kernels(itertools.chain([batch], batches), num_workers))
+                total = _count_by_kernels(itertools.chain([batch], batches), num_workers)
+                total.update(counts)  # the reference's few: added to the kernels' many, not the other way
+                return total
         for words in _words(batch):
             counts.update(words)  # a list: counted in C
         counted += sum(map(len, batch))
     return counts
 
 
-def _batches(texts: Iterable[str]) -> Iterator[list[str]]:
-    """The texts in lists of about `BATCH_CHARS` characters (a longer text is a list of its own)."""
-    batch: list[str] = []
-    size = 0
+def _checked_texts(texts: Iterable[str]) -> Iterator[str]:
     for text in texts:
         if not isinstance(text, str):
             raise TypeError(f"the iterator must yield str, got {type(text).__name__}")
-        batch.append(text)
-        size += len(text)
-        if size >= BATCH_CHARS:
-            yield batch
-            batch, size = [], 0
-    if batch:
-        yield batch
+        yield text
 
 
 def _count_by_kernels(batches: Iterable[list[str]], num_workers: int | None) -> Counter[str]:
