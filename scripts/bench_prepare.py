@@ -59,7 +59,11 @@ headers = prepare_dataset(tok_dir, work + "/out", input_files=[text], num_worker
 wall, cpu_s = time.perf_counter() - t0, cpu() - c0
 tokens = headers["train"]["count"] + headers["val"]["count"]
 docs = headers["train"]["documents"] + headers["val"]["documents"]
-digest = hashlib.sha256(b"".join(open(f"{work}/out/{s}.bin", "rb").read() for s in ("train", "val")))
+digest = hashlib.sha256()
+for split in ("train", "val"):  # read in blocks: the peak stays prepare's, not the token files'
+    with open(f"{work}/out/{split}.bin", "rb") as token_file:
+        for block in iter(lambda: token_file.read(1 << 20), b""):
+            digest.update(block)
 print(json.dumps({"wall": wall, "cpu": cpu_s, "tokens": tokens, "documents": docs, "digest": digest.hexdigest(),
                   "peak": peak_mb()}))
 """
