@@ -71,6 +71,16 @@ def test_kernel_word_counts_equal_the_reference_on_real_text():
     assert kernel_counts(texts) == count_metaspace_words(texts)
 
 
+def test_texts_given_one_at_a_time_are_counted_in_batches_as_an_iterable_is(monkeypatch):
+    monkeypatch.setattr(metaspace.train, "BATCH_CHARS", 1 << 14)
+    monkeypatch.setattr(metaspace.train, "KERNEL_MIN_CHARS", 1 << 16)  # the reference first, then the kernels
+    lines = shared_file("tiny_shakespeare.txt").read_text(encoding="utf-8").splitlines()[:8000]
+    counter = metaspace.train.MetaspaceWordCounter()
+    for line in lines:
+        counter.add(line)
+    assert counter.counts() == Counter(word for line in lines for word in split_metaspace_words(line))
+
+
 @pytest.mark.parametrize("kernels", ["0", "1"])
 def test_word_counting_holds_no_more_than_the_counts(kernels, monkeypatch):
     monkeypatch.setenv("TINYLM_KERNELS", kernels)

@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from .pretokenize import (
     GPT2_PATTERN,
@@ -52,6 +53,14 @@ _BMP_CJK = re.compile("[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in CJK_RANGES 
 # Distinct chunks held before their words are added to the counts: bounds memory (~150 bytes a chunk).
 CHUNKS_HELD = 1 << 18
 
+class WordCounter(Protocol):
+    """Counts words over texts given one at a time: `add(text)` (a text free of special tokens), then `counts()`."""
+
+    def add(self, text: str) -> None: ...
+
+    def counts(self) -> Counter[str]: ...
+
+
 # (pattern, lowercase) -> a function from text (free of special tokens) to its words.
 SplitFactory = Callable[[str, bool], Callable[[str], list[str]]]
 
@@ -71,7 +80,7 @@ class WordSplitter:
     count_file: Callable[[Path, list[str], str, bool, int | None], Counter[str]] | None = field(default=None)
     # A faster counter of texts than counting `split` of each, made with `lowercase`: `add(text)` takes a text
     # free of special tokens, `counts()` gives its words' counts. Used for texts and, without `count_file`, files.
-    counter: Callable[[bool], BertWordCounter] | None = field(default=None)
+    counter: Callable[[bool], WordCounter] | None = field(default=None)
     # False for sentencepiece-style trainers: their special tokens are control pieces that text never
     # produces, and their words are counted with special-token text left in place.
     cuts_special_tokens: bool = True
@@ -159,9 +168,15 @@ def _count_bpe_file(path: Path, specials: list[str], pattern: str, lowercase: bo
 
 
 def _metaspace_split(pattern: str, lowercase: bool) -> Callable[[str], list[str]]:
-    from .metaspace.train import count_metaspace_words
+    from .metaspace.train import split_metaspace_words
 
-    return lambda text: list(count_metaspace_words([text]).elements())
+    return split_metaspace_words
+
+
+def _metaspace_counter(lowercase: bool) -> WordCounter:
+    from .metaspace.train import MetaspaceWordCounter
+
+    return MetaspaceWordCounter(lowercase)
 
 
 def _cut_after_last_newline(text: str) -> int:
@@ -182,6 +197,7 @@ BPE_WORDS = WordSplitter(_bpe_split, lambda text: -1, uses_pattern=True, count_f
 BERT_WORDS = WordSplitter(_wordpiece_split, _cut_after_last_space, uses_lowercase=True, counter=BertWordCounter)
 # Unigram and SentencePiece BPE: each line's words, the dummy prefix `▁` in front.
 METASPACE_WORDS = WordSplitter(_metaspace_split, _cut_after_last_newline, count_file=_count_metaspace_file,
+                               counter=_metaspace_counter,
                                cuts_special_tokens=False)
 
 

@@ -103,9 +103,12 @@ def count_metaspace_words(texts: Iterable[str], *, num_workers: int | None = Non
     kernels (`words_kernels.metaspace_word_bounds` and `count_spans`) on `num_workers` threads."""
     if isinstance(texts, (str, bytes)):
         raise TypeError("texts must be an iterable of strings, not a single string; wrap it in a list")
+    return _count_batches(group_by_chars(_checked_texts(texts), BATCH_CHARS), num_workers)
+
+
+def _count_batches(batches: Iterator[list[str]], num_workers: int | None, counted: int = 0) -> Counter[str]:
+    """`count_metaspace_words` of batches of texts, `counted` characters having been counted before them."""
     counts: Counter[str] = Counter()
-    batches = group_by_chars(_checked_texts(texts), BATCH_CHARS)
-    counted = 0
     for batch in batches:
         if counted >= KERNEL_MIN_CHARS or "numba" in sys.modules:
             if kernels_enabled():
@@ -116,6 +119,35 @@ def count_metaspace_words(texts: Iterable[str], *, num_workers: int | None = Non
             counts.update(words)  # a list: counted in C
         counted += sum(map(len, batch))
     return counts
+
+
+class MetaspaceWordCounter:
+    """sentencepiece word -> count over texts given one at a time (a streamed dataset's rows), counted a batch of
+    `BATCH_CHARS` at a time as `count_metaspace_words` counts them. `add(text)` takes a text, `counts()` gives the
+    counts of all. (`lowercase` is no option of these words: sentencepiece keeps case.)"""
+
+    def __init__(self, lowercase: bool = False) -> None:
+        self.words: Counter[str] = Counter()
+        self.batch: list[str] = []
+        self.batch_chars = self.counted = 0
+
+    def add(self, text: str) -> None:
+        """Count the words of one text (counted once its batch is full)."""
+        self.batch.append(text)
+        self.batch_chars += len(text)
+        if self.batch_chars >= BATCH_CHARS:
+            self._count_batch()
+
+    def counts(self) -> Counter[str]:
+        """The words of every text added."""
+        self._count_batch()
+        return self.words
+
+    def _count_batch(self) -> None:
+        if self.batch:
+            self.words.update(_count_batches(iter([self.batch]), 1, self.counted))
+            self.counted += self.batch_chars
+            self.batch, self.batch_chars = [], 0
 
 
 def _checked_texts(texts: Iterable[str]) -> Iterator[str]:
