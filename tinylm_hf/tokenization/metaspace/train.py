@@ -164,7 +164,7 @@ def _count_by_kernels(batches: Iterable[list[str]], num_workers: int | None) -> 
 
     def count(batch: list[str]) -> SpanCounts:
         data, bounds = texts_as_bytes(batch)
-        # a word ends at each space, newline and `▁` (whose first byte, 0xE2, bounds their number), and at each text's end
+        # a word ends at each space, newline and `▁` (0xE2, its first byte, bounds their number) and each text's end
         most_words = len(bounds) + sum(int(np.count_nonzero(data == byte)) for byte in (0x20, 0x0A, 0xE2))
         starts, ends = metaspace_word_bounds(data, bounds, most_words)
         return count_spans(data, starts, ends, np.ones(len(starts), dtype=np.int64))
