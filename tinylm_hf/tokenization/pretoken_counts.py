@@ -2,11 +2,14 @@
 
 The file is cut into chunks where no cut changes its pre-tokens (at a special token, or at a safe cut of the
 pre-tokenizer's, `find_safe_cut`, in bytes: after a newline between two plain bytes, or before a space after a plain
-byte; whichever comes first, so a file without its special tokens, or one long line, is still cut); threads count the chunks (read, drop special tokens, count) and the chunk counts
-are summed, so memory stays bounded by the chunks in flight. GPT-2's and cl100k's patterns are counted by
+byte; whichever comes first, so a file without its special tokens, or one long line, is still cut); threads count
+the chunks (read, drop special tokens, count) and each chunk's counts are added to one running total, so memory
+stays bounded by the chunks in flight and the distinct pre-tokens. GPT-2's and cl100k's patterns are counted by
 kernels that release the GIL: the encoder's scanner (`bpe_kernels.pretoken_bounds`) finds the pre-tokens in
 one pass over the UTF-8 bytes, and `pretoken_counts_kernels.count_spans` counts equal spans in a hash table
-keyed by their bytes; without numba, and for other patterns, `regex` and `Counter` count them (the reference).
+keyed by their bytes (`add_spans` adds a chunk's to the total); without numba, and for other patterns, `regex` and
+`Counter` count them (the reference). The span helpers here (`texts_as_bytes`, `sum_span_counts`,
+`spans_to_counter`) serve sentencepiece's word counting too (`metaspace/train.py`).
 """
 
 from __future__ import annotations
