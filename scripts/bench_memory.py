@@ -116,22 +116,22 @@ def command(name: str, corpus: Path, work: Path, args: argparse.Namespace) -> li
             "--out", str(work / "tokenizer")]
 
 
-def family_byte_fallback(algorithm: str) -> bool:
-    """Whether the family's trainer makes byte pieces by default (sentencepiece is given the same)."""
+def family(algorithm: str):
+    """The family called `algorithm` in tinylm_hf's table (imported here: the bpe-only runs do not need it)."""
     sys.path.insert(0, str(REPO_ROOT))
     from tinylm_hf.tokenization.families import FAMILIES
 
-    return bool(FAMILIES[algorithm].byte_fallback)
+    return FAMILIES[algorithm]
+
+
+def family_byte_fallback(algorithm: str) -> bool:
+    """Whether the family's trainer makes byte pieces by default (sentencepiece is given the same)."""
+    return bool(family(algorithm).byte_fallback)
 
 
 def family_special_tokens(algorithm: str) -> list[str]:
     """The corpus's separator, after the family's own special tokens where it needs them (WordPiece's `[UNK]`)."""
-    if algorithm == "bpe":
-        return [SPECIAL]
-    sys.path.insert(0, str(REPO_ROOT))
-    from tinylm_hf.tokenization.families import FAMILIES
-
-    return [*FAMILIES[algorithm].special_tokens, SPECIAL]
+    return [SPECIAL] if algorithm == "bpe" else [*family(algorithm).special_tokens, SPECIAL]
 
 
 def main() -> None:

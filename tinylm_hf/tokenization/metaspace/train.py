@@ -53,7 +53,7 @@ def split_metaspace_words(text: str) -> list[str]:
     >>> split_metaspace_words("The cat  sat.\\nIt ran")
     ['▁The', '▁cat', '▁', '▁sat.', '▁It', '▁ran']
     """
-    return [word for words in _words([text]) for word in words]
+    return [word for words in _words(_checked_texts([text])) for word in words]
 
 
 def _words(texts: Iterable[str]) -> Iterator[list[str]]:
@@ -61,8 +61,6 @@ def _words(texts: Iterable[str]) -> Iterator[list[str]]:
     before each `▁` (lines and parts end where words end, so the words of all lines at once are each line's).
     Only the text in hand is held: its copies replace it as they are made."""
     for text in texts:
-        if not isinstance(text, str):
-            raise TypeError(f"the iterator must yield str, got {type(text).__name__}")
         if "\n\n" in text or text.startswith("\n") or text.endswith("\n"):
             text = "\n".join(line for line in text.split("\n") if line)
         if not text:
@@ -110,11 +108,10 @@ def _count_batches(batches: Iterator[list[str]], num_workers: int | None, counte
     """`count_metaspace_words` of batches of texts, `counted` characters having been counted before them."""
     counts: Counter[str] = Counter()
     for batch in batches:
-        if counted >= KERNEL_MIN_CHARS or "numba" in sys.modules:
-            if kernels_enabled():
-                total = _count_by_kernels(itertools.chain([batch], batches), num_workers)
-                total.update(counts)  # the reference's few: added to the kernels' many, not the other way
-                return total
+        if (counted >= KERNEL_MIN_CHARS or "numba" in sys.modules) and kernels_enabled():
+            total = _count_by_kernels(itertools.chain([batch], batches), num_workers)
+            total.update(counts)  # the reference's few: added to the kernels' many, not the other way
+            return total
         for words in _words(batch):
             counts.update(words)  # a list: counted in C
         counted += sum(map(len, batch))
@@ -151,6 +148,7 @@ class MetaspaceWordCounter:
 
 
 def _checked_texts(texts: Iterable[str]) -> Iterator[str]:
+    """The texts, each checked to be a `str` as it comes (the one check of every path that counts them)."""
     for text in texts:
         if not isinstance(text, str):
             raise TypeError(f"the iterator must yield str, got {type(text).__name__}")

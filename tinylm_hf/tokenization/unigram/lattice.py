@@ -46,7 +46,7 @@ class Lattice:
     def keep(self, alive: np.ndarray) -> None:
         """Drop, in place, the nodes of pieces where `alive` is False: the live nodes move to the front and the
         columns become views of them. Training replaces its lattice each round, and a second lattice held beside
-        the first was the peak of training on many words (issue 38)."""
+        the first was the peak of training on many words."""
         if runs_kernel(int(self.lengths.sum()), KERNEL_MIN_CHARS):
             from .lattice_kernels import keep_nodes
 

@@ -34,7 +34,7 @@ class Substrings:
     `level` = (positions, names): the start of every valid substring of `size` characters in the joined text
     (ascending) and its name. Positions, names and the per-character arrays are int32 (`index`) while the text
     is shorter than 2**31 characters (int64 beyond): about 22 bytes a character are held, where int64 arrays
-    and np.unique's copies took over 100 on code (issue 38).
+    and np.unique's copies took over 100 on code.
     """
 
     def __init__(self, words: list[str], max_length: int) -> None:
